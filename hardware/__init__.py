@@ -1,0 +1,1 @@
+"""Hardware: Robot / Camera interfaces and drivers (filled by the hardware issues)."""

@@ -1,0 +1,229 @@
+"""Typed experiment configs: dataclasses loaded from YAML with ``--a.b=value`` overrides (draccus).
+
+An unknown key, in a YAML file or on the command line, is an error that names the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import draccus
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config file or override is invalid; the message names the file and the key."""
+
+
+@dataclass
+class AdapterConfig:
+    """Declarative mapping from a foreign gymnasium env onto robot_rl's LeRobot keys.
+
+    ``observation`` maps our key (e.g. ``observation.state``) to the foreign observation key, or to a list
+    of keys that are flattened and concatenated in order. An empty string key ``""`` means the foreign
+    observation is a plain array. ``action_low``/``action_high`` override the foreign action bounds
+    when they are infinite. ``task`` is the language instruction recorded with every episode.
+    """
+
+    observation: dict[str, list[str]] = field(default_factory=dict)
+    task: str = ""
+    success_key: str = "is_success"
+
+
+@dataclass
+class EnvConfig:
+    """Which environment runs and how.
+
+    ``id`` is a gymnasium id; the built-in task is ``robot_rl/PandaPickCube-v0``. Any other registered id
+    works through ``adapter``. ``module`` is imported first so third-party ids get registered.
+    """
+
+    id: str = "robot_rl/PandaPickCube-v0"
+    module: str = ""
+    adapter: AdapterConfig | None = None
+    cameras: list[str] = field(default_factory=list)
+    image_size: int = 64
+    control_hz: float = 10.0
+    physics_hz: float = 500.0
+    max_episode_steps: int = 60
+    success_hold_steps: int = 3
+    lift_height_m: float = 0.1
+    num_envs: int = 2
+    kwargs: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CollectConfig:
+    """Scripted-expert demonstrations. ``expert_noise`` is the suboptimality knob (action noise std in
+    normalised units; it also widens grasp-offset errors so some demos fail)."""
+
+    num_episodes: int = 200
+    expert_noise: float = 0.3
+    seed: int = 0
+
+
+@dataclass
+class PolicyConfig:
+    """Flow-matching action-chunk policy (ALGORITHMS.md §2).
+
+    ``horizon`` is the chunk length h; ``flow_steps`` the Euler steps K. ``hidden_dims`` size the velocity
+    MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
+    ``quantile`` (q01/q99 scaled to [-1, 1]) for actions.
+    """
+
+    horizon: int = 5
+    flow_steps: int = 10
+    hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
+    image_features: int = 64
+    normalization: str = "quantile"
+    execution: str = "open_loop"
+    ensemble_decay: float = 0.1
+
+
+@dataclass
+class BCConfig:
+    """Flow behaviour cloning."""
+
+    steps: int = 5000
+    batch_size: int = 256
+    lr: float = 3e-4
+    seed: int = 0
+
+
+@dataclass
+class OfflineRLConfig:
+    """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
+
+    ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    """
+
+    method: str = "qc"
+    steps: int = 5000
+    batch_size: int = 256
+    lr: float = 3e-4
+    gamma: float = 0.99
+    tau: float = 0.005
+    num_critics: int = 2
+    critic_agg: str = "mean"
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
+    best_of_n: int = 32
+    fql_alpha: float = 100.0
+    normalize_q_loss: bool = True
+    seed: int = 0
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation: ``episodes_per_seed`` episodes for each of ``seeds`` policy seeds."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    episodes_per_seed: int = 50
+    num_videos: int = 2
+    video_camera: str = "front"
+
+
+@dataclass
+class PipelineConfig:
+    """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``."""
+
+    run_dir: str = "runs/panda_pick_cube"
+    env: EnvConfig = field(default_factory=EnvConfig)
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    device: str = "cpu"
+
+
+# The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.
+QUICK_OVERRIDES: dict[str, object] = {
+    "collect.num_episodes": 100,
+    "bc.steps": 1500,
+    "offline.steps": 1500,
+    "eval.seeds": [0, 1, 2],
+    "eval.episodes_per_seed": 50,
+}
+
+
+def _set_dotted(tree: dict, dotted: str, value: object) -> None:
+    node = tree
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    quick: bool = False,
+    cls: type = PipelineConfig,
+):
+    """Load ``cls`` from an optional YAML file plus ``--a.b=value`` overrides.
+
+    Precedence: defaults < YAML < ``--quick`` preset < command-line overrides.
+
+    Raises:
+        ConfigError: the YAML file is missing or malformed, or a key (in the file or an override) is
+            unknown; the message names the file and the key.
+    """
+    tree: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: invalid YAML: {err}") from err
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{path}: top level must be a mapping of config keys")
+    if quick:
+        for key, value in QUICK_OVERRIDES.items():
+            _set_dotted(tree, key, value)
+    for key, value in parse_overrides(overrides or []).items():
+        _set_dotted(tree, key, value)
+    try:
+        return draccus.decode(cls, tree)
+    except draccus.utils.DecodingError as err:
+        where = f"{path}: " if path is not None else ""
+        raise ConfigError(f"{where}unknown or invalid config key: {err}") from err
+
+
+def parse_overrides(args: list[str]) -> dict[str, object]:
+    """Parse ``--a.b=value`` or ``--a.b value`` pairs; values are read as YAML (``[1, 2]``, ``true``).
+
+    Raises:
+        ConfigError: an argument is not of that form.
+    """
+    out: dict[str, object] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            raise ConfigError(f"expected a config override like --bc.steps=100, got {arg!r}")
+        if "=" in arg:
+            key, raw = arg[2:].split("=", 1)
+            i += 1
+        elif i + 1 < len(args):
+            key, raw = arg[2:], args[i + 1]
+            i += 2
+        else:
+            raise ConfigError(f"config override {arg!r} has no value")
+        try:
+            out[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override --{key}: cannot parse value {raw!r}: {err}") from err
+    return out
+
+
+def save_config(cfg, path: str | Path) -> None:
+    """Write ``cfg`` as YAML that :func:`load_config` reads back to an equal config."""
+    Path(path).write_text(yaml.safe_dump(draccus.encode(cfg), sort_keys=False))
+
+
+def config_to_dict(cfg) -> dict:
+    """Plain-dict form of a config dataclass (for JSON checkpoints and reports)."""
+    return draccus.encode(cfg)

@@ -1,0 +1,107 @@
+"""Normalisation statistics (mean/std, min/max, q01/q99) in LeRobot's ``stats.json`` layout.
+
+Policies work in normalised action space [-1, 1] (DESIGN.md §3); the statistics travel with every
+checkpoint as ``normalization.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+STAT_NAMES = ("mean", "std", "min", "max", "q01", "q99")
+_EPS = 1e-6
+
+
+@dataclass
+class FeatureStats:
+    """Per-dimension statistics of one feature, each float32 of the feature's shape (images: (3, 1, 1))."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    q01: np.ndarray
+    q99: np.ndarray
+
+    @classmethod
+    def from_array(cls, x: np.ndarray) -> FeatureStats:
+        """Statistics over axis 0 of ``x`` (N, ...). Raises ValueError on an empty or non-finite array."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[0] == 0:
+            raise ValueError("cannot compute statistics of an empty array")
+        if not np.isfinite(x).all():
+            raise ValueError("cannot compute statistics: array contains NaN or inf")
+        q01, q99 = np.quantile(x, [0.01, 0.99], axis=0)
+        values = dict(mean=x.mean(0), std=x.std(0), min=x.min(0), max=x.max(0), q01=q01, q99=q99)
+        return cls(**{k: np.asarray(v, dtype=np.float32) for k, v in values.items()})
+
+    def normalize(self, x: np.ndarray, mode: str) -> np.ndarray:
+        """Map ``x`` (..., D) to normalised space: ``mean_std`` (zero mean, unit std) or ``quantile``
+        (q01 -> -1, q99 -> +1, as openpi). Raises ValueError on an unknown mode."""
+        lo, scale = self.affine(mode)
+        return ((x - lo) / scale).astype(np.float32)
+
+    def unnormalize(self, y: np.ndarray, mode: str) -> np.ndarray:
+        """Inverse of :meth:`normalize`."""
+        lo, scale = self.affine(mode)
+        return (y * scale + lo).astype(np.float32)
+
+    def affine(self, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(offset, scale)`` such that normalised = (x - offset) / scale."""
+        if mode == "mean_std":
+            return self.mean, np.maximum(self.std, _EPS)
+        if mode == "quantile":
+            mid = (self.q99 + self.q01) / 2
+            half = np.maximum((self.q99 - self.q01) / 2, _EPS)
+            return mid.astype(np.float32), half.astype(np.float32)
+        raise ValueError(f"unknown normalization mode {mode!r}; expected 'mean_std' or 'quantile'")
+
+
+def compute_stats(arrays: dict[str, np.ndarray]) -> dict[str, FeatureStats]:
+    """Statistics for each feature array (N, ...). Images (N, H, W, 3) uint8 get per-channel stats in
+    [0, 1] with shape (3, 1, 1), as LeRobot stores them."""
+    out = {}
+    for key, arr in arrays.items():
+        arr = np.asarray(arr)
+        if arr.ndim == 4 and arr.shape[-1] == 3 and arr.dtype == np.uint8:
+            per_channel = FeatureStats.from_array(arr.reshape(-1, 3).astype(np.float32) / 255.0)
+            out[key] = FeatureStats(**{k: v.reshape(3, 1, 1) for k, v in vars(per_channel).items()})
+        else:
+            out[key] = FeatureStats.from_array(arr.reshape(arr.shape[0], -1) if arr.ndim == 1 else arr)
+    return out
+
+
+def stats_to_json(stats: dict[str, FeatureStats]) -> dict:
+    return {key: {name: getattr(s, name).tolist() for name in STAT_NAMES} for key, s in stats.items()}
+
+
+def stats_from_json(tree: dict, source: str = "<dict>") -> dict[str, FeatureStats]:
+    """Parse the ``stats.json`` layout. Raises ValueError naming ``source`` and the key if a statistic
+    is missing. Extra statistics (e.g. LeRobot's ``count``) are ignored."""
+    out = {}
+    for key, entry in tree.items():
+        missing = [n for n in STAT_NAMES if n not in entry]
+        if missing:
+            raise ValueError(f"{source}: statistics for {key!r} lack {missing}")
+        out[key] = FeatureStats(**{n: np.asarray(entry[n], dtype=np.float32) for n in STAT_NAMES})
+    return out
+
+
+def save_stats(stats: dict[str, FeatureStats], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(stats_to_json(stats), indent=2))
+
+
+def load_stats(path: str | Path) -> dict[str, FeatureStats]:
+    """Read a ``stats.json``/``normalization.json``. Raises FileNotFoundError or ValueError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"normalization statistics not found: {path}")
+    try:
+        tree = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON: {err}") from err
+    return stats_from_json(tree, source=str(path))

@@ -1,0 +1,28 @@
+"""The field's feature keys, one place (LeRobot naming, DESIGN.md §3)."""
+
+STATE = "observation.state"
+ENV_STATE = "observation.environment_state"
+IMAGE_PREFIX = "observation.images."
+ACTION = "action"
+REWARD = "next.reward"
+DONE = "next.done"
+SUCCESS = "next.success"
+INTERVENTION = "complementary_info.is_intervention"
+TASK = "task"
+TIMESTAMP = "timestamp"
+FRAME_INDEX = "frame_index"
+EPISODE_INDEX = "episode_index"
+INDEX = "index"
+TASK_INDEX = "task_index"
+
+# Each episode's origin, stored in the episodes metadata.
+SOURCES = ("demo", "online", "intervention", "eval")
+
+
+def image_key(camera: str) -> str:
+    """``front`` -> ``observation.images.front``."""
+    return IMAGE_PREFIX + camera
+
+
+def is_image_key(key: str) -> bool:
+    return key.startswith(IMAGE_PREFIX)
