@@ -115,9 +115,9 @@ class OfflineRLConfig:
 
 @dataclass
 class EvalConfig:
-    """Evaluation: ``episodes_per_seed`` episodes for each of ``seeds`` policy seeds."""
+    """Evaluation: ``episodes_per_seed`` episodes for each training seed, on env seeds disjoint from the
+    demonstration seeds and shared by every method so the comparison is paired."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     episodes_per_seed: int = 50
     num_videos: int = 2
     video_camera: str = "front"
@@ -125,9 +125,13 @@ class EvalConfig:
 
 @dataclass
 class PipelineConfig:
-    """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``."""
+    """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
+
+    ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
+    """
 
     run_dir: str = "runs/panda_pick_cube"
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     env: EnvConfig = field(default_factory=EnvConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -142,7 +146,7 @@ QUICK_OVERRIDES: dict[str, object] = {
     "collect.num_episodes": 100,
     "bc.steps": 1500,
     "offline.steps": 1500,
-    "eval.seeds": [0, 1, 2],
+    "seeds": [0],
     "eval.episodes_per_seed": 50,
 }
 

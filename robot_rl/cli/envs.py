@@ -1,0 +1,49 @@
+"""Env wiring for the stages: vector envs with exact per-episode seeds, and dataset features from spaces."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from robot_rl import keys
+from robot_rl.config import EnvConfig
+
+
+def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
+    """N sub-envs with autoreset disabled, so robot_rl.rollout resets each with an exact seed.
+
+    One env runs in-process; more run in spawned worker processes (EGL contexts hang under fork).
+    """
+    from robot_rl.sim import make_env
+
+    n = num_envs or cfg.num_envs
+    fns = [partial(make_env, cfg) for _ in range(n)]
+    if n == 1:
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+    return gym.vector.AsyncVectorEnv(fns, context="spawn", autoreset_mode=AutoresetMode.DISABLED)
+
+
+def dataset_features(obs_space: gym.spaces.Dict, action_space: gym.spaces.Box) -> dict:
+    """LeRobot ``info.json`` features for the env's observations, its action and robot_rl's per-step keys."""
+    features = {}
+    for key, space in obs_space.spaces.items():
+        if keys.is_image_key(key):
+            features[key] = {
+                "dtype": "video",
+                "shape": list(space.shape),
+                "names": ["height", "width", "channels"],
+            }
+        else:
+            features[key] = {"dtype": "float32", "shape": list(space.shape), "names": None}
+    features[keys.ACTION] = {"dtype": "float32", "shape": list(action_space.shape), "names": None}
+    features[keys.REWARD] = {"dtype": "float32", "shape": [1], "names": None}
+    for key in (keys.DONE, keys.SUCCESS, keys.INTERVENTION):
+        features[key] = {"dtype": "bool", "shape": [1], "names": None}
+    return features
+
+
+def action_bounds(space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:
+    return space.low.astype(np.float32), space.high.astype(np.float32)

@@ -1,0 +1,41 @@
+"""Chunk sources for robot_rl.rollout: the scripted expert and a trained agent behind the safety filter."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class ExpertSource:
+    """One scripted expert per sub-env; each proposes a single action, i.e. chunks of h = 1."""
+
+    def __init__(self, num_envs: int, noise: float, seed: int):
+        from robot_rl.sim.expert import PickCubeExpert
+
+        self.experts = [PickCubeExpert(noise=noise, seed=seed + i) for i in range(num_envs)]
+
+    def reset(self, env_id: int) -> None:
+        self.experts[env_id].reset()
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        acts = [self.experts[i].act({k: v[j] for k, v in obs.items()}) for j, i in enumerate(env_ids)]
+        return np.stack(acts)[:, None, :].astype(np.float32)
+
+
+class AgentSource:
+    """Queries ``agent.act`` (B, h, d) and applies the safety filter: NaN/inf chunks are rejected with a
+    ValueError, finite actions are clipped to the env's action box [low, high]."""
+
+    def __init__(self, agent, obs_keys: list[str], low: np.ndarray, high: np.ndarray, device: str = "cpu"):
+        self.agent, self.obs_keys, self.low, self.high, self.device = agent, obs_keys, low, high, device
+
+    def reset(self, env_id: int) -> None:
+        pass
+
+    @torch.no_grad()
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        batch = {k: torch.as_tensor(np.asarray(obs[k])).to(self.device) for k in self.obs_keys}
+        chunk = self.agent.act(batch).cpu().numpy()
+        if not np.isfinite(chunk).all():
+            raise ValueError("policy produced NaN/inf actions; stopping instead of sending them to the robot")
+        return np.clip(chunk, self.low, self.high)

@@ -1,0 +1,156 @@
+"""The main job's stages: collect -> train (bc, offline) -> eval -> report.
+
+Each stage reads and writes files in the run directory and records a marker when it finishes, so a rerun
+skips finished stages and a killed run resumes (training resumes from its last periodic checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.cli.envs import action_bounds, dataset_features, make_rollout_vec_env
+from robot_rl.cli.sources import AgentSource, ExpertSource
+from robot_rl.cli.training import load_agent, train_agent
+from robot_rl.config import PipelineConfig, config_to_dict, save_config
+from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
+from robot_rl.eval.report import plot_curves, write_report
+from robot_rl.rollout import RecordedEpisode, rollout
+from robot_rl.run_dir import RunDir, write_json_atomic
+
+# Demo episodes use env seeds [0, N); evaluation uses seeds from here on, shared by every method and seed.
+EVAL_SEED_OFFSET = 1_000_000
+
+
+def collect(cfg: PipelineConfig) -> dict:
+    """Record ``cfg.collect.num_episodes`` scripted demos as a LeRobot v3.0 dataset in ``run_dir/dataset``.
+
+    Episodes already written by a killed run are kept; collection continues with the remaining seeds.
+    """
+    from robot_rl.data.lerobot_writer import LeRobotWriter
+
+    run = RunDir(cfg.run_dir)
+    if run.is_done("collect"):
+        return run.result("collect")
+    start = time.time()
+    vec = make_rollout_vec_env(cfg.env)
+    try:
+        features = dataset_features(vec.single_observation_space, vec.single_action_space)
+        writer = LeRobotWriter(run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type="panda")
+        task = vec.get_attr("task")[0]
+        done = writer.num_episodes
+        base = cfg.collect.seed * EVAL_SEED_OFFSET // 10
+        seeds = list(range(base + done, base + cfg.collect.num_episodes))
+        successes = []
+
+        def on_episode(ep: RecordedEpisode) -> None:
+            writer.add_episode(ep.frames, task=task, source="demo")
+            successes.append(ep.success)
+
+        source = ExpertSource(vec.num_envs, cfg.collect.expert_noise, seed=cfg.collect.seed)
+        with tqdm(total=len(seeds), desc="collect demos", unit="ep") as bar:
+            rollout(vec, source, seeds, on_episode, progress=bar.update)
+        writer.close()
+    finally:
+        vec.close()
+    result = {
+        "num_episodes": cfg.collect.num_episodes,
+        "expert_noise": cfg.collect.expert_noise,
+        "demo_success_rate": _dataset_success_rate(run),
+        "wall_time_s": time.time() - start,
+    }
+    run.mark_done("collect", result)
+    return result
+
+
+def _dataset_success_rate(run: RunDir) -> float:
+    from robot_rl.data.lerobot_dataset import LeRobotDataset
+
+    table = LeRobotDataset(run.dataset).load_tabular()
+    success = np.asarray(table[keys.SUCCESS]).reshape(-1).astype(bool)
+    episodes = np.asarray(table[keys.EPISODE_INDEX]).reshape(-1)
+    return float(np.mean([success[episodes == e].any() for e in np.unique(episodes)]))
+
+
+def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
+    """Train ``algo`` ('bc' or 'offline') for one seed; offline RL warm-starts from that seed's BC policy."""
+    run = RunDir(cfg.run_dir)
+    stage = f"train_{algo}_seed{seed}"
+    if run.is_done(stage):
+        return run.result(stage)
+    start = time.time()
+    init = run.checkpoint("bc", seed) if algo == "offline" else None
+    if init is not None and not run.is_done(f"train_bc_seed{seed}"):
+        train(cfg, "bc", seed)
+    metrics = train_agent(cfg, algo, seed, run, init_from=init)
+    result = {"checkpoint": str(run.checkpoint(algo, seed)), "final": metrics, "wall_time_s": time.time() - start}
+    run.mark_done(stage, result)
+    return result
+
+
+def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
+    """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs."""
+    run = RunDir(cfg.run_dir)
+    stage = f"eval_{algo}_seed{seed}"
+    if run.is_done(stage):
+        return run.result(stage)
+    start = time.time()
+    agent, obs_keys = load_agent(run.checkpoint(algo, seed), cfg.device, seed=seed)
+    vec = make_rollout_vec_env(cfg.env)
+    results: list[EpisodeResult] = []
+
+    def on_episode(ep: RecordedEpisode) -> None:
+        cycle = ep.success_step / cfg.env.control_hz if ep.success_step is not None else None
+        results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
+
+    try:
+        low, high = action_bounds(vec.single_action_space)
+        source = AgentSource(agent, obs_keys, low, high, cfg.device)
+        seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
+        with tqdm(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
+            rollout(vec, source, seeds, on_episode, progress=bar.update)
+    finally:
+        vec.close()
+    results.sort(key=lambda e: e.env_seed)
+    out = {"summary": summarize(results), "episodes": episodes_to_json(results)}
+    write_json_atomic(run.eval_file(algo, seed), out)
+    out["wall_time_s"] = time.time() - start
+    run.mark_done(stage, out)
+    return out
+
+
+def pipeline(cfg: PipelineConfig) -> dict:
+    """Run every stage for every seed, then write report.json, report.md, curves.png and videos."""
+    from robot_rl.cli.videos import record_videos
+
+    run = RunDir(cfg.run_dir)
+    run.root.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run.root / "config.yaml")
+    collected = collect(cfg)
+    walls = {"collect": collected["wall_time_s"], "train": 0.0, "eval": 0.0}
+    per_method: dict[str, dict[int, list[EpisodeResult]]] = {"bc": {}, "offline": {}}
+    for seed in cfg.seeds:
+        for algo in ("bc", "offline"):
+            walls["train"] += train(cfg, algo, seed)["wall_time_s"]
+            evaluated = evaluate(cfg, algo, seed)
+            walls["eval"] += evaluated["wall_time_s"]
+            per_method[algo][seed] = [EpisodeResult(**e) for e in evaluated["episodes"]]
+    summaries = {algo: summarize_seeds(eps) for algo, eps in per_method.items()}
+    videos = record_videos(cfg, run, seed=cfg.seeds[0])
+    logs = {algo: {s: run.train_log(algo, s) for s in cfg.seeds} for algo in per_method}
+    plot_curves(logs, summaries, run.root / "curves.png")
+    report = {
+        "env_id": cfg.env.id,
+        "config": config_to_dict(cfg),
+        "dataset": collected,
+        "methods": summaries,
+        "gain_success_rate": summaries["offline"]["success_rate"] - summaries["bc"]["success_rate"],
+        "wall_time_s": walls,
+        "videos": [str(v.relative_to(run.root)) for v in videos],
+    }
+    write_report(run.root, report)
+    print((run.root / "report.md").read_text())
+    return report

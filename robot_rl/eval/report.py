@@ -1,0 +1,75 @@
+"""The run report: ``report.json``, ``report.md`` and ``curves.png`` (learning curves + success rates)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from robot_rl.run_dir import write_json_atomic  # noqa: E402
+
+METHOD_TITLES = {"bc": "Flow BC", "offline": "Chunked offline RL"}
+
+
+def read_log(path: Path) -> dict[str, list[float]]:
+    """Read a training CSV log (header row, then numeric rows) into columns."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {k: [float(r[k]) for r in rows if r[k] != ""] for k in (rows[0] if rows else {})}
+
+
+def plot_curves(logs: dict[str, dict[int, Path]], summaries: dict[str, dict], out: Path) -> None:
+    """Plot training curves per method and seed, and success rates with 95% intervals, into ``out``."""
+    panels = [("bc", "bc_loss"), ("offline", "critic_loss"), ("offline", "q_mean")]
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4.2 * (len(panels) + 1), 3.4))
+    for ax, (method, column) in zip(axes, panels, strict=False):
+        for seed, path in sorted(logs.get(method, {}).items()):
+            cols = read_log(path)
+            if column in cols:
+                ax.plot(cols["step"][: len(cols[column])], cols[column], label=f"seed {seed}")
+        ax.set_title(f"{METHOD_TITLES.get(method, method)}: {column}")
+        ax.set_xlabel("gradient step")
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    names = list(summaries)
+    rates = [summaries[m]["success_rate"] for m in names]
+    lo = [r - summaries[m]["success_ci95"][0] for r, m in zip(rates, names, strict=True)]
+    hi = [summaries[m]["success_ci95"][1] - r for r, m in zip(rates, names, strict=True)]
+    ax.bar([METHOD_TITLES.get(m, m) for m in names], rates, yerr=[lo, hi], capsize=6, color=["#888", "#2a7"])
+    ax.set_ylim(0, 1)
+    ax.set_title("success rate (95% CI)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def write_report(root: Path, report: dict) -> None:
+    """Write ``report.json`` and a human-readable ``report.md`` into ``root``."""
+    write_json_atomic(root / "report.json", report)
+    lines = [
+        "# robot_rl run report",
+        "",
+        f"Environment `{report['env_id']}`, {report['dataset']['num_episodes']} demonstrations "
+        f"(scripted expert, noise {report['dataset']['expert_noise']}, demo success rate "
+        f"{report['dataset']['demo_success_rate']:.2f}).",
+        "",
+        "| method | success rate | 95% CI | std across seeds | mean return | cycle time (s) | episodes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in report["methods"].items():
+        ct = f"{s['cycle_time_s']:.2f}" if s["cycle_time_s"] is not None else "-"
+        lines.append(
+            f"| {METHOD_TITLES.get(name, name)} | {s['success_rate']:.3f} | "
+            f"[{s['success_ci95'][0]:.3f}, {s['success_ci95'][1]:.3f}] | "
+            f"{s['success_rate_std_across_seeds']:.3f} | {s['mean_return']:.3f} | {ct} | "
+            f"{s['num_episodes']} ({len(s['seeds'])} seeds) |"
+        )
+    lines += ["", f"Offline-RL gain over BC (success rate): {report['gain_success_rate']:+.3f}", ""]
+    lines += ["Stage wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in report["wall_time_s"].items())]
+    lines += ["", "![curves](curves.png)", ""]
+    lines += [f"- video: `{v}`" for v in report.get("videos", [])]
+    (root / "report.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,58 @@
+"""The run directory: every stage reads and writes files here, so finished stages are skipped on a rerun.
+
+A stage is finished when ``stages/<name>.json`` exists; that marker is written atomically, last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+class RunDir:
+    """Paths and stage markers of one run. ``root`` is created on first use."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    @property
+    def dataset(self) -> Path:
+        return self.root / "dataset"
+
+    def checkpoint(self, algo: str, seed: int) -> Path:
+        return self.root / "checkpoints" / f"{algo}_seed{seed}"
+
+    def train_log(self, algo: str, seed: int) -> Path:
+        return self.root / "logs" / f"{algo}_seed{seed}.csv"
+
+    def eval_file(self, algo: str, seed: int) -> Path:
+        return self.root / "eval" / f"{algo}_seed{seed}.json"
+
+    @property
+    def videos(self) -> Path:
+        return self.root / "videos"
+
+    def _marker(self, stage: str) -> Path:
+        return self.root / "stages" / f"{stage}.json"
+
+    def is_done(self, stage: str) -> bool:
+        return self._marker(stage).is_file()
+
+    def result(self, stage: str) -> dict:
+        """The JSON a finished stage recorded. Raises FileNotFoundError naming the marker if not finished."""
+        marker = self._marker(stage)
+        if not marker.is_file():
+            raise FileNotFoundError(f"stage {stage!r} has not finished: {marker} is missing")
+        return json.loads(marker.read_text())
+
+    def mark_done(self, stage: str, result: dict) -> None:
+        write_json_atomic(self._marker(stage), result)
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Write JSON to ``path`` via a temporary file and ``os.replace`` so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2))
+    os.replace(tmp, path)

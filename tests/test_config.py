@@ -1,0 +1,59 @@
+"""Typed configs: YAML + overrides, precedence, and unknown keys named in the error."""
+
+import pytest
+
+from robot_rl.config import ConfigError, PipelineConfig, load_config, parse_overrides, save_config
+
+
+def test_defaults_yaml_quick_and_overrides_precedence(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("bc:\n  steps: 11\n  batch_size: 8\nenv:\n  cameras: [front]\n")
+    cfg = load_config(path, ["--bc.batch_size=16", "--offline.method", "qc_fql"], quick=True)
+    assert cfg.bc.steps == 1500  # quick preset beats the file
+    assert cfg.bc.batch_size == 16  # override beats the file
+    assert cfg.offline.method == "qc_fql"
+    assert cfg.env.cameras == ["front"]
+    assert cfg.policy.horizon == PipelineConfig().policy.horizon
+
+
+def test_unknown_key_in_file_names_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("offline:\n  best_of_m: 4\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*best_of_m"):
+        load_config(path)
+
+
+def test_unknown_key_on_command_line_is_named():
+    with pytest.raises(ConfigError, match="stepz"):
+        load_config(None, ["--bc.stepz=3"])
+
+
+def test_wrong_type_and_malformed_override():
+    with pytest.raises(ConfigError, match="bc.steps"):
+        load_config(None, ["--bc.steps=many"])
+    with pytest.raises(ConfigError, match="override"):
+        parse_overrides(["bc.steps=3"])
+    with pytest.raises(ConfigError, match="no value"):
+        parse_overrides(["--bc.steps"])
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("bc: [unclosed\n")
+    with pytest.raises(ConfigError, match="broken.yaml"):
+        load_config(bad)
+
+
+def test_save_load_round_trip(tmp_path):
+    cfg = load_config(None, ["--seeds=[4, 5]", "--env.num_envs=3"])
+    save_config(cfg, tmp_path / "out.yaml")
+    assert load_config(tmp_path / "out.yaml") == cfg
+
+
+def test_shipped_configs_load():
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
+        load_config(path)
