@@ -1,0 +1,26 @@
+"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, chunked critic and targets.
+
+This package never imports ``robot_rl.policies`` at module level; agents receive their networks as
+constructor arguments (see :mod:`robot_rl.algos.protocols`). ``robot_rl.policies.registry.build_agent``
+wires them together.
+"""
+
+from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.critic import ChunkCritic, aggregate_q, polyak_update
+from robot_rl.algos.flow_bc import FlowBC
+from robot_rl.algos.fql import QCFQLAgent
+from robot_rl.algos.qc import QCAgent, best_of_n
+from robot_rl.algos.targets import masked_critic_loss, qc_target
+
+__all__ = [
+    "ChunkCritic",
+    "FlowBC",
+    "QCAgent",
+    "QCFQLAgent",
+    "aggregate_q",
+    "batch_to_torch",
+    "best_of_n",
+    "masked_critic_loss",
+    "polyak_update",
+    "qc_target",
+]

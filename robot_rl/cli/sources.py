@@ -24,13 +24,32 @@ class ExpertSource:
 
 class AgentSource:
     """Queries ``agent.act`` (B, h, d) and applies the safety filter: NaN/inf chunks are rejected with a
-    ValueError, finite actions are clipped to the env's action box [low, high]."""
+    ValueError, finite actions are clipped to the env's action box [low, high].
 
-    def __init__(self, agent, obs_keys: list[str], low: np.ndarray, high: np.ndarray, device: str = "cpu"):
+    ``execution='open_loop'`` returns whole chunks (the rollout executes all h actions before the next
+    query); ``'temporal_ensemble'`` queries every step and returns the ACT-weighted action as a chunk of 1.
+    """
+
+    def __init__(
+        self,
+        agent,
+        obs_keys: list[str],
+        low: np.ndarray,
+        high: np.ndarray,
+        device: str = "cpu",
+        execution: str = "open_loop",
+        decay: float = 0.1,
+        num_envs: int = 1,
+    ):
+        from robot_rl.policies.executor import ChunkExecutor
+
         self.agent, self.obs_keys, self.low, self.high, self.device = agent, obs_keys, low, high, device
+        horizon = agent.policy.horizon
+        self.executors = [ChunkExecutor(horizon, execution, decay) for _ in range(num_envs)]
+        self.ensemble = execution == "temporal_ensemble"
 
     def reset(self, env_id: int) -> None:
-        pass
+        self.executors[env_id].reset()
 
     @torch.no_grad()
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
@@ -38,4 +57,11 @@ class AgentSource:
         chunk = self.agent.act(batch).cpu().numpy()
         if not np.isfinite(chunk).all():
             raise ValueError("policy produced NaN/inf actions; stopping instead of sending them to the robot")
-        return np.clip(chunk, self.low, self.high)
+        chunk = np.clip(chunk, self.low, self.high)
+        if not self.ensemble:
+            return chunk
+        steps = []
+        for row, env_id in zip(chunk, env_ids, strict=True):
+            self.executors[env_id].push(row)
+            steps.append(self.executors[env_id].pop())
+        return np.stack(steps)[:, None, :]

@@ -23,6 +23,7 @@ from robot_rl.run_dir import RunDir, write_json_atomic
 
 # Demo episodes use env seeds [0, N); evaluation uses seeds from here on, shared by every method and seed.
 EVAL_SEED_OFFSET = 1_000_000
+DEMO_SEED_STRIDE = 100_000
 
 
 def collect(cfg: PipelineConfig) -> dict:
@@ -39,10 +40,12 @@ def collect(cfg: PipelineConfig) -> dict:
     vec = make_rollout_vec_env(cfg.env)
     try:
         features = dataset_features(vec.single_observation_space, vec.single_action_space)
-        writer = LeRobotWriter(run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type="panda")
+        writer = LeRobotWriter(
+            run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type="panda"
+        )
         task = vec.get_attr("task")[0]
         done = writer.num_episodes
-        base = cfg.collect.seed * EVAL_SEED_OFFSET // 10
+        base = cfg.collect.seed * DEMO_SEED_STRIDE
         seeds = list(range(base + done, base + cfg.collect.num_episodes))
         successes = []
 
@@ -86,7 +89,11 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     if init is not None and not run.is_done(f"train_bc_seed{seed}"):
         train(cfg, "bc", seed)
     metrics = train_agent(cfg, algo, seed, run, init_from=init)
-    result = {"checkpoint": str(run.checkpoint(algo, seed)), "final": metrics, "wall_time_s": time.time() - start}
+    result = {
+        "checkpoint": str(run.checkpoint(algo, seed)),
+        "final": metrics,
+        "wall_time_s": time.time() - start,
+    }
     run.mark_done(stage, result)
     return result
 
@@ -108,7 +115,16 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
 
     try:
         low, high = action_bounds(vec.single_action_space)
-        source = AgentSource(agent, obs_keys, low, high, cfg.device)
+        source = AgentSource(
+            agent,
+            obs_keys,
+            low,
+            high,
+            cfg.device,
+            cfg.policy.execution,
+            cfg.policy.ensemble_decay,
+            vec.num_envs,
+        )
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
         with tqdm(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)

@@ -80,8 +80,10 @@ def stats_to_json(stats: dict[str, FeatureStats]) -> dict:
 
 
 def stats_from_json(tree: dict, source: str = "<dict>") -> dict[str, FeatureStats]:
-    """Parse the ``stats.json`` layout. Raises ValueError naming ``source`` and the key if a statistic
-    is missing. Extra statistics (e.g. LeRobot's ``count``) are ignored."""
+    """Parse the ``stats.json`` layout.
+
+    Raises ValueError naming ``source`` and the key if a statistic is missing. Extra statistics (e.g.
+    LeRobot's ``count``) are ignored."""
     out = {}
     for key, entry in tree.items():
         missing = [n for n in STAT_NAMES if n not in entry]
@@ -96,7 +98,7 @@ def save_stats(stats: dict[str, FeatureStats], path: str | Path) -> None:
 
 
 def load_stats(path: str | Path) -> dict[str, FeatureStats]:
-    """Read a ``stats.json``/``normalization.json``. Raises FileNotFoundError or ValueError naming the file."""
+    """Read a ``stats.json``/``normalization.json``; FileNotFoundError or ValueError names the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"normalization statistics not found: {path}")

@@ -1,0 +1,62 @@
+"""Policy inference latency per chunk on CPU: flow sampling (K=10 Euler steps, the baseline) vs QC
+best-of-32 (flow samples 32 chunks + critic ensemble picks the argmax). Sim-like state-only observations
+(state 22, env state 7), action dim 4, h=5; default network sizes from robot_rl.config.
+
+Run: python benchmarks/bench_policy.py [--time-per-case 3] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
+from robot_rl.policies import build_agent
+from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
+
+
+def latency_ms(fn, budget_s: float, min_iters: int = 5) -> float:
+    """Median wall time of ``fn()`` in ms over as many calls as fit in ``budget_s`` (after 2 warm-ups)."""
+    fn()
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_iters or time.perf_counter() - start < budget_s:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000.0 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-per-case", type=float, default=3.0)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    stats = fake_stats()
+    pcfg = PolicyConfig()
+    ocfg = OfflineRLConfig()
+    flow = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats).eval()
+    qc = build_agent("qc", pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats).eval()
+    print(
+        f"policy inference, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"h={pcfg.horizon} d={SIM_ACTION_DIM} K={pcfg.flow_steps} policy MLP {pcfg.hidden_dims}, "
+        f"critic {ocfg.num_critics}x{ocfg.critic_hidden_dims}"
+    )
+    print(f"{'batch':>5} | {'flow K=10 (ms/chunk batch)':>27} | {'QC best-of-32 (ms)':>19} | ratio QC/flow")
+    for batch in (1, 64):
+        obs = fake_obs(batch, seed=0)
+        with torch.inference_mode():
+            t_flow = latency_ms(lambda obs=obs: flow.act(obs), args.time_per_case)
+            t_qc = latency_ms(lambda obs=obs: qc.act(obs), args.time_per_case)
+        print(f"{batch:>5} | {t_flow:>27.2f} | {t_qc:>19.2f} | {t_qc / t_flow:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

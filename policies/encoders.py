@@ -1,0 +1,128 @@
+"""Observation encoder: LeRobot observation dict (raw env units) -> flat features (B, F) float32.
+
+Vector keys (``observation.state``, ``observation.environment_state``, ...) are normalised with mean/std
+from the dataset statistics (stored as buffers) and concatenated; each image key
+``observation.images.<cam>`` (B, H, W, 3) uint8 goes through its own small CNN (HWC uint8 -> CHW float in
+[0, 1] inside) to ``image_features`` dims.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.data.normalize import FeatureStats
+from robot_rl.keys import is_image_key
+
+
+class SmallCNN(nn.Module):
+    """(B, 3, H, W) float in [0, 1] -> (B, out_dim): 3 stride-2 convs, 4x4 average pool, Linear, LayerNorm."""
+
+    def __init__(self, out_dim: int, channels: int = 32):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(3, channels, 3, stride=2, padding=1),
+            nn.GELU(),
+            nn.Conv2d(channels, channels, 3, stride=2, padding=1),
+            nn.GELU(),
+            nn.Conv2d(channels, channels, 3, stride=2, padding=1),
+            nn.GELU(),
+            nn.AdaptiveAvgPool2d(4),
+            nn.Flatten(),
+        )
+        self.head = nn.Sequential(nn.Linear(channels * 16, out_dim), nn.LayerNorm(out_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv(x))
+
+
+def _buffer_name(key: str) -> str:
+    return key.replace(".", "__")
+
+
+class ObservationEncoder(nn.Module):
+    """Encode an observation dict to (B, out_dim) float32.
+
+    Args:
+        obs_shapes: key -> per-sample shape, e.g. ``{"observation.state": (22,),
+            "observation.images.front": (64, 64, 3)}``. Keys are used in sorted order.
+        stats: key -> FeatureStats; needed for every vector key (mean/std normalisation).
+        image_features: CNN output dims per camera.
+        hidden: CNN channel width.
+
+    Raises (forward):
+        ValueError: a key is missing, has the wrong shape (message names the key, expected and got
+            shapes), an image is not uint8, or a vector observation holds NaN/inf.
+    """
+
+    def __init__(
+        self,
+        obs_shapes: dict[str, tuple[int, ...]],
+        stats: dict[str, FeatureStats],
+        image_features: int = 64,
+        hidden: int = 32,
+    ):
+        super().__init__()
+        if not obs_shapes:
+            raise ValueError("obs_shapes is empty: the encoder needs at least one observation key")
+        self.obs_shapes = {k: tuple(int(s) for s in v) for k, v in sorted(obs_shapes.items())}
+        self.vector_keys = [k for k in self.obs_shapes if not is_image_key(k)]
+        self.image_keys = [k for k in self.obs_shapes if is_image_key(k)]
+        self.cnns = nn.ModuleDict()
+        out_dim = 0
+        for key in self.vector_keys:
+            shape = self.obs_shapes[key]
+            if len(shape) != 1:
+                raise ValueError(f"vector observation {key!r} must be 1-D, got shape {shape}")
+            if key not in stats:
+                raise ValueError(f"no normalization statistics for observation {key!r}")
+            mean, std = stats[key].affine("mean_std")
+            mean = torch.as_tensor(mean, dtype=torch.float32).reshape(-1)
+            std = torch.as_tensor(std, dtype=torch.float32).reshape(-1)
+            if mean.shape != (shape[0],):
+                raise ValueError(f"statistics for {key!r} have shape {tuple(mean.shape)}, expected {shape}")
+            self.register_buffer(f"mean__{_buffer_name(key)}", mean)
+            self.register_buffer(f"std__{_buffer_name(key)}", std)
+            out_dim += shape[0]
+        for key in self.image_keys:
+            shape = self.obs_shapes[key]
+            if len(shape) != 3 or shape[-1] != 3:
+                raise ValueError(f"image observation {key!r} must be (H, W, 3), got shape {shape}")
+            self.cnns[_buffer_name(key)] = SmallCNN(image_features, hidden)
+            out_dim += image_features
+        self.out_dim = out_dim
+
+    def _get(self, obs: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+        if key not in obs:
+            raise ValueError(
+                f"observation key {key!r} missing; expected shape (B, *{self.obs_shapes[key]}), "
+                f"got keys {sorted(obs)}"
+            )
+        x = obs[key]
+        expected = self.obs_shapes[key]
+        if x.dim() != len(expected) + 1 or tuple(x.shape[1:]) != expected:
+            raise ValueError(
+                f"observation {key!r} has shape {tuple(x.shape)}; "
+                f"expected (B, {', '.join(map(str, expected))})"
+            )
+        return x
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """obs: vector keys (B, S) float, image keys (B, H, W, 3) uint8 -> (B, out_dim) float32."""
+        parts = []
+        for key in self.vector_keys:
+            x = self._get(obs, key).to(torch.float32)
+            if not torch.isfinite(x).all():
+                raise ValueError(f"observation {key!r} contains NaN or inf")
+            name = _buffer_name(key)
+            parts.append((x - getattr(self, f"mean__{name}")) / getattr(self, f"std__{name}"))
+        for key in self.image_keys:
+            x = self._get(obs, key)
+            if x.dtype != torch.uint8:
+                raise ValueError(f"image observation {key!r} must be uint8 (B, H, W, 3), got {x.dtype}")
+            img = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+            parts.append(self.cnns[_buffer_name(key)](img))
+        batch = {p.shape[0] for p in parts}
+        if len(batch) != 1:
+            raise ValueError(f"observation keys disagree on batch size: {sorted(batch)}")
+        return torch.cat(parts, dim=-1)

@@ -1,0 +1,202 @@
+"""Wiring: build policies, critics and agents by method name, save them and rebuild them from a checkpoint.
+
+This is where ``robot_rl.policies`` (networks) meets ``robot_rl.algos`` (core algorithms), so the core
+never imports the policies package (DESIGN.md §2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import draccus
+import torch
+from torch import nn
+
+from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent
+from robot_rl.algos.base import Agent
+from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig
+from robot_rl.data.normalize import FeatureStats
+
+from .checkpoint import check_compatible, load_checkpoint, load_extra_state, require_shapes, save_checkpoint
+from .encoders import ObservationEncoder
+from .flow import FlowChunkPolicy
+from .one_step import OneStepChunkPolicy
+
+METHODS = ("bc", "qc", "qc_fql")
+EncoderFactory = Callable[[], nn.Module]
+
+
+def default_encoder_factory(
+    obs_shapes: dict[str, tuple[int, ...]], stats: dict[str, FeatureStats], image_features: int = 64
+) -> EncoderFactory:
+    """A factory producing fresh :class:`ObservationEncoder` instances (one per network)."""
+    return lambda: ObservationEncoder(obs_shapes, stats, image_features=image_features, hidden=32)
+
+
+def build_policy(
+    policy_cfg: PolicyConfig,
+    obs_shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    stats: dict[str, FeatureStats],
+    encoder_factory: EncoderFactory | None = None,
+) -> FlowChunkPolicy:
+    factory = encoder_factory or default_encoder_factory(obs_shapes, stats, policy_cfg.image_features)
+    return FlowChunkPolicy(policy_cfg, obs_shapes, action_dim, stats, encoder=factory())
+
+
+def build_agent(
+    method: str,
+    policy_cfg: PolicyConfig,
+    offline_cfg: OfflineRLConfig | BCConfig,
+    obs_shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    stats: dict[str, FeatureStats] | None = None,
+    encoder_factory: EncoderFactory | None = None,
+    device: str | torch.device = "cpu",
+) -> Agent:
+    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``qc`` (QCAgent) or
+    ``qc_fql`` (QCFQLAgent). Each network (policy, critic, one-step policy) gets its own encoder from
+    ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
+
+    Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
+    ``PipelineConfig`` (same as :func:`build_agent_from_config`).
+
+    Raises:
+        ValueError: unknown method.
+    """
+    if isinstance(policy_cfg, PipelineConfig):  # build_agent(method, cfg, obs_shapes, action_dim, stats)
+        return build_agent_from_config(
+            method, policy_cfg, offline_cfg, obs_shapes, action_dim, device, encoder_factory
+        )
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+    if stats is None:
+        raise TypeError("build_agent needs stats (normalization statistics per feature)")
+    factory = encoder_factory or default_encoder_factory(obs_shapes, stats, policy_cfg.image_features)
+    policy = build_policy(policy_cfg, obs_shapes, action_dim, stats, factory).to(device)
+    if method == "bc":
+        return FlowBC(policy, offline_cfg)
+    critic = ChunkCritic(
+        factory(),
+        action_dim,
+        policy_cfg.horizon,
+        offline_cfg.critic_hidden_dims,
+        num_critics=offline_cfg.num_critics,
+        agg=offline_cfg.critic_agg,
+    ).to(device)
+    if method == "qc":
+        return QCAgent(policy, critic, offline_cfg)
+    one_step = OneStepChunkPolicy(factory(), action_dim, policy_cfg.horizon, policy_cfg.hidden_dims).to(
+        device
+    )
+    return QCFQLAgent(policy, critic, one_step, offline_cfg)
+
+
+def build_agent_from_config(
+    method: str,
+    cfg,
+    obs_shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    stats: dict[str, FeatureStats],
+    device: str | torch.device = "cpu",
+    encoder_factory: EncoderFactory | None = None,
+) -> Agent:
+    """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``, else
+    ``cfg.offline``)."""
+    algo_cfg = cfg.bc if method == "bc" else cfg.offline
+    return build_agent(method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
+
+
+def save_agent(
+    path: str | Path,
+    agent: Agent,
+    config: dict,
+    stats: dict[str, FeatureStats],
+    obs_shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    include_optimizer: bool = False,
+    extra_state: dict | None = None,
+) -> Path:
+    """Checkpoint an agent. ``config`` is the full config dict (``config_to_dict(PipelineConfig)``: needs
+    ``policy`` and ``offline`` or ``bc`` sections); ``method`` is added. With ``include_optimizer`` the
+    optimizer state goes into ``extra_state['optimizers']`` (extra_state.*)."""
+    cfg = dict(config)
+    cfg["method"] = agent.method
+    state = dict(extra_state or {})
+    if include_optimizer:
+        state["optimizers"] = agent.optimizer_state()
+    return save_checkpoint(
+        path, agent.modules(), cfg, stats, state or None, obs_shapes=obs_shapes, action_dim=action_dim
+    )
+
+
+def _section(config: dict, name: str, cls):
+    return draccus.decode(cls, config.get(name) or {})
+
+
+def load_agent(
+    path: str | Path,
+    method: str | None = None,
+    device: str | torch.device = "cpu",
+    load_optimizer: bool = False,
+    obs_shapes: dict[str, tuple[int, ...]] | None = None,
+    action_dim: int | None = None,
+) -> tuple[Agent, dict, dict[str, FeatureStats]]:
+    """Rebuild an agent from a checkpoint -> (agent, config dict, stats).
+
+    ``method`` defaults to the checkpoint's. If ``obs_shapes``/``action_dim`` (of the env/dataset) are given
+    they are checked against the checkpoint (ValueError naming the key and both shapes).
+    """
+    state_dicts, config, stats = load_checkpoint(path)
+    require_shapes(config)
+    if obs_shapes is not None:
+        check_compatible(config, obs_shapes, action_dim if action_dim is not None else config["action_dim"])
+    method = method or config.get("method", "bc")
+    policy_cfg = _section(config, "policy", PolicyConfig)
+    algo_cfg = (
+        _section(config, "bc", BCConfig) if method == "bc" else _section(config, "offline", OfflineRLConfig)
+    )
+    shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
+    agent = build_agent(method, policy_cfg, algo_cfg, shapes, int(config["action_dim"]), stats, device=device)
+    for name, module in agent.modules().items():
+        if name not in state_dicts:
+            raise KeyError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")
+        module.load_state_dict(state_dicts[name], strict=True)
+    if load_optimizer:
+        extra = load_extra_state(path)
+        if not extra or "optimizers" not in extra:
+            raise FileNotFoundError(f"checkpoint {path} has no optimizer state (extra_state.*)")
+        agent.load_optimizer_state(extra["optimizers"])
+    return agent, config, stats
+
+
+def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[FlowChunkPolicy, dict, dict]:
+    """Rebuild only the flow policy (module ``policy``) from a checkpoint -> (policy, config, stats)."""
+    state_dicts, config, stats = load_checkpoint(path)
+    if "policy" not in state_dicts:
+        raise KeyError(f"{Path(path) / 'model.safetensors'} has no 'policy' weights")
+    require_shapes(config)
+    policy = build_policy(
+        _section(config, "policy", PolicyConfig),
+        {k: tuple(v) for k, v in config["obs_shapes"].items()},
+        int(config["action_dim"]),
+        stats,
+    ).to(device)
+    policy.load_state_dict(state_dicts["policy"], strict=True)
+    return policy, config, stats
+
+
+def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
+    """Load the BC-trained flow policy weights (module ``policy`` of a BC checkpoint) into ``agent.policy``.
+
+    Raises:
+        FileNotFoundError: checkpoint missing; ValueError: the BC checkpoint's obs shapes / action dim differ
+        from the agent's.
+    """
+    state_dicts, config, _ = load_checkpoint(bc_checkpoint)
+    enc = agent.policy.encoder
+    check_compatible(config, getattr(enc, "obs_shapes", {}), agent.policy.action_dim)
+    if "policy" not in state_dicts:
+        raise KeyError(f"{Path(bc_checkpoint) / 'model.safetensors'} has no 'policy' weights")
+    agent.load_policy_state(state_dicts["policy"])

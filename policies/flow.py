@@ -1,0 +1,155 @@
+"""Flow-matching action-chunk policy (ALGORITHMS.md §2; flow BC as in Park, Li & Levine 2025 "Flow
+Q-Learning" and Li, Zhou & Levine 2025 "Q-chunking"). Convention: t=0 noise, t=1 data.
+
+Velocity MLP v_theta(feat(s), x_t, t) over the flattened chunk (h*d). Loss
+``E ||v_theta(s, x_t, t) - (A - x_0)||^2`` with ``x_t = (1-t) x_0 + t A``, x_0 ~ N(0, I), t ~ U[0, 1],
+masked per chunk step by ``valid``. Sampling: K Euler steps ``x <- x + v(s, x, k/K) / K``, clipped to [-1, 1].
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.algos.base import check_finite
+from robot_rl.algos.mlp import build_mlp
+from robot_rl.config import PolicyConfig
+from robot_rl.data.normalize import FeatureStats
+from robot_rl.keys import ACTION
+
+from .encoders import ObservationEncoder
+
+NORMALIZATIONS = ("quantile", "mean_std")
+
+
+class FlowChunkPolicy(nn.Module):
+    """Args:
+    cfg: PolicyConfig (horizon h, flow_steps K, hidden_dims, image_features, normalization).
+    obs_shapes: observation key -> per-sample shape.
+    action_dim: d.
+    stats: FeatureStats per key; ``stats['action']`` sets the action normalisation (buffers).
+    encoder: optional observation encoder; default an :class:`ObservationEncoder`.
+    """
+
+    def __init__(
+        self,
+        cfg: PolicyConfig,
+        obs_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        stats: dict[str, FeatureStats],
+        encoder: nn.Module | None = None,
+    ):
+        super().__init__()
+        if cfg.normalization not in NORMALIZATIONS:
+            raise ValueError(f"unknown normalization {cfg.normalization!r}; expected one of {NORMALIZATIONS}")
+        if ACTION not in stats:
+            raise ValueError(f"no normalization statistics for {ACTION!r}")
+        if cfg.horizon < 1 or cfg.flow_steps < 1:
+            raise ValueError(f"horizon and flow_steps must be >= 1, got {cfg.horizon}, {cfg.flow_steps}")
+        self.cfg = cfg
+        self.horizon, self.action_dim, self.flow_steps = (
+            int(cfg.horizon),
+            int(action_dim),
+            int(cfg.flow_steps),
+        )
+        offset, scale = stats[ACTION].affine(cfg.normalization)
+        offset = torch.as_tensor(offset, dtype=torch.float32).reshape(-1)
+        scale = torch.as_tensor(scale, dtype=torch.float32).reshape(-1)
+        if offset.shape != (action_dim,):
+            raise ValueError(f"action statistics have shape {tuple(offset.shape)}, expected ({action_dim},)")
+        self.register_buffer("action_offset", offset)
+        self.register_buffer("action_scale", scale)
+        self.encoder = (
+            encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)
+        )
+        flat = self.horizon * self.action_dim
+        self.velocity = build_mlp(int(self.encoder.out_dim) + flat + 1, cfg.hidden_dims, flat)
+
+    # --- normalisation -------------------------------------------------------------------------------
+    def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Robot units (..., d) -> normalised (..., d) (quantile: q01 -> -1, q99 -> +1)."""
+        return (actions - self.action_offset) / self.action_scale
+
+    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Normalised (..., d) -> robot units (..., d)."""
+        return actions * self.action_scale + self.action_offset
+
+    # --- network -------------------------------------------------------------------------------------
+    def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Observation dict -> (B, F) features."""
+        return self.encoder(obs)
+
+    def velocity_from_features(self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """feat (B, F), x (B, h*d), t (B, 1) -> velocity (B, h*d)."""
+        return self.velocity(torch.cat([feat, x, t], dim=-1))
+
+    def bc_loss(
+        self,
+        obs: dict[str, torch.Tensor],
+        actions_norm: torch.Tensor,
+        valid: torch.Tensor | None = None,
+        feat: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Masked flow-matching loss (ALGORITHMS.md §2).
+
+        Args:
+            actions_norm: (B, h, d) normalised target chunk A.
+            valid: (B, h) float/bool; steps with 0 are excluded. The squared error is averaged over valid
+                elements (sum / (n_valid_steps * d)).
+            feat: optional precomputed features (B, F).
+        Returns: scalar float32.
+        """
+        b = actions_norm.shape[0]
+        if actions_norm.shape[1:] != (self.horizon, self.action_dim):
+            raise ValueError(
+                f"actions must be (B, {self.horizon}, {self.action_dim}), got {tuple(actions_norm.shape)}"
+            )
+        if feat is None:
+            feat = self.encode(obs)
+        a = actions_norm.reshape(b, -1)
+        x0 = torch.randn_like(a)
+        t = torch.rand(b, 1, device=a.device)
+        xt = (1 - t) * x0 + t * a
+        err = (self.velocity_from_features(feat, xt, t) - (a - x0)) ** 2
+        err = err.reshape(b, self.horizon, self.action_dim)
+        if valid is None:
+            return err.mean()
+        w = valid.to(err.dtype).unsqueeze(-1)
+        return (err * w).sum() / (w.sum() * self.action_dim).clamp_min(1.0)
+
+    @torch.no_grad()
+    def sample_from_features(self, feat: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """K-step Euler ODE from noise (t=0) to data (t=1). feat (B, F), noise (B, h*d) -> (B, h*d) in
+        [-1, 1]."""
+        x = noise
+        k_steps = self.flow_steps
+        for k in range(k_steps):
+            t = torch.full((x.shape[0], 1), k / k_steps, device=x.device, dtype=x.dtype)
+            x = x + self.velocity_from_features(feat, x, t) / k_steps
+        return x.clamp(-1.0, 1.0)
+
+    @torch.no_grad()
+    def sample(
+        self, obs: dict[str, torch.Tensor], num_samples: int = 1, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Sample chunks: -> (B, N, h, d) normalised in [-1, 1].
+
+        Args:
+            noise: optional (B, N, h, d) initial noise x_0 (deterministic sampling).
+        Raises:
+            ValueError: bad observation (see the encoder), bad noise shape, or non-finite output.
+        """
+        feat = self.encode(obs)
+        b, n = feat.shape[0], num_samples
+        if noise is None:
+            noise = torch.randn(b, n, self.horizon, self.action_dim, device=feat.device)
+        expected = (b, n, self.horizon, self.action_dim)
+        if tuple(noise.shape) != expected:
+            raise ValueError(f"noise must have shape {expected}, got {tuple(noise.shape)}")
+        x = self.sample_from_features(feat.repeat_interleave(n, 0), noise.reshape(b * n, -1))
+        return check_finite(x.reshape(expected), "flow policy sample")
+
+    @torch.no_grad()
+    def act(self, obs: dict[str, torch.Tensor], noise: torch.Tensor | None = None) -> torch.Tensor:
+        """One chunk per observation in robot units: (B, h, d)."""
+        return self.unnormalize_actions(self.sample(obs, 1, noise)[:, 0])

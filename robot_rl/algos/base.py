@@ -1,0 +1,77 @@
+"""Shared agent plumbing: the small interface every agent exposes, optimizer state for checkpoints."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.algos.protocols import Obs
+
+
+def check_finite(actions: torch.Tensor, what: str = "policy output") -> torch.Tensor:
+    """Raise ValueError if ``actions`` holds NaN/inf (policies never emit non-finite actions silently)."""
+    if not torch.isfinite(actions).all():
+        raise ValueError(f"{what} contains NaN or inf; refusing to return it")
+    return actions
+
+
+def prepare_actions(policy, actions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Robot-unit chunks (B, h, d) -> normalised chunks; padded steps (valid == 0) that are NaN/inf become 0.
+
+    Raises:
+        ValueError: a valid step holds NaN/inf.
+    """
+    a = policy.normalize_actions(actions)
+    finite = torch.isfinite(a)
+    if not finite.all():
+        pad = (valid == 0).unsqueeze(-1)
+        if not (finite | pad).all():
+            raise ValueError("batch 'actions' contain NaN or inf in valid chunk steps")
+        a = torch.where(finite, a, torch.zeros_like(a))
+    return a
+
+
+class Agent:
+    """Base: ``update(batch) -> metrics``, ``act(obs) -> (B, h, d)`` robot units, ``modules()``.
+
+    Subclasses set ``self.method`` and ``self.optimizers`` (name -> torch optimizer).
+    """
+
+    method: str = ""
+    optimizers: dict[str, torch.optim.Optimizer]
+    policy: nn.Module
+
+    def update(self, batch: dict) -> dict[str, float]:
+        raise NotImplementedError
+
+    def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def modules(self) -> dict[str, nn.Module]:
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.policy.parameters()).device
+
+    def train(self, mode: bool = True) -> Agent:
+        for m in self.modules().values():
+            m.train(mode)
+        return self
+
+    def eval(self) -> Agent:
+        return self.train(False)
+
+    def optimizer_state(self) -> dict:
+        """Optimizer state dicts (tensors inside) for ``extra_state`` of a checkpoint."""
+        return {name: opt.state_dict() for name, opt in self.optimizers.items()}
+
+    def load_optimizer_state(self, state: dict) -> None:
+        for name, opt in self.optimizers.items():
+            if name not in state:
+                raise KeyError(f"optimizer state for {name!r} not found; have {sorted(state)}")
+            opt.load_state_dict(state[name])
+
+    def load_policy_state(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Warm start: load a (BC-trained) flow policy state dict into this agent's policy (strict)."""
+        self.policy.load_state_dict(state_dict, strict=True)

@@ -1,0 +1,140 @@
+"""Chunked critic ensemble Q_k(s, A) (Li, Zhou & Levine 2025, Q-chunking; ALGORITHMS.md §3).
+
+A LayerNorm MLP ensemble on concat(encoder(s), flattened normalised chunk). The K members are evaluated in
+one batched matmul per layer. The critic owns its own observation encoder (passed in).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robot_rl.algos.protocols import Obs
+
+AGGREGATIONS = ("mean", "min", "min_random2")
+
+
+class EnsembleLinear(nn.Module):
+    """K independent linear layers: (K, B, in) -> (K, B, out)."""
+
+    def __init__(self, num_members: int, in_dim: int, out_dim: int):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)
+        self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dim with per-member affine parameters: (K, B, D) -> (K, B, D)."""
+
+    def __init__(self, num_members: int, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_members, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (self.dim,)) * self.weight + self.bias
+
+
+def aggregate_q(qs: torch.Tensor, mode: str, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Aggregate ensemble values (K, B) -> (B,).
+
+    ``mean`` (QC), ``min`` (HIL-SERL), ``min_random2`` (RLPD, Ball et al. 2023: min over a random pair of
+    members, one pair per call; falls back to ``min`` when K < 2).
+    """
+    if mode == "mean":
+        return qs.mean(0)
+    if mode == "min":
+        return qs.min(0).values
+    if mode == "min_random2":
+        if qs.shape[0] <= 2:
+            return qs.min(0).values
+        idx = torch.randperm(qs.shape[0], generator=generator)[:2].to(qs.device)
+        return qs.index_select(0, idx).min(0).values
+    raise ValueError(f"unknown critic aggregation {mode!r}; expected one of {AGGREGATIONS}")
+
+
+class ChunkCritic(nn.Module):
+    """Ensemble of K LayerNorm MLPs Q_k(feat(s), flat(A)) -> (K, B).
+
+    Args:
+        encoder: module mapping the observation dict to (B, encoder.out_dim) features (owned by the critic).
+        action_dim: d.
+        horizon: h.
+        hidden_dims: e.g. OfflineRLConfig.critic_hidden_dims ([512]*4 in the paper).
+        num_critics: ensemble size K.
+        agg: default aggregation used by :meth:`q_agg`.
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        action_dim: int,
+        horizon: int,
+        hidden_dims: Sequence[int],
+        num_critics: int = 2,
+        agg: str = "mean",
+    ):
+        super().__init__()
+        if agg not in AGGREGATIONS:
+            raise ValueError(f"unknown critic aggregation {agg!r}; expected one of {AGGREGATIONS}")
+        if num_critics < 1:
+            raise ValueError(f"num_critics must be >= 1, got {num_critics}")
+        self.encoder = encoder
+        self.action_dim, self.horizon, self.num_critics, self.agg = action_dim, horizon, num_critics, agg
+        layers: list[nn.Module] = []
+        prev = int(encoder.out_dim) + horizon * action_dim
+        for width in hidden_dims:
+            layers += [
+                EnsembleLinear(num_critics, prev, int(width)),
+                EnsembleLayerNorm(num_critics, int(width)),
+            ]
+            layers.append(nn.GELU())
+            prev = int(width)
+        layers.append(EnsembleLinear(num_critics, prev, 1))
+        self.net = nn.Sequential(*layers)
+
+    def features(self, obs: Obs) -> torch.Tensor:
+        """Observation dict -> (B, F) critic features."""
+        return self.encoder(obs)
+
+    def q_from_features(self, feat: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """feat (B, F), actions (B, h, d) or (B, h*d) normalised -> (K, B) float32."""
+        x = torch.cat([feat, actions.reshape(actions.shape[0], -1)], dim=-1)
+        x = x.unsqueeze(0).expand(self.num_critics, -1, -1)
+        return self.net(x).squeeze(-1)
+
+    def forward(self, obs: Obs, actions: torch.Tensor) -> torch.Tensor:
+        """obs dict (batch B), actions (B, h, d) normalised -> (K, B)."""
+        return self.q_from_features(self.features(obs), actions)
+
+    def q_agg(self, qs: torch.Tensor, mode: str | None = None) -> torch.Tensor:
+        """(K, B) -> (B,) with ``mode`` or the critic's default aggregation."""
+        return aggregate_q(qs, mode or self.agg)
+
+
+def make_target(module: nn.Module) -> nn.Module:
+    """A frozen deep copy used as the Polyak-averaged target network Qbar."""
+    import copy
+
+    target = copy.deepcopy(module)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    return target
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """theta_bar <- (1 - tau) theta_bar + tau theta for parameters; buffers are copied."""
+    for tp, sp in zip(target.parameters(), source.parameters(), strict=True):
+        tp.lerp_(sp, tau)
+    for tb, sb in zip(target.buffers(), source.buffers(), strict=True):
+        tb.copy_(sb)

@@ -1,0 +1,106 @@
+"""QC-FQL: flow Q-learning (Park, Li & Levine 2025, "Flow Q-Learning") on flattened action chunks, with the
+Q-chunking backup (Li, Zhou & Levine 2025). ALGORITHMS.md §3(b) and §4.
+
+Actor loss: ``L_BC(theta) + alpha * E_z ||mu_omega(s, z) - ODE_theta(s, z)||^2 - E_z[mean_k Q_k(s, mu)]``,
+the Q term scaled by ``1 / mean|Q|`` (stop-gradient) when ``normalize_q_loss``. ODE_theta is the K-step
+Euler flow under no_grad (teacher). Critic target uses ``mu_omega`` at s'.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.algos.base import Agent, check_finite, prepare_actions
+from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
+from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
+from robot_rl.algos.targets import masked_critic_loss, qc_target
+
+
+class QCFQLAgent(Agent):
+    """Args:
+    policy: behaviour flow (FlowPolicy) trained by flow BC (warm-startable from BC).
+    critic: :class:`ChunkCritic`; a Polyak target copy is made here.
+    one_step_policy: mu_omega(obs, z (B, h, d)) -> (B, h, d) normalised (unclipped).
+    cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg).
+    """
+
+    method = "qc_fql"
+
+    def __init__(self, policy: FlowPolicy, critic: ChunkCritic, one_step_policy: OneStepPolicy, cfg):
+        self.policy, self.critic, self.one_step, self.cfg = policy, critic, one_step_policy, cfg
+        self.target_critic = make_target(critic)
+        actor_params = list(policy.parameters()) + list(one_step_policy.parameters())
+        self.optimizers = {
+            "actor": torch.optim.Adam(actor_params, lr=cfg.lr),
+            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
+        }
+
+    def _noise(self, b: int) -> torch.Tensor:
+        return torch.randn(b, self.policy.horizon, self.policy.action_dim, device=self.device)
+
+    def actor_losses(
+        self, obs: Obs, actions_norm: torch.Tensor, valid: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The three actor terms (each a scalar tensor with grad) plus their weighted sum ``actor_loss``."""
+        bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
+        b = actions_norm.shape[0]
+        z = self._noise(b)
+        with torch.no_grad():
+            teacher = self.policy.sample(obs, num_samples=1, noise=z.unsqueeze(1))[:, 0]  # clipped
+        mu = self.one_step(obs, z)
+        distill_loss = ((mu - teacher) ** 2).mean()
+        qs = self.critic(obs, mu.clamp(-1.0, 1.0))
+        q = qs.mean(0)
+        q_loss = -q.mean()
+        if self.cfg.normalize_q_loss:
+            q_loss = q_loss / q.abs().mean().detach().clamp_min(1e-6)
+        actor_loss = bc_loss + self.cfg.fql_alpha * distill_loss + q_loss
+        return {"actor_loss": actor_loss, "bc_loss": bc_loss, "distill_loss": distill_loss, "q_loss": q_loss}
+
+    def update(self, batch: dict) -> dict[str, float]:
+        """One critic step, one actor step (flow BC + distillation + Q), one Polyak step."""
+        obs, next_obs = batch["observations"], batch["next_observations"]
+        valid = batch["valid"]
+        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"])
+        for m in self.modules().values():
+            m.train()
+        with torch.no_grad():
+            next_a = self.one_step(next_obs, self._noise(actions_norm.shape[0])).clamp(-1.0, 1.0)
+            next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
+            y = qc_target(batch["rewards"], batch["masks"], next_q, self.cfg.gamma, self.policy.horizon)
+        q = self.critic(obs, actions_norm)
+        critic_loss = masked_critic_loss(q, y, valid[:, -1])
+        opt = self.optimizers["critic"]
+        opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        opt.step()
+
+        losses = self.actor_losses(obs, actions_norm, valid)
+        opt = self.optimizers["actor"]
+        opt.zero_grad(set_to_none=True)
+        losses["actor_loss"].backward()
+        opt.step()
+        self.optimizers["critic"].zero_grad(set_to_none=True)  # drop actor-loss grads on the critic
+
+        polyak_update(self.target_critic, self.critic, self.cfg.tau)
+        out = {k: float(v.detach()) for k, v in losses.items()}
+        out.update(critic_loss=float(critic_loss.detach()), q_mean=float(q.detach().mean()))
+        return out
+
+    @torch.no_grad()
+    def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """``clip(mu_omega(s, z), -1, 1)`` unnormalised -> (B, h, d) robot units; ``noise``: (B, h, d)."""
+        if noise is None:
+            feat_b = next(iter(obs.values())).shape[0]
+            noise = self._noise(feat_b)
+        chunk = self.one_step(obs, noise).clamp(-1.0, 1.0)
+        return check_finite(self.policy.unnormalize_actions(chunk))
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "one_step": self.one_step,
+        }

@@ -1,0 +1,104 @@
+"""QC: Q-chunking with best-of-N policy extraction (Li, Zhou & Levine 2025, "Reinforcement Learning with
+Action Chunking"; ALGORITHMS.md §3(a)).
+
+Critic target: ``y = R_t^(h) + gamma^h * mask * agg_k Qbar_k(s_{t+h}, A')`` with
+``A' = argmax_{A_i ~ pi_flow(s_{t+h}), i<N} agg Qbar(s_{t+h}, A_i)``; loss ``valid_{h-1} (Q_k - y)^2`` over
+each ensemble member. The behaviour flow is trained with the masked flow BC loss (§2) at the same time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from robot_rl.algos.base import Agent, check_finite, prepare_actions
+from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
+from robot_rl.algos.protocols import FlowPolicy, Obs
+from robot_rl.algos.targets import masked_critic_loss, qc_target
+
+
+@torch.no_grad()
+def best_of_n(
+    policy: FlowPolicy, critic: ChunkCritic, obs: Obs, n: int, noise: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample ``n`` chunks per observation from the flow and keep the one with the highest aggregated Q.
+
+    Args:
+        noise: optional (B, n, h, d) flow noise (for determinism).
+    Returns:
+        (chunks (B, h, d) normalised in [-1, 1], their aggregated Q (B,)).
+    """
+    feat = policy.encode(obs)
+    b = feat.shape[0]
+    flat = policy.horizon * policy.action_dim
+    if noise is None:
+        noise = torch.randn(b, n, flat, device=feat.device)
+    noise = noise.reshape(b * n, flat)
+    chunks = policy.sample_from_features(feat.repeat_interleave(n, 0), noise)  # (B*n, h*d), clipped
+    cfeat = critic.features(obs).repeat_interleave(n, 0)
+    q = critic.q_agg(critic.q_from_features(cfeat, chunks)).reshape(b, n)
+    best = q.argmax(dim=1)
+    chunks = chunks.reshape(b, n, policy.horizon, policy.action_dim)
+    return chunks[torch.arange(b, device=feat.device), best], q.max(dim=1).values
+
+
+class QCAgent(Agent):
+    """Best-of-N Q-chunking agent.
+
+    Args:
+        policy: behaviour flow (FlowPolicy), trained by flow BC; warm start it from a BC checkpoint with
+            :meth:`load_policy_state`.
+        critic: :class:`ChunkCritic`; a Polyak target copy is made here.
+        cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n).
+    """
+
+    method = "qc"
+
+    def __init__(self, policy: FlowPolicy, critic: ChunkCritic, cfg):
+        self.policy, self.critic, self.cfg = policy, critic, cfg
+        self.target_critic = make_target(critic)
+        self.optimizers = {
+            "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr),
+            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
+        }
+
+    def update(self, batch: dict) -> dict[str, float]:
+        """One critic step, one flow BC step, one Polyak step. Returns float metrics."""
+        obs, next_obs = batch["observations"], batch["next_observations"]
+        valid = batch["valid"]
+        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"])
+        self.policy.train()
+        self.critic.train()
+        with torch.no_grad():
+            _, next_q = best_of_n(self.policy, self.target_critic, next_obs, self.cfg.best_of_n)
+            y = qc_target(batch["rewards"], batch["masks"], next_q, self.cfg.gamma, self.policy.horizon)
+        q = self.critic(obs, actions_norm)
+        critic_loss = masked_critic_loss(q, y, valid[:, -1])
+        opt = self.optimizers["critic"]
+        opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        opt.step()
+
+        bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
+        opt = self.optimizers["policy"]
+        opt.zero_grad(set_to_none=True)
+        bc_loss.backward()
+        opt.step()
+
+        polyak_update(self.target_critic, self.critic, self.cfg.tau)
+        return {
+            "critic_loss": float(critic_loss.detach()),
+            "bc_loss": float(bc_loss.detach()),
+            "q_mean": float(q.detach().mean()),
+            "target_mean": float(y.mean()),
+        }
+
+    @torch.no_grad()
+    def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Best-of-N (cfg.best_of_n) chunk under the online critic: (B, h, d) robot units.
+        ``noise`` optional (B, N, h, d)."""
+        chunks, _ = best_of_n(self.policy, self.critic, obs, self.cfg.best_of_n, noise)
+        return check_finite(self.policy.unnormalize_actions(chunks))
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"policy": self.policy, "critic": self.critic, "target_critic": self.target_critic}

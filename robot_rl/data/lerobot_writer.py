@@ -1,0 +1,378 @@
+"""Write robot_rl episodes as a LeRobot v3.0 dataset (parquet + mp4), durably.
+
+Layout (one episode per data/video file; v3.0 allows many files and LeRobot reads them):
+``meta/info.json``, ``meta/stats.json``, ``meta/tasks.parquet``,
+``meta/episodes/chunk-000/file-000.parquet``, ``data/chunk-CCC/file-FFF.parquet``,
+``videos/<key>/chunk-CCC/file-FFF.mp4``.
+
+Durability: :meth:`LeRobotWriter.add_episode` writes the episode's videos and data file, then rewrites the
+episodes metadata, tasks, stats and, last, info.json, each through a temporary file and ``os.replace``.
+A process killed between episodes leaves a complete, readable dataset holding every episode whose
+``add_episode`` returned. Files of an episode that was being written when the process died are orphans
+that no metadata points at; reopening the root with a new writer overwrites them (resume).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from robot_rl import keys
+from robot_rl.data import lerobot_format as fmt
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.normalize import FeatureStats, compute_stats, stats_to_json
+from robot_rl.data.video import codec_info_name, default_codec, encode_video
+
+_IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
+_IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
+_PA_TYPES = {
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "bool": pa.bool_(),
+}
+
+
+def _is_scalar(feature: dict) -> bool:
+    return list(feature["shape"]) == [1]
+
+
+def _column(arr: np.ndarray, feature: dict) -> pa.Array:
+    """(T, ...) numpy -> arrow column: scalar for shape [1], list<...> for vectors, nested lists beyond."""
+    typ = _PA_TYPES[feature["dtype"]]
+    if _is_scalar(feature):
+        return pa.array(arr.reshape(-1), typ)
+    flat = pa.array(arr.reshape(-1), typ)
+    for dim in reversed(arr.shape[1:]):
+        flat = pa.ListArray.from_arrays(pa.array(np.arange(0, len(flat) + 1, dim, dtype=np.int32)), flat)
+    return flat
+
+
+def _aggregate(per_episode: list[dict[str, FeatureStats]], counts: list[int]) -> dict[str, FeatureStats]:
+    """Pool per-episode statistics: mean, std, min and max exactly (pooled variance); q01 and q99 as the
+    count-weighted mean of the per-episode quantiles (an approximation, as LeRobot's aggregation)."""
+    w = np.asarray(counts, dtype=np.float64)
+    w = w / w.sum()
+    out = {}
+    for key in per_episode[0]:
+        s = [ep[key] for ep in per_episode]
+
+        def wmean(values: list[np.ndarray], weights: np.ndarray = w) -> np.ndarray:
+            return np.tensordot(weights, np.stack(values).astype(np.float64), axes=1)
+
+        mean = wmean([x.mean for x in s])
+        var = wmean([x.std.astype(np.float64) ** 2 + (x.mean - mean) ** 2 for x in s])
+        values = dict(
+            mean=mean,
+            std=np.sqrt(np.maximum(var, 0.0)),
+            min=np.min(np.stack([x.min for x in s]), 0),
+            max=np.max(np.stack([x.max for x in s]), 0),
+            q01=wmean([x.q01 for x in s]),
+            q99=wmean([x.q99 for x in s]),
+        )
+        out[key] = FeatureStats(**{k: np.asarray(v, dtype=np.float32) for k, v in values.items()})
+    return out
+
+
+class LeRobotWriter:
+    """Appends episodes to a LeRobot v3.0 dataset at ``root``.
+
+    Args:
+        root: dataset folder. If it already holds ``meta/info.json`` the writer resumes it (fps and
+            features must match, else DatasetError).
+        fps: frames per second of every episode.
+        features: info.json-style ``{key: {"dtype": "float32"|"float64"|"int64"|"bool"|"video",
+            "shape": [...], "names": ...}}`` for the per-frame keys the caller supplies (video shape
+            (H, W, 3)). timestamp/frame_index/episode_index/index/task_index are added by the writer.
+        robot_type: stored in info.json.
+        video_codec: PyAV encoder name; default :func:`robot_rl.data.video.default_codec` (libsvtav1 AV1
+            when available, as LeRobot).
+
+    Raises DatasetError naming the root/file and key on any bad feature spec or input.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        fps: int,
+        features: dict[str, dict],
+        robot_type: str = "",
+        video_codec: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.fps = int(fps)
+        self.robot_type = robot_type
+        self.video_codec = video_codec or default_codec()
+        self.user_features = self._check_features(features)
+        self.features = self._full_features(self.user_features)
+        self.video_keys = [k for k, f in self.user_features.items() if f["dtype"] == "video"]
+        self.episodes: list[dict[str, Any]] = []
+        self.tasks: list[str] = []
+        self._episode_stats: list[dict[str, FeatureStats]] = []
+        self._closed = False
+        self._next_file = 0  # data/video files are numbered globally: chunk = n // chunks_size
+        if (self.root / fmt.INFO).exists():
+            self._resume()
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def _check_features(self, features: dict[str, dict]) -> dict[str, dict]:
+        out = {}
+        for key, feat in features.items():
+            if key in fmt.DEFAULT_FEATURES:
+                continue
+            if not isinstance(feat, dict) or "dtype" not in feat or "shape" not in feat:
+                raise DatasetError(f"{self.root}: feature {key!r} needs 'dtype' and 'shape'")
+            if feat["dtype"] not in fmt.DTYPES or feat["dtype"] == "image":
+                raise DatasetError(f"{self.root}: feature {key!r} has unsupported dtype {feat['dtype']!r}")
+            shape = [int(d) for d in feat["shape"]]
+            if feat["dtype"] == "video" and (len(shape) != 3 or shape[2] != 3):
+                raise DatasetError(f"{self.root}: video feature {key!r} needs shape [H, W, 3], got {shape}")
+            if feat["dtype"] == "video" and (shape[0] % 2 or shape[1] % 2):
+                raise DatasetError(
+                    f"{self.root}: video feature {key!r} needs even H and W (yuv420p), got {shape}"
+                )
+            out[key] = {"dtype": feat["dtype"], "shape": shape, "names": feat.get("names")}
+        return out
+
+    def _full_features(self, user: dict[str, dict]) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for key, feat in {**user, **copy.deepcopy(fmt.DEFAULT_FEATURES)}.items():
+            feat = dict(feat)
+            if feat["dtype"] == "video":
+                h, w, c = feat["shape"]
+                feat["names"] = feat.get("names") or ["height", "width", "channel"]
+                feat["info"] = {
+                    "video.height": h,
+                    "video.width": w,
+                    "video.codec": codec_info_name(self.video_codec),
+                    "video.pix_fmt": "yuv420p",
+                    "video.is_depth_map": False,
+                    "video.fps": self.fps,
+                    "video.channels": c,
+                    "has_audio": False,
+                }
+            else:
+                feat["fps"] = self.fps
+            out[key] = feat
+        return out
+
+    def _resume(self) -> None:
+        """Load an existing dataset's metadata; the episodes file is the source of truth."""
+        info_path = self.root / fmt.INFO
+        info = fmt.read_json(info_path)
+        if info.get("codebase_version") != fmt.V30:
+            raise DatasetError(
+                f"{info_path}: can only append to a {fmt.V30} dataset, found {info.get('codebase_version')!r}"
+            )
+        if int(info.get("fps", -1)) != self.fps:
+            raise DatasetError(f"{info_path}: fps {info.get('fps')} differs from the writer's {self.fps}")
+        existing = {k: (f["dtype"], list(f["shape"])) for k, f in info.get("features", {}).items()}
+        wanted = {k: (f["dtype"], list(f["shape"])) for k, f in self.features.items()}
+        if existing != wanted:
+            raise DatasetError(f"{info_path}: features {existing} differ from the writer's {wanted}")
+        self.robot_type = self.robot_type or info.get("robot_type", "")
+        tasks_path = self.root / fmt.TASKS_V30
+        self.tasks = (
+            fmt.tasks_from_table(fmt.read_parquet(tasks_path), tasks_path) if tasks_path.exists() else []
+        )
+        ep_path = self.root / fmt.EPISODES_PATH_V30.format(chunk_index=0, file_index=0)
+        if ep_path.exists():
+            self.episodes = fmt.read_parquet(ep_path).to_pylist()
+        for ep in self.episodes:
+            self._episode_stats.append(self._stats_from_row(ep, ep_path))
+        self._next_file = 1 + max(
+            (
+                int(ep["data/chunk_index"]) * fmt.CHUNKS_SIZE + int(ep["data/file_index"])
+                for ep in self.episodes
+            ),
+            default=-1,
+        )
+        self._write_meta()  # repairs info.json if a kill fell between the episodes file and info.json
+
+    def _stats_from_row(self, row: dict, path: Path) -> dict[str, FeatureStats]:
+        out = {}
+        for key in self.features:
+            try:
+                values = {
+                    n: np.asarray(row[f"stats/{key}/{n}"], np.float32)
+                    for n in ("mean", "std", "min", "max", "q01", "q99")
+                }
+            except KeyError as err:
+                raise DatasetError(
+                    f"{path}: episode {row.get('episode_index')} lacks statistics {err}; appending is only "
+                    "supported to datasets written by LeRobotWriter"
+                ) from err
+            out[key] = FeatureStats(**values)
+        return out
+
+    # -- writing -------------------------------------------------------------------------------------
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.episodes[-1]["dataset_to_index"]) if self.episodes else 0
+
+    def _validate(self, frames: dict[str, np.ndarray], task: str, source: str) -> tuple[dict, int]:
+        if self._closed:
+            raise DatasetError(f"{self.root}: writer is closed")
+        if source not in keys.SOURCES:
+            raise DatasetError(f"{self.root}: episode source {source!r} is not one of {keys.SOURCES}")
+        if not isinstance(task, str) or not task:
+            raise DatasetError(f"{self.root}: task must be a non-empty string, got {task!r}")
+        extra = sorted(set(frames) - set(self.user_features) - set(fmt.DEFAULT_FEATURES))
+        if extra:
+            raise DatasetError(f"{self.root}: frames carry keys not declared in features: {extra}")
+        out, length = {}, None
+        for key, feat in self.user_features.items():
+            if key not in frames:
+                raise DatasetError(f"{self.root}: episode frames lack feature {key!r}")
+            arr = np.asarray(frames[key])
+            shape = tuple(feat["shape"])
+            ok = arr.ndim >= 1 and (arr.shape[1:] == shape or (shape == (1,) and arr.ndim == 1))
+            if not ok:
+                raise DatasetError(
+                    f"{self.root}: feature {key!r} expects (T, {', '.join(map(str, shape))}), "
+                    f"got shape {arr.shape}"
+                )
+            if length is None:
+                length = arr.shape[0]
+            elif arr.shape[0] != length:
+                raise DatasetError(f"{self.root}: feature {key!r} has {arr.shape[0]} frames, others {length}")
+            if feat["dtype"] == "video":
+                if arr.dtype != np.uint8:
+                    raise DatasetError(f"{self.root}: video feature {key!r} must be uint8, got {arr.dtype}")
+            else:
+                if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+                    raise DatasetError(
+                        f"{self.root}: feature {key!r} contains NaN or inf; episode not written"
+                    )
+                arr = arr.astype(feat["dtype"] if feat["dtype"] != "bool" else np.bool_, copy=False)
+            out[key] = arr
+        if not length:
+            raise DatasetError(f"{self.root}: an episode needs at least one frame and one feature")
+        return out, length
+
+    def add_episode(self, frames: dict[str, np.ndarray], task: str, source: str = "demo") -> int:
+        """Append one episode and make it durable before returning.
+
+        Args:
+            frames: per-key arrays (T, *shape) for every declared feature; videos (T, H, W, 3) uint8 RGB;
+                shape-[1] features may be (T,) or (T, 1). NaN/inf in float features is rejected.
+            task: language instruction; new tasks get the next task_index.
+            source: one of ``robot_rl.keys.SOURCES``, stored in the episodes metadata column ``source``.
+        Returns: the new episode's index.
+        Raises: DatasetError naming the root and key on a missing/extra/mis-shaped/non-finite feature.
+        """
+        arrays, length = self._validate(frames, task, source)
+        ep = len(self.episodes)
+        start = self.num_frames
+        task_index = self.tasks.index(task) if task in self.tasks else len(self.tasks)
+        arrays[keys.TIMESTAMP] = (np.arange(length, dtype=np.float64) / self.fps).astype(np.float32)
+        arrays[keys.FRAME_INDEX] = np.arange(length, dtype=np.int64)
+        arrays[keys.EPISODE_INDEX] = np.full(length, ep, dtype=np.int64)
+        arrays[keys.INDEX] = np.arange(start, start + length, dtype=np.int64)
+        arrays[keys.TASK_INDEX] = np.full(length, task_index, dtype=np.int64)
+        chunk, file = divmod(self._next_file, fmt.CHUNKS_SIZE)
+        row: dict[str, Any] = {
+            "episode_index": ep,
+            "data/chunk_index": chunk,
+            "data/file_index": file,
+            "dataset_from_index": start,
+            "dataset_to_index": start + length,
+        }
+        for key in self.video_keys:
+            path = self.root / fmt.VIDEO_PATH_V30.format(video_key=key, chunk_index=chunk, file_index=file)
+            encode_video(path, arrays[key], self.fps, self.video_codec)
+            row.update(
+                {
+                    f"videos/{key}/chunk_index": chunk,
+                    f"videos/{key}/file_index": file,
+                    f"videos/{key}/from_timestamp": 0.0,
+                    f"videos/{key}/to_timestamp": length / self.fps,
+                }
+            )
+        table = pa.table(
+            {k: _column(arrays[k], f) for k, f in self.features.items() if f["dtype"] != "video"}
+        )
+        fmt.atomic_write_parquet(
+            self.root / fmt.DATA_PATH_V30.format(chunk_index=chunk, file_index=file), table
+        )
+        stats = self._stats(arrays)
+        row.update(
+            {
+                "tasks": [task],
+                "length": length,
+                fmt.SOURCE_COLUMN: source,
+                "meta/episodes/chunk_index": 0,
+                "meta/episodes/file_index": 0,
+            }
+        )
+        for key, s in stats.items():
+            for name, value in vars(s).items():
+                row[f"stats/{key}/{name}"] = value.astype(np.float64).tolist()
+            row[f"stats/{key}/count"] = [length]
+        if task_index == len(self.tasks):
+            self.tasks.append(task)
+        self.episodes.append(row)
+        self._episode_stats.append(stats)
+        self._next_file += 1
+        self._write_meta()
+        return ep
+
+    def _stats(self, arrays: dict[str, np.ndarray]) -> dict[str, FeatureStats]:
+        sub = {}
+        for key, arr in arrays.items():
+            if key in self.video_keys:
+                pick = np.unique(np.linspace(0, len(arr) - 1, min(len(arr), _IMAGE_STATS_FRAMES)).astype(int))
+                sub[key] = np.ascontiguousarray(arr[pick, ::_IMAGE_STATS_STRIDE, ::_IMAGE_STATS_STRIDE])
+            else:
+                sub[key] = arr
+        return compute_stats(sub)
+
+    def _write_meta(self) -> None:
+        """Episodes file, tasks, stats, then info.json (the commit point), each atomically."""
+        ep_path = self.root / fmt.EPISODES_PATH_V30.format(chunk_index=0, file_index=0)
+        if self.episodes:
+            fmt.atomic_write_parquet(ep_path, pa.Table.from_pylist(self.episodes))
+        fmt.atomic_write_parquet(self.root / fmt.TASKS_V30, fmt.tasks_table(self.tasks))
+        if self._episode_stats:
+            counts = [int(ep["length"]) for ep in self.episodes]
+            stats = stats_to_json(_aggregate(self._episode_stats, counts))
+            for entry in stats.values():
+                entry["count"] = [sum(counts)]
+            fmt.atomic_write_json(self.root / fmt.STATS, stats)
+        info = {
+            "codebase_version": fmt.V30,
+            "robot_type": self.robot_type,
+            "total_episodes": len(self.episodes),
+            "total_frames": self.num_frames,
+            "total_tasks": len(self.tasks),
+            "chunks_size": fmt.CHUNKS_SIZE,
+            "fps": self.fps,
+            "splits": {"train": f"0:{len(self.episodes)}"},
+            "data_path": fmt.DATA_PATH_V30,
+            "video_path": fmt.VIDEO_PATH_V30 if self.video_keys else None,
+            "features": self.features,
+            "data_files_size_in_mb": fmt.DATA_FILES_SIZE_MB,
+            "video_files_size_in_mb": fmt.VIDEO_FILES_SIZE_MB,
+        }
+        fmt.atomic_write_json(self.root / fmt.INFO, info)
+
+    def close(self) -> None:
+        """Finalise: rewrite all metadata (stats.json included). Further add_episode calls raise."""
+        if not self._closed:
+            self._write_meta()
+            self._closed = True
+
+    def __enter__(self) -> LeRobotWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,161 @@
+"""Disk-backed, append-only replay buffer on zarr 3 (DESIGN.md §4: the replay buffer persists to zarr).
+
+Layout under ``path`` (a zarr v3 group): one array per per-frame key, shape (capacity, *shape), chunked
+along frames; ``_episode_ends`` int64 (episode capacity,) with each episode's exclusive end frame;
+``_episode_source`` int8 with each episode's source code (index into ``robot_rl.keys.SOURCES``).
+The group attribute ``committed = {"frames": n, "episodes": e}`` is written last by every
+:meth:`ZarrReplayBuffer.add_episode`; everything beyond it is ignored on reopen and overwritten by the
+next append. zarr 3's LocalStore replaces each chunk and metadata file atomically, so a process killed
+with SIGKILL at any point leaves every episode whose ``add_episode`` returned and no partial episode.
+One writer per path; readers may open the same path read-only meanwhile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from robot_rl import keys
+from robot_rl.data.errors import DatasetError
+
+Spec = dict[str, tuple[tuple[int, ...], np.dtype]]
+_ENDS = "_episode_ends"
+_SOURCE = "_episode_source"
+_MIN_CAPACITY = 1024
+
+
+class ZarrReplayBuffer:
+    """Append-only episode storage.
+
+    Args:
+        path: folder of the zarr group; created if absent, resumed if present.
+        spec: ``{key: (per-frame shape, dtype)}`` such as ``{"observation.state": ((S,), np.float32),
+            "action": ((d,), np.float32), "next.reward": ((), np.float32), "next.done": ((), np.bool_),
+            "complementary_info.is_intervention": ((), np.bool_)}``. Required when creating; when resuming it
+            may be None or must equal the stored spec.
+        chunk_frames: frames per zarr chunk.
+
+    Raises DatasetError naming the path (and key) for a missing spec, a spec mismatch, or an unreadable
+    store.
+    """
+
+    def __init__(self, path: str | Path, spec: Spec | None = None, chunk_frames: int = 1024) -> None:
+        self.path = Path(path)
+        if (self.path / "zarr.json").exists():
+            try:
+                self._group = zarr.open_group(str(self.path), mode="r+")
+                stored = self._group.attrs["spec"]
+                committed = self._group.attrs["committed"]
+            except Exception as err:  # noqa: BLE001 - zarr raises several types for broken stores
+                raise DatasetError(f"{self.path}: unreadable replay buffer: {err}") from err
+            self.spec: Spec = {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in stored.items()}
+            if spec is not None and self._normalise(spec) != self.spec:
+                raise DatasetError(
+                    f"{self.path}: spec {self._normalise(spec)} differs from the stored {self.spec}"
+                )
+            self._frames, self._episodes = int(committed["frames"]), int(committed["episodes"])
+        else:
+            if spec is None:
+                raise DatasetError(f"{self.path}: no replay buffer here and no spec to create one")
+            self.spec = self._normalise(spec)
+            self._group = zarr.open_group(str(self.path), mode="w")
+            for key, (shape, dtype) in self.spec.items():
+                self._group.create_array(key, shape=(0, *shape), chunks=(chunk_frames, *shape), dtype=dtype)
+            self._group.create_array(_ENDS, shape=(0,), chunks=(4096,), dtype=np.int64)
+            self._group.create_array(_SOURCE, shape=(0,), chunks=(4096,), dtype=np.int8)
+            self._group.attrs["spec"] = {
+                k: {"shape": list(s), "dtype": d.str} for k, (s, d) in self.spec.items()
+            }
+            self._frames = self._episodes = 0
+            self._commit()
+        self._arrays = {key: self._group[key] for key in (*self.spec, _ENDS, _SOURCE)}
+
+    @staticmethod
+    def _normalise(spec: Spec) -> Spec:
+        return {k: (tuple(int(d) for d in shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
+
+    def _commit(self) -> None:
+        self._group.attrs["committed"] = {"frames": self._frames, "episodes": self._episodes}
+
+    @staticmethod
+    def _reserve(arr: zarr.Array, size: int) -> None:
+        if arr.shape[0] < size:
+            arr.resize((max(size, 2 * arr.shape[0], _MIN_CAPACITY), *arr.shape[1:]))
+
+    def add_episode(self, frames: dict[str, np.ndarray], source: str | int = "online") -> int:
+        """Append one episode of T frames: ``frames[key]`` (T, *shape) for every spec key (extra keys
+        are an error). ``source`` is a name in ``robot_rl.keys.SOURCES`` or its index. Durable on return.
+
+        Returns the episode index. Raises DatasetError naming the key for a missing, extra or mis-shaped
+        key, inconsistent T, or NaN/inf in a float key (nothing is written then)."""
+        code = (
+            source
+            if isinstance(source, int)
+            else (keys.SOURCES.index(source) if source in keys.SOURCES else -1)
+        )
+        if not 0 <= code < len(keys.SOURCES):
+            raise DatasetError(f"{self.path}: episode source {source!r} is not one of {keys.SOURCES}")
+        extra = sorted(set(frames) - set(self.spec))
+        if extra:
+            raise DatasetError(f"{self.path}: frames carry keys not in the buffer spec: {extra}")
+        length, data = None, {}
+        for key, (shape, dtype) in self.spec.items():
+            if key not in frames:
+                raise DatasetError(f"{self.path}: episode frames lack key {key!r}")
+            arr = np.asarray(frames[key])
+            if arr.ndim == 0 or arr.shape[1:] != shape:
+                raise DatasetError(f"{self.path}: key {key!r} expects (T, *{shape}), got {arr.shape}")
+            if length is None:
+                length = arr.shape[0]
+            if arr.shape[0] != length:
+                raise DatasetError(f"{self.path}: key {key!r} has {arr.shape[0]} frames, others {length}")
+            if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+                raise DatasetError(f"{self.path}: key {key!r} contains NaN or inf; episode not written")
+            data[key] = arr.astype(dtype, copy=False)
+        if not length:
+            raise DatasetError(f"{self.path}: an episode needs at least one frame")
+        start, end = self._frames, self._frames + length
+        for key, arr in data.items():
+            self._reserve(self._arrays[key], end)
+            self._arrays[key][start:end] = arr
+        ep = self._episodes
+        for name, value in ((_ENDS, end), (_SOURCE, code)):
+            self._reserve(self._arrays[name], ep + 1)
+            self._arrays[name][ep] = value
+        self._frames, self._episodes = end, ep + 1
+        self._commit()  # the commit point: written last
+        return ep
+
+    def __len__(self) -> int:
+        """Committed frames."""
+        return self._frames
+
+    @property
+    def num_episodes(self) -> int:
+        return self._episodes
+
+    @property
+    def episode_ends(self) -> np.ndarray:
+        """int64 (E,): exclusive end frame of each committed episode."""
+        return self._arrays[_ENDS][: self._episodes] if self._episodes else np.zeros(0, np.int64)
+
+    @property
+    def episode_sources(self) -> np.ndarray:
+        """int8 (E,): source code of each episode, an index into ``robot_rl.keys.SOURCES``."""
+        return self._arrays[_SOURCE][: self._episodes] if self._episodes else np.zeros(0, np.int8)
+
+    @property
+    def episode_index(self) -> np.ndarray:
+        """int64 (N,): the episode of each committed frame."""
+        ends = self.episode_ends
+        return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Committed frames read into memory: ``{key: (N, *shape)}`` for every spec key."""
+        return {key: self._arrays[key][: self._frames] for key in self.spec}
+
+    def zarr_arrays(self) -> dict[str, zarr.Array]:
+        """The underlying zarr arrays (length is the capacity; only the first ``len(self)`` rows count)."""
+        return {key: self._arrays[key] for key in self.spec}

@@ -1,0 +1,112 @@
+"""Chunked-transition sampler (ALGORITHMS.md §1, following Q-chunking's (QC, Li, Zhou & Levine 2025)
+sequence sampling).
+
+For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
+- ``valid[i] = 1[q_i < hi]``: 1 − (episode ended before step i);
+- ``actions[i] = a[min(q_i, hi − 1)]``: past the end the last action repeats;
+- ``rewards = Σ_i γ^i r[q_i] valid[i]``;
+- ``masks = 1 − max_i (done[q_i] · valid[i])``: 1 − terminal, the minimum of (1 − done) over the window.
+  ``next.done`` is a true environment termination; a time-limit truncation is not done, so a truncated
+  episode keeps mask 1 and is bootstrapped;
+- ``next_observations = s[min(t + h, hi − 1)]``: clamped to the episode's last frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.data.errors import DatasetError
+
+
+class ChunkSampler:
+    """Draws chunked transitions from flat per-frame arrays.
+
+    Args:
+        arrays: ``{key: (N, ...)}`` holding ``obs_keys``, ``action`` (N, d), ``next.reward`` (N,) or (N, 1),
+            ``next.done`` (N,) or (N, 1) and optionally ``complementary_info.is_intervention``.
+        episode_index: int (N,), non-decreasing, each episode's frames contiguous.
+        obs_keys: observation keys returned at t and t + h.
+        horizon: chunk length h >= 1.
+        gamma: discount in (0, 1].
+        source: optional per-frame int source codes (N,), returned as ``source`` (B,).
+
+    Raises DatasetError naming the key when a required array is missing or has the wrong length.
+    """
+
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        episode_index: np.ndarray,
+        obs_keys: list[str],
+        horizon: int,
+        gamma: float,
+        source: np.ndarray | None = None,
+    ) -> None:
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        episode_index = np.asarray(episode_index)
+        n = len(episode_index)
+        if n == 0:
+            raise DatasetError("ChunkSampler: no frames to sample from")
+        for key in (*obs_keys, keys.ACTION, keys.REWARD, keys.DONE):
+            if key not in arrays:
+                raise DatasetError(f"ChunkSampler: arrays lack key {key!r}")
+        for key, arr in arrays.items():
+            if len(arr) != n:
+                raise DatasetError(f"ChunkSampler: key {key!r} has {len(arr)} frames, episode_index {n}")
+        if np.any(np.diff(episode_index) < 0):
+            raise DatasetError("ChunkSampler: episode_index must be non-decreasing (episodes contiguous)")
+        self.obs = {k: np.asarray(arrays[k]) for k in obs_keys}
+        self.actions = np.asarray(arrays[keys.ACTION], dtype=np.float32)
+        self.rewards = np.asarray(arrays[keys.REWARD], dtype=np.float32).reshape(n)
+        self.dones = np.asarray(arrays[keys.DONE]).reshape(n).astype(bool)
+        interv = arrays.get(keys.INTERVENTION)
+        self.intervention = None if interv is None else np.asarray(interv).reshape(n).astype(np.float32)
+        self.source = None if source is None else np.asarray(source).reshape(n)
+        self.horizon, self.gamma = int(horizon), float(gamma)
+        # exclusive end of each frame's episode
+        change = np.flatnonzero(np.diff(episode_index)) + 1
+        ends = np.append(change, n)
+        self.episode_end = np.repeat(ends, np.diff(np.concatenate([[0], ends])))
+        self.discounts = (self.gamma ** np.arange(self.horizon)).astype(np.float32)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def all_indices(self) -> np.ndarray:
+        """Every valid start index (every frame), int64 (N,)."""
+        return np.arange(len(self), dtype=np.int64)
+
+    def get(self, indices: np.ndarray) -> dict:
+        """The chunked transitions starting at ``indices`` (B,). Returns numpy: ``observations``
+        {key: (B, ...)}, ``actions`` (B, h, d) float32, ``rewards`` (B,) float32, ``masks`` (B,) float32,
+        ``next_observations`` {key: (B, ...)}, ``valid`` (B, h) float32, and when present
+        ``is_intervention`` (B, h) float32 (0 past the episode end) and ``source`` (B,)."""
+        t = np.asarray(indices, dtype=np.int64)
+        if t.ndim != 1 or (len(t) and (t.min() < 0 or t.max() >= len(self))):
+            raise IndexError(f"indices must be 1-D within [0, {len(self)})")
+        end = self.episode_end[t]
+        q = t[:, None] + np.arange(self.horizon)[None, :]
+        valid_b = q < end[:, None]
+        qc = np.minimum(q, end[:, None] - 1)
+        valid = valid_b.astype(np.float32)
+        out = {
+            "observations": {k: v[t] for k, v in self.obs.items()},
+            "actions": self.actions[qc],
+            "rewards": (self.rewards[qc] * valid * self.discounts).sum(1).astype(np.float32),
+            "masks": 1.0 - (self.dones[qc] & valid_b).any(1).astype(np.float32),
+            "next_observations": {k: v[np.minimum(t + self.horizon, end - 1)] for k, v in self.obs.items()},
+            "valid": valid,
+        }
+        if self.intervention is not None:
+            out["is_intervention"] = self.intervention[qc] * valid
+        if self.source is not None:
+            out["source"] = self.source[t]
+        return out
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict:
+        """``get`` at ``batch_size`` start indices drawn uniformly with ``rng``."""
+        return self.get(rng.integers(0, len(self), size=batch_size))

@@ -1,0 +1,238 @@
+"""Video encode/decode with PyAV for LeRobot-format datasets.
+
+Encoding: frames (T, H, W, 3) uint8 RGB -> one mp4 (yuv420p). The default codec is the best encoder this
+PyAV build ships, in LeRobot's order of preference: AV1 via ``libsvtav1`` (LeRobot's default), then H.264
+(``libx264``/``h264``), then ``mpeg4``. See :func:`default_codec`.
+
+Decoding: :class:`VideoDecoder` keeps containers open (one cache per process, safe under DataLoader
+workers because the cache is keyed by pid), seeks to the keyframe before the requested time and decodes
+forward, and continues decoding without a seek when the next request is a little later in the same file
+(sequential reads cost one decode per frame).
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from robot_rl.data.errors import DatasetError
+
+# SVT-AV1 prints a banner and warnings to stderr for every encoder; keep only its errors unless asked.
+os.environ.setdefault("SVT_LOG", "1")
+
+# Ordered by preference: (encoder name, name written to info.json's video.codec).
+_CODEC_PREFERENCE = (("libsvtav1", "av1"), ("libx264", "h264"), ("h264", "h264"), ("mpeg4", "mpeg4"))
+_DEFAULT_CODEC: str | None = None
+# Continue decoding instead of seeking when the target is at most this far after the last decoded frame.
+_FORWARD_DECODE_S = 1.0
+_FORKED_AWAY: list[dict] = []  # containers inherited from a parent process, never touched
+
+
+def available_encoders() -> list[str]:
+    """Encoder names from the preference list that this PyAV build can open for writing."""
+    out = []
+    for name, _ in _CODEC_PREFERENCE:
+        try:
+            av.codec.Codec(name, "w")
+        except Exception:  # noqa: BLE001 - PyAV raises UnknownCodecError or ValueError by version
+            continue
+        out.append(name)
+    return out
+
+
+def default_codec() -> str:
+    """The best available encoder: ``libsvtav1`` (AV1, LeRobot's default) when present, else ``libx264``,
+    ``h264`` or ``mpeg4``. Raises RuntimeError if PyAV has none of them."""
+    global _DEFAULT_CODEC
+    if _DEFAULT_CODEC is None:
+        found = available_encoders()
+        if not found:
+            raise RuntimeError("PyAV has none of the video encoders libsvtav1, libx264, h264, mpeg4")
+        _DEFAULT_CODEC = found[0]
+    return _DEFAULT_CODEC
+
+
+def codec_info_name(encoder: str) -> str:
+    """The codec name info.json records for an encoder (``libsvtav1`` -> ``av1``)."""
+    return dict(_CODEC_PREFERENCE).get(encoder, encoder)
+
+
+def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | None = None) -> None:
+    """Write ``frames`` (T, H, W, 3) uint8 RGB as an mp4 at ``fps`` frames/s, frame i at time i/fps.
+
+    Written to a temporary name and renamed into place, so ``path`` is either absent or complete.
+    H and W must be even (yuv420p). Raises DatasetError naming ``path`` on bad input or encoder failure.
+    """
+    path = Path(path)
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
+        raise DatasetError(
+            f"{path}: video frames must be non-empty (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}"
+        )
+    height, width = frames.shape[1:3]
+    if height % 2 or width % 2:
+        raise DatasetError(f"{path}: yuv420p video needs even height and width, got {height}x{width}")
+    codec = codec or default_codec()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.mp4")  # hidden: never matches file-*.mp4
+    try:
+        with av.open(str(tmp), "w") as container:
+            stream = container.add_stream(codec, rate=Fraction(fps))
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            options = {"g": "2"}  # keyframe every 2 frames, as LeRobot, for cheap random access
+            if codec == "libsvtav1":
+                options.update(crf="30", preset="12")
+            elif codec in ("libx264", "h264"):
+                options.update(crf="23", preset="veryfast")
+            stream.options = options
+            for frame in frames:
+                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        os.replace(tmp, path)
+    except DatasetError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any encoder failure is reported against the file
+        tmp.unlink(missing_ok=True)
+        raise DatasetError(f"{path}: video encoding with {codec} failed: {err}") from err
+
+
+class _OpenVideo:
+    """One open container plus the decoder position."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.container = av.open(str(path))
+            self.stream = self.container.streams.video[0]
+        except Exception as err:  # noqa: BLE001
+            raise DatasetError(f"{path}: unreadable video: {err}") from err
+        self.stream.thread_type = "AUTO"
+        self.frames = None  # decode iterator
+        self.last: tuple[float, av.VideoFrame] | None = None
+        self._converted: tuple[av.VideoFrame | None, np.ndarray | None] = (None, None)
+
+    def _restart(self, t: float) -> None:
+        offset = int(max(t, 0.0) / float(self.stream.time_base))
+        self.container.seek(offset, stream=self.stream, backward=True, any_frame=False)
+        self.frames = self.container.decode(self.stream)
+        self.last = None
+
+    def frame_at(self, t: float, tolerance_s: float) -> np.ndarray:
+        """The frame whose presentation time is nearest ``t`` (seconds); it must lie within tolerance."""
+        if self.last is not None and abs(self.last[0] - t) <= tolerance_s:
+            return self._rgb(self.last[1])
+        if self.frames is None or self.last is None or not (0 < t - self.last[0] <= _FORWARD_DECODE_S):
+            self._restart(t)
+        best = self.last
+        try:
+            while True:
+                frame = next(self.frames, None)
+                if frame is None:
+                    break
+                ft = float(frame.time)
+                self.last = (ft, frame)
+                if best is None or abs(ft - t) < abs(best[0] - t):
+                    best = self.last
+                if ft >= t - tolerance_s:
+                    break
+        except Exception as err:  # noqa: BLE001 - corrupt packets surface here
+            self.frames = None
+            raise DatasetError(f"{self.path}: cannot decode frame at {t:.4f}s: {err}") from err
+        if best is None or abs(best[0] - t) > tolerance_s:
+            got = "no frame" if best is None else f"nearest frame at {best[0]:.4f}s"
+            raise DatasetError(f"{self.path}: no video frame at {t:.4f}s within {tolerance_s}s ({got})")
+        return self._rgb(best[1])
+
+    def _rgb(self, frame: av.VideoFrame) -> np.ndarray:
+        if self._converted[0] is not frame:
+            self._converted = (frame, frame.to_ndarray(format="rgb24"))
+        return self._converted[1]
+
+    def close(self) -> None:
+        self.container.close()
+
+
+class VideoDecoder:
+    """Decodes frames by timestamp from mp4 files, keeping up to ``max_open`` containers open per process.
+
+    ``decode(path, timestamps)`` -> (N, H, W, 3) uint8 RGB. Raises DatasetError naming the file if it is
+    missing, unreadable, or has no frame within ``tolerance_s`` of a requested time.
+    """
+
+    def __init__(self, tolerance_s: float = 1e-4, max_open: int = 16) -> None:
+        self.tolerance_s = tolerance_s
+        self.max_open = max_open
+        self._pid = os.getpid()
+        self._open: dict[Path, _OpenVideo] = {}
+
+    def _get(self, path: Path) -> _OpenVideo:
+        if self._pid != os.getpid():  # forked into a DataLoader worker: never share containers
+            # Closing (or garbage-collecting) a container inherited through fork would join decoder
+            # threads that do not exist in this process and hang: keep them referenced, unused.
+            _FORKED_AWAY.append(self._open)
+            self._open, self._pid = {}, os.getpid()
+        video = self._open.get(path)
+        if video is None:
+            if not path.is_file():
+                raise DatasetError(f"{path}: video file not found")
+            if len(self._open) >= self.max_open:
+                self._open.pop(next(iter(self._open))).close()
+            video = self._open[path] = _OpenVideo(path)
+        return video
+
+    def decode(self, path: str | Path, timestamps: list[float] | np.ndarray) -> np.ndarray:
+        video = self._get(Path(path))
+        order = np.argsort(timestamps, kind="stable")
+        out: list[np.ndarray | None] = [None] * len(timestamps)
+        for i in order:
+            out[i] = video.frame_at(float(timestamps[i]), self.tolerance_s)
+        return np.stack(out)
+
+    def duration(self, path: str | Path) -> tuple[float, int, int]:
+        """(time in seconds just past the last frame, height, width) of a video, reading packet headers
+        only. Raises DatasetError naming the file if it is missing, unreadable or has no video packets."""
+        video = self._get(Path(path))
+        try:
+            video.container.seek(0, stream=video.stream)
+            last, step = None, 0.0
+            for packet in video.container.demux(video.stream):
+                if packet.pts is not None:
+                    t = float(packet.pts * video.stream.time_base)
+                    last = t if last is None else max(last, t)
+                    if packet.duration:
+                        step = float(packet.duration * video.stream.time_base)
+        except Exception as err:  # noqa: BLE001
+            raise DatasetError(f"{video.path}: unreadable video: {err}") from err
+        finally:
+            video.frames, video.last = None, None
+        if last is None:
+            raise DatasetError(f"{video.path}: video has no frames")
+        return last + step, video.stream.codec_context.height, video.stream.codec_context.width
+
+    def decode_all(self, path: str | Path) -> np.ndarray:
+        """Every frame of the file in order, (T, H, W, 3) uint8. Raises DatasetError naming the file."""
+        path = Path(path)
+        if not path.is_file():
+            raise DatasetError(f"{path}: video file not found")
+        try:
+            with av.open(str(path)) as container:
+                return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+        except Exception as err:  # noqa: BLE001
+            raise DatasetError(f"{path}: unreadable video: {err}") from err
+
+    def close(self) -> None:
+        for video in self._open.values():
+            video.close()
+        self._open.clear()
+
+    def __getstate__(self) -> dict:  # containers cannot be pickled: workers reopen their own
+        return {"tolerance_s": self.tolerance_s, "max_open": self.max_open}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)

@@ -1,0 +1,180 @@
+"""Offscreen MuJoCo rendering with EGL, falling back to OSMesa, and a clear error when neither works.
+
+The backend is chosen once per process. ``MUJOCO_GL`` (``egl`` or ``osmesa``), when set, is the only
+backend tried. Otherwise ``ROBOT_RL_GL`` (comma-separated, default ``egl,osmesa``) lists the candidates,
+and each is probed in a subprocess first: a failed EGL attempt in this process would pin PyOpenGL to the
+EGL platform and make the OSMesa fallback impossible. The chosen backend is exported as ``MUJOCO_GL`` so
+spawned workers inherit it without probing again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import weakref
+
+import mujoco
+import numpy as np
+
+BACKENDS = ("egl", "osmesa")
+FIX = {"egl": "apt-get install libegl1", "osmesa": "apt-get install libosmesa6"}
+
+_PROBE = """
+import mujoco, numpy as np
+xml = '<mujoco><worldbody><light pos="0 0 1"/><geom size=".1"/></worldbody></mujoco>'
+m = mujoco.MjModel.from_xml_string(xml)
+d = mujoco.MjData(m); mujoco.mj_forward(m, d)
+from mujoco.{backend} import GLContext
+ctx = GLContext(16, 16); ctx.make_current()
+con = mujoco.MjrContext(m, mujoco.mjtFontScale.mjFONTSCALE_150)
+ctx.free()
+"""
+_chosen: str | None = None
+_live: weakref.WeakSet[OffscreenRenderer] = weakref.WeakSet()
+_atexit_registered = False
+
+
+def _close_all() -> None:
+    # Registered after the GL backend module is imported, so (LIFO) it runs before the backend's own
+    # atexit teardown and the contexts are freed while the display is still alive.
+    for renderer in list(_live):
+        try:
+            renderer.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing useful left to report
+            pass
+
+
+class RendererError(RuntimeError):
+    """No offscreen OpenGL backend works; the message names each backend tried, why, and the fix."""
+
+
+def _probe(backend: str) -> str | None:
+    """None if ``backend`` renders in a fresh interpreter, else the reason it does not."""
+    env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE.format(backend=backend)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    if out.returncode == 0:
+        return None
+    lines = (out.stderr or out.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {out.returncode}"
+
+
+def select_backend() -> str:
+    """The offscreen GL backend for this process (``egl`` or ``osmesa``), probed once and cached.
+
+    Raises:
+        RendererError: no candidate backend works (names each, its error, and the apt package to install).
+    """
+    global _chosen
+    if _chosen is not None:
+        return _chosen
+    forced = os.environ.get("MUJOCO_GL", "").strip().lower()
+    if forced in BACKENDS:
+        candidates = [forced]
+    else:
+        candidates = [b.strip().lower() for b in os.environ.get("ROBOT_RL_GL", ",".join(BACKENDS)).split(",")]
+    errors = {}
+    for backend in candidates:
+        if backend not in BACKENDS:
+            errors[backend] = "not a supported offscreen backend"
+            continue
+        if backend == forced and os.environ.get("PYOPENGL_PLATFORM", backend) == backend:
+            reason = None  # explicitly requested: try it in-process, errors surface below
+        else:
+            reason = _probe(backend)
+        if reason is None:
+            os.environ["MUJOCO_GL"] = backend
+            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+            _chosen = backend
+            return backend
+        errors[backend] = reason
+    raise RendererError(_message(errors))
+
+
+def _message(errors: dict[str, str]) -> str:
+    tried = "; ".join(f"{b}: {e}" for b, e in errors.items())
+    return (
+        "no offscreen OpenGL backend works (tried EGL and OSMesa). "
+        f"Tried {tried}. Fix: `{FIX['egl']}` (EGL) or `{FIX['osmesa']}` (OSMesa, software), "
+        "or set MUJOCO_GL=egl|osmesa."
+    )
+
+
+def _gl_context(backend: str, width: int, height: int):
+    if backend == "egl":
+        from mujoco.egl import GLContext
+    else:
+        from mujoco.osmesa import GLContext
+    return GLContext(width, height)
+
+
+class OffscreenRenderer:
+    """Renders RGB frames of ``model`` from named cameras.
+
+    Args:
+        model: the ``MjModel``; its ``vis.global_.offwidth/offheight`` bound the image size.
+
+    Raises:
+        RendererError: no offscreen backend works, or creating the GL context fails.
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        self.backend = select_backend()
+        self.model = model
+        self.max_size = min(model.vis.global_.offwidth, model.vis.global_.offheight)
+        try:
+            self._ctx = _gl_context(self.backend, self.max_size, self.max_size)
+            self._ctx.make_current()
+            self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        except Exception as err:  # noqa: BLE001 - any GL failure becomes one clear error
+            raise RendererError(_message({self.backend: f"{type(err).__name__}: {err}"})) from err
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
+        self._scene = mujoco.MjvScene(model, maxgeom=1000)
+        self._opt = mujoco.MjvOption()
+        self._cam = mujoco.MjvCamera()
+        self._cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._pert = mujoco.MjvPerturb()
+        _live.add(self)
+        global _atexit_registered
+        if not _atexit_registered:
+            atexit.register(_close_all)
+            _atexit_registered = True
+
+    def render(self, data: mujoco.MjData, camera: str, size: int) -> np.ndarray:
+        """uint8 (size, size, 3) RGB image from camera ``camera`` (a name in the model).
+
+        Raises:
+            ValueError: ``size`` exceeds the model's offscreen buffer or the camera does not exist.
+        """
+        if not 0 < size <= self.max_size:
+            raise ValueError(f"image size {size} must be in [1, {self.max_size}]")
+        cam_id = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        if cam_id < 0:
+            raise ValueError(f"camera {camera!r} not in the model")
+        self._ctx.make_current()
+        self._cam.fixedcamid = cam_id
+        mujoco.mjv_updateScene(
+            self.model, data, self._opt, self._pert, self._cam, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+        )
+        viewport = mujoco.MjrRect(0, 0, size, size)
+        mujoco.mjr_render(viewport, self._scene, self._con)
+        rgb = np.empty((size, size, 3), dtype=np.uint8)
+        mujoco.mjr_readPixels(rgb, None, viewport, self._con)
+        return np.ascontiguousarray(rgb[::-1])
+
+    def close(self) -> None:
+        """Free the GL context."""
+        if getattr(self, "_ctx", None) is not None:
+            self._con.free()
+            self._ctx.free()
+            self._ctx = None

@@ -1,0 +1,61 @@
+"""Vectorised CPU simulation: N env copies in one process (N = 1) or N spawned worker processes.
+
+Autoreset mode is gymnasium's ``AutoresetMode.SAME_STEP``: when sub-env ``i`` terminates or truncates, the
+returned observation for ``i`` is already the first observation of its next episode; the last observation
+and info of the finished episode are in ``info["final_obs"]`` / ``info["final_info"]`` (masked by
+``info["_final_obs"]``). Workers use the ``spawn`` start method (EGL contexts hang under ``fork``) and
+start with one BLAS/OpenMP thread each (unless the caller set ``OPENBLAS_NUM_THREADS`` etc.): the IK's
+small solves gain nothing from threads, and N workers x N BLAS threads oversubscribe the cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from functools import partial
+
+import gymnasium as gym
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from robot_rl.config import EnvConfig
+
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _single_threaded_children() -> Iterator[None]:
+    """Set the BLAS thread variables to 1 (where unset) while worker processes are spawned."""
+    added = [k for k in _THREAD_VARS if k not in os.environ]
+    os.environ.update({k: "1" for k in added})
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def make_vector_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
+    """``num_envs`` (default ``cfg.num_envs``) copies of ``make_env(cfg)``.
+
+    Returns a ``SyncVectorEnv`` for one env, else an ``AsyncVectorEnv(context="spawn")``; observations are
+    batched dicts (each value (N, ...)), actions (N, 4) for the built-in task.
+
+    Raises:
+        ValueError: ``num_envs`` < 1.
+        RendererError: cameras are requested and no offscreen GL backend works.
+    """
+    from robot_rl.sim import BUILTIN_ID, make_env
+
+    n = cfg.num_envs if num_envs is None else num_envs
+    if n < 1:
+        raise ValueError(f"num_envs must be >= 1, got {n}")
+    if cfg.cameras and cfg.id == BUILTIN_ID:
+        from robot_rl.sim.render import select_backend
+
+        select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing
+    fns = [partial(make_env, cfg) for _ in range(n)]
+    if n == 1:
+        return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    with _single_threaded_children():
+        return AsyncVectorEnv(fns, context="spawn", autoreset_mode=AutoresetMode.SAME_STEP)

@@ -1,0 +1,127 @@
+"""QC best-of-N agent (ALGORITHMS.md §3(a)) and flow BC agent."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from robot_rl.algos import FlowBC, QCAgent, batch_to_torch, best_of_n
+from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
+from robot_rl.keys import STATE
+from robot_rl.policies import build_agent, build_policy
+from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+
+H, D = 5, SIM_ACTION_DIM
+PCFG = PolicyConfig(horizon=H, hidden_dims=[32, 32])
+OCFG = OfflineRLConfig(critic_hidden_dims=[32, 32], best_of_n=8, batch_size=16)
+
+
+class TargetCritic(nn.Module):
+    """Q(s, A) = -||A - target||^2 per member: a critic whose argmax we know."""
+
+    num_critics = 2
+    agg = "mean"
+
+    def __init__(self, target: torch.Tensor):
+        super().__init__()
+        self.target = target
+
+    def features(self, obs):
+        return torch.zeros(obs[STATE].shape[0], 1)
+
+    def q_from_features(self, feat, actions):
+        q = -((actions.reshape(actions.shape[0], -1) - self.target.reshape(1, -1)) ** 2).sum(-1)
+        return torch.stack([q, q + 1.0])
+
+    def q_agg(self, qs, mode=None):
+        return qs.mean(0)
+
+
+def test_best_of_n_picks_argmax():
+    torch.manual_seed(0)
+    policy = build_policy(PCFG, SIM_OBS_SHAPES, D, fake_stats())
+    critic = TargetCritic(torch.full((H, D), 0.3))
+    obs = fake_obs(3, seed=0)
+    noise = torch.randn(3, 16, H, D)
+    chosen, q = best_of_n(policy, critic, obs, 16, noise)
+    samples = policy.sample(obs, 16, noise)  # (3, 16, H, D)
+    dist = ((samples - 0.3) ** 2).sum((-1, -2))
+    idx = dist.argmin(1)
+    torch.testing.assert_close(chosen, samples[torch.arange(3), idx])
+    torch.testing.assert_close(q, -dist.min(1).values + 0.5)
+
+
+def test_qc_update_and_act():
+    torch.manual_seed(0)
+    agent = build_agent("qc", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+    assert isinstance(agent, QCAgent)
+    batch = fake_batch(16, H, seed=0)
+    metrics = [agent.update(batch) for _ in range(20)]
+    for m in metrics:
+        assert set(m) >= {"critic_loss", "bc_loss", "q_mean"} and all(np.isfinite(list(m.values())))
+    assert metrics[-1]["critic_loss"] < metrics[0]["critic_loss"]
+    # the target moved towards the online critic by Polyak
+    a = agent.act(batch["observations"])
+    assert a.shape == (16, H, D) and torch.isfinite(a).all()
+    assert set(agent.modules()) == {"policy", "critic", "target_critic"}
+
+
+def test_qc_act_uses_best_of_n_in_robot_units():
+    torch.manual_seed(0)
+    agent = build_agent("qc", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+    obs = fake_obs(2, seed=1)
+    noise = torch.randn(2, OCFG.best_of_n, H, D)
+    chunks, _ = best_of_n(agent.policy, agent.critic, obs, OCFG.best_of_n, noise)
+    torch.testing.assert_close(agent.act(obs, noise), agent.policy.unnormalize_actions(chunks))
+
+
+def test_flow_bc_agent_and_batch_to_torch():
+    torch.manual_seed(0)
+    agent = build_agent("bc", PCFG, BCConfig(lr=1e-3), SIM_OBS_SHAPES, D, fake_stats())
+    assert isinstance(agent, FlowBC)
+    tb = fake_batch(32, H, seed=0)
+    np_batch = {
+        k: ({kk: vv.numpy().astype(np.float64) for kk, vv in v.items()} if isinstance(v, dict) else v.numpy())
+        for k, v in tb.items()
+    }
+    np_batch["valid"] = np_batch["valid"].astype(bool)
+    np_batch["source"] = np.array(["demo"] * 32)
+    batch = batch_to_torch(np_batch, "cpu")
+    assert batch["valid"].dtype == torch.float32 and batch["observations"][STATE].dtype == torch.float32
+    assert batch["source"] is np_batch["source"]
+    losses = [agent.update(batch)["bc_loss"] for _ in range(60)]
+    assert np.mean(losses[-10:]) < np.mean(losses[:10])
+    a = agent.act(batch["observations"])
+    assert a.shape == (32, H, D)
+    with pytest.raises(KeyError, match="valid"):
+        batch_to_torch({k: v for k, v in np_batch.items() if k != "valid"})
+
+
+def test_build_agent_from_pipeline_config():
+    from robot_rl.config import PipelineConfig
+
+    cfg = PipelineConfig(policy=PCFG, offline=OCFG)
+    agent = build_agent("qc", cfg, SIM_OBS_SHAPES, D, fake_stats(), device="cpu")
+    assert isinstance(agent, QCAgent) and agent.cfg.best_of_n == 8
+    assert isinstance(build_agent("bc", cfg, SIM_OBS_SHAPES, D, fake_stats()), FlowBC)
+
+
+def test_unknown_method():
+    with pytest.raises(ValueError, match="unknown method"):
+        build_agent("sac", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+
+
+def test_nan_in_padded_steps_is_ignored_but_not_in_valid_steps():
+    torch.manual_seed(0)
+    agent = build_agent("qc", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+    batch = fake_batch(8, H, seed=0)
+    batch["actions"][0, -1] = float("nan")  # sample 0 has valid[0, -1] == 0 (fake_batch pads every 4th)
+    assert batch["valid"][0, -1] == 0
+    assert all(np.isfinite(list(agent.update(batch).values())))
+    batch["actions"][1, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        agent.update(batch)
+    batch = fake_batch(8, H, seed=0)
+    batch["next_observations"][STATE][2, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"observation\.state"):
+        agent.update(batch)

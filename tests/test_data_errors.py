@@ -1,0 +1,145 @@
+"""Bad datasets fail with a DatasetError that names the file (and key)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from robot_rl import keys
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot_writer import LeRobotWriter
+from robot_rl.data.video import VideoDecoder, encode_video
+
+CAM = "observation.images.front"
+DATA = "data/chunk-000/file-000.parquet"
+EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+
+
+def write(root: Path, video: bool = False) -> Path:
+    feats = {
+        keys.STATE: {"dtype": "float32", "shape": [3], "names": None},
+        keys.ACTION: {"dtype": "float32", "shape": [2], "names": None},
+    }
+    if video:
+        feats[CAM] = {"dtype": "video", "shape": [16, 16, 3], "names": None}
+    with LeRobotWriter(root, fps=10, features=feats) as writer:
+        for ep in range(2):
+            frames = {keys.STATE: np.zeros((5, 3), np.float32) + ep, keys.ACTION: np.ones((5, 2), np.float32)}
+            if video:
+                frames[CAM] = np.full((5, 16, 16, 3), 100, np.uint8)
+            writer.add_episode(frames, task="t")
+    return root
+
+
+def test_dataset_error_is_value_error() -> None:
+    assert issubclass(DatasetError, ValueError)
+
+
+def test_missing_info_json(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"meta/info\.json.*not found"):
+        LeRobotDataset(tmp_path / "nothing")
+
+
+def test_corrupt_parquet(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    path = root / DATA
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(DatasetError, match=r"file-000\.parquet.*unreadable parquet"):
+        LeRobotDataset(root)
+
+
+def test_corrupt_episodes_metadata(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    (root / EPISODES).write_bytes(b"PAR1 garbage")
+    with pytest.raises(DatasetError, match="meta/episodes/chunk-000/file-000.parquet"):
+        LeRobotDataset(root)
+
+
+def test_missing_column(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    table = pq.read_table(root / DATA)
+    pq.write_table(table.drop_columns([keys.ACTION]), root / DATA)
+    with pytest.raises(DatasetError, match=r"file-000\.parquet: missing column 'action'"):
+        LeRobotDataset(root)
+
+
+def test_feature_shape_mismatch(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"][keys.STATE]["shape"] = [4]
+    (root / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match=r"file-000\.parquet: column 'observation\.state'.*shape \[4\]"):
+        LeRobotDataset(root)
+
+
+@pytest.mark.parametrize("field", ["total_frames", "total_episodes", "total_tasks"])
+def test_totals_mismatch(tmp_path: Path, field: str) -> None:
+    root = write(tmp_path / "ds")
+    info = json.loads((root / "meta/info.json").read_text())
+    info[field] += 1
+    (root / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match=rf"info\.json: {field} is"):
+        LeRobotDataset(root)
+
+
+def test_data_file_missing(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    (root / "data/chunk-000/file-001.parquet").unlink()
+    with pytest.raises(DatasetError, match=r"file-001\.parquet: file not found"):
+        LeRobotDataset(root)
+
+
+def test_truncated_mp4(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds", video=True)
+    path = root / f"videos/{CAM}/chunk-000/file-001.mp4"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+    ds = LeRobotDataset(root)
+    assert ds[0][CAM].shape == (3, 16, 16)  # episode 0's video is intact
+    with pytest.raises(DatasetError, match=r"file-001\.mp4"):
+        ds.verify_videos()
+    with pytest.raises(DatasetError, match=r"file-001\.mp4"):
+        ds[7]
+    (root / f"videos/{CAM}/chunk-000/file-000.mp4").unlink()
+    with pytest.raises(DatasetError, match=r"file-000\.mp4: video file not found"):
+        LeRobotDataset(root)[0]
+
+
+def test_verify_videos_passes_and_catches_short_file(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds", video=True)
+    LeRobotDataset(root).verify_videos()
+    encode_video(root / f"videos/{CAM}/chunk-000/file-000.mp4", np.zeros((2, 16, 16, 3), np.uint8), fps=10)
+    with pytest.raises(
+        DatasetError, match=r"file-000\.mp4: video 'observation.images.front' ends at 0\.200s"
+    ):
+        LeRobotDataset(root).verify_videos()
+
+
+def test_garbage_mp4(tmp_path: Path) -> None:
+    path = tmp_path / "x.mp4"
+    path.write_bytes(b"\x00" * 1000)
+    with pytest.raises(DatasetError, match=r"x\.mp4: unreadable video"):
+        VideoDecoder().decode(path, [0.0])
+    with pytest.raises(DatasetError, match=r"x\.mp4: unreadable video"):
+        VideoDecoder().decode_all(path)
+
+
+def test_video_time_outside_file(tmp_path: Path) -> None:
+    path = tmp_path / "v.mp4"
+    encode_video(path, np.zeros((3, 16, 16, 3), np.uint8), fps=10)
+    with pytest.raises(DatasetError, match=r"v\.mp4: no video frame at 5\.0000s"):
+        VideoDecoder().decode(path, [5.0])
+    with pytest.raises(DatasetError, match="even height"):
+        encode_video(path, np.zeros((3, 15, 16, 3), np.uint8), fps=10)
+
+
+def test_bad_delta_timestamps(tmp_path: Path) -> None:
+    root = write(tmp_path / "ds")
+    with pytest.raises(DatasetError, match="not multiples"):
+        LeRobotDataset(root, delta_timestamps={keys.ACTION: [0.0, 0.05]})
+    with pytest.raises(DatasetError, match="'nope'"):
+        LeRobotDataset(root, delta_timestamps={"nope": [0.0]})

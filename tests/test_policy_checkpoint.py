@@ -1,0 +1,162 @@
+"""Checkpoint folders: round trips, errors, warm start (no pickle)."""
+
+import json
+
+import pytest
+import torch
+
+from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.keys import ENV_STATE, STATE
+from robot_rl.policies import (
+    build_agent,
+    check_compatible,
+    load_agent,
+    load_checkpoint,
+    load_extra_state,
+    load_policy,
+    save_agent,
+    save_checkpoint,
+    warm_start_from_bc,
+)
+from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+
+H, D = 5, SIM_ACTION_DIM
+
+
+def _full_config(method):
+    cfg = PipelineConfig(
+        policy=PolicyConfig(horizon=H, hidden_dims=[32, 32]),
+        bc=BCConfig(lr=1e-3),
+        offline=OfflineRLConfig(method=method, critic_hidden_dims=[32, 32], best_of_n=4, critic_agg="min"),
+    )
+    return cfg, config_to_dict(cfg)
+
+
+def _noise(method, b):
+    if method == "qc":
+        return torch.randn(b, 4, H, D)
+    if method == "bc":
+        return torch.randn(b, 1, H, D)
+    return torch.randn(b, H, D)
+
+
+@pytest.mark.parametrize("method", ["bc", "qc", "qc_fql"])
+def test_round_trip_identical_actions(tmp_path, method):
+    torch.manual_seed(0)
+    cfg, tree = _full_config(method)
+    stats = fake_stats()
+    algo_cfg = cfg.bc if method == "bc" else cfg.offline
+    agent = build_agent(method, cfg.policy, algo_cfg, SIM_OBS_SHAPES, D, stats)
+    batch = fake_batch(8, H, seed=0)
+    agent.update(batch)
+    save_agent(tmp_path / "ckpt", agent, tree, stats, SIM_OBS_SHAPES, D, include_optimizer=True)
+    names = {p.name for p in (tmp_path / "ckpt").iterdir()}
+    assert names == {
+        "model.safetensors",
+        "config.json",
+        "normalization.json",
+        "extra_state.safetensors",
+        "extra_state.json",
+    }
+    saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert saved["method"] == method and saved["action_dim"] == D and saved["obs_shapes"][STATE] == [22]
+
+    loaded, _, _ = load_agent(tmp_path / "ckpt", load_optimizer=True, obs_shapes=SIM_OBS_SHAPES, action_dim=D)
+    obs = fake_obs(3, seed=4)
+    noise = _noise(method, 3)
+    torch.testing.assert_close(loaded.act(obs, noise), agent.act(obs, noise), rtol=0, atol=0)
+    # optimizer state survived: one more identical update gives identical weights
+    torch.manual_seed(1)
+    agent.update(batch)
+    torch.manual_seed(1)
+    loaded.update(batch)
+    for (n1, m1), (_, m2) in zip(agent.modules().items(), loaded.modules().items(), strict=True):
+        for (k, p1), p2 in zip(m1.state_dict().items(), m2.state_dict().values(), strict=True):
+            torch.testing.assert_close(p1, p2, msg=f"{n1}.{k}")
+
+
+def test_policy_only_and_warm_start(tmp_path):
+    torch.manual_seed(0)
+    cfg, tree = _full_config("qc")
+    stats = fake_stats()
+    bc = build_agent("bc", cfg.policy, cfg.bc, SIM_OBS_SHAPES, D, stats)
+    bc.update(fake_batch(8, H, seed=0))
+    save_agent(tmp_path / "bc", bc, tree, stats, SIM_OBS_SHAPES, D)
+    policy, _, _ = load_policy(tmp_path / "bc")
+    obs, noise = fake_obs(2, seed=1), torch.randn(2, 1, H, D)
+    torch.testing.assert_close(policy.act(obs, noise), bc.act(obs, noise))
+    for method in ("qc", "qc_fql"):
+        agent = build_agent(method, cfg.policy, cfg.offline, SIM_OBS_SHAPES, D, stats)
+        warm_start_from_bc(agent, tmp_path / "bc")
+        torch.testing.assert_close(agent.policy.sample(obs, 1, noise), bc.policy.sample(obs, 1, noise))
+    assert load_extra_state(tmp_path / "bc") is None
+
+
+def test_missing_files_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_checkpoint(tmp_path / "nowhere")
+    torch.manual_seed(0)
+    cfg, tree = _full_config("qc")
+    stats = fake_stats()
+    agent = build_agent("bc", cfg.policy, cfg.bc, SIM_OBS_SHAPES, D, stats)
+    save_agent(tmp_path / "c", agent, tree, stats, SIM_OBS_SHAPES, D)
+    (tmp_path / "c" / "normalization.json").unlink()
+    with pytest.raises(FileNotFoundError, match="normalization.json"):
+        load_agent(tmp_path / "c")
+    with pytest.raises(FileNotFoundError, match="optimizer state"):
+        save_agent(tmp_path / "d", agent, tree, stats, SIM_OBS_SHAPES, D)
+        load_agent(tmp_path / "d", load_optimizer=True)
+
+
+def test_shape_mismatch_names_key_and_shapes(tmp_path):
+    torch.manual_seed(0)
+    cfg, tree = _full_config("qc")
+    stats = fake_stats()
+    agent = build_agent("bc", cfg.policy, cfg.bc, SIM_OBS_SHAPES, D, stats)
+    save_agent(tmp_path / "c", agent, tree, stats, SIM_OBS_SHAPES, D)
+    _, config, _ = load_checkpoint(tmp_path / "c")
+    check_compatible(config, {**SIM_OBS_SHAPES, "observation.images.front": (64, 64, 3)}, D)  # extra key ok
+    with pytest.raises(ValueError, match=r"observation\.environment_state.*\(9,\).*\(7,\)"):
+        check_compatible(config, {STATE: (22,), ENV_STATE: (9,)}, D)
+    with pytest.raises(ValueError, match=r"observation\.environment_state.*missing"):
+        check_compatible(config, {STATE: (22,)}, D)
+    with pytest.raises(ValueError, match=r"'action'.*\(7,\).*\(4,\)"):
+        load_agent(tmp_path / "c", obs_shapes=SIM_OBS_SHAPES, action_dim=7)
+
+
+def test_plain_save_checkpoint_layout(tmp_path):
+    from safetensors.torch import load_file
+
+    mod = torch.nn.Linear(2, 3)
+    save_checkpoint(
+        tmp_path / "x", {"lin": mod}, {"a": 1}, fake_stats(), obs_shapes={STATE: (2,)}, action_dim=1
+    )
+    keys = set(load_file(str(tmp_path / "x" / "model.safetensors")))
+    assert keys == {"lin.weight", "lin.bias"}
+    save_checkpoint(tmp_path / "y", {"policy": mod}, {}, fake_stats())  # resume-style, no shapes
+    with pytest.raises(ValueError, match="obs_shapes"):
+        load_agent(tmp_path / "y")
+
+
+def test_extra_state_round_trip(tmp_path):
+    mod = torch.nn.Linear(2, 3)
+    opt = torch.optim.Adam(mod.parameters())
+    mod(torch.randn(4, 2)).sum().backward()
+    opt.step()
+    big = 2**100 + 3  # PCG64 rng states are 128-bit ints
+    extra = {
+        "optimizers": {"policy": opt.state_dict()},
+        "step": 7,
+        "rng": {"state": big},
+        "t": (1, "a"),
+    }
+    stats = fake_stats()
+    save_checkpoint(tmp_path / "x", {"lin": mod}, {}, stats, extra, obs_shapes={STATE: (2,)}, action_dim=1)
+    back = load_extra_state(tmp_path / "x")
+    assert back["step"] == 7 and back["rng"]["state"] == big and back["t"] == (1, "a")
+    assert load_checkpoint.extra_state(tmp_path / "x")["step"] == 7
+    opt2 = torch.optim.Adam(mod.parameters())
+    opt2.load_state_dict(back["optimizers"]["policy"])
+    torch.testing.assert_close(
+        opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
+    )

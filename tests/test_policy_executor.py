@@ -1,0 +1,68 @@
+"""Chunk execution: open loop and ACT-style temporal ensembling."""
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.policies import ChunkExecutor
+
+
+def test_open_loop_requests_a_chunk_every_h_steps():
+    ex = ChunkExecutor(horizon=3)
+    calls = []
+
+    def get_chunk():
+        calls.append(len(calls))
+        k = len(calls)
+        return torch.arange(6, dtype=torch.float32).reshape(3, 2) + 100 * k
+
+    actions = [ex.step(get_chunk) for _ in range(7)]
+    assert len(calls) == 3  # steps 0, 3, 6
+    np.testing.assert_allclose(actions[0], [100, 101])
+    np.testing.assert_allclose(actions[2], [104, 105])
+    np.testing.assert_allclose(actions[3], [200, 201])
+    np.testing.assert_allclose(actions[6], [300, 301])
+    ex.reset()
+    assert ex.needs_chunk()
+
+
+def test_open_loop_batched():
+    ex = ChunkExecutor(horizon=2)
+    ex.push(np.arange(8, dtype=np.float32).reshape(2, 2, 2))  # (B=2, h=2, d=2)
+    np.testing.assert_allclose(ex.pop(), [[0, 1], [4, 5]])
+    np.testing.assert_allclose(ex.pop(), [[2, 3], [6, 7]])
+    with pytest.raises(RuntimeError):
+        ex.pop()
+
+
+def test_temporal_ensemble_weights():
+    m = 0.5
+    ex = ChunkExecutor(horizon=3, mode="temporal_ensemble", decay=m)
+    c0 = np.array([[0.0], [1.0], [2.0]])
+    c1 = np.array([[10.0], [11.0], [12.0]])
+    c2 = np.array([[20.0], [21.0], [22.0]])
+    c3 = np.array([[30.0], [31.0], [32.0]])
+    assert ex.step(lambda: c0) == pytest.approx([0.0])
+    w = np.exp(-m * np.arange(2))
+    assert ex.step(lambda: c1) == pytest.approx([(w[0] * 1.0 + w[1] * 10.0) / w.sum()])
+    w = np.exp(-m * np.arange(3))
+    assert ex.step(lambda: c2) == pytest.approx([(w @ np.array([2.0, 11.0, 20.0])) / w.sum()])
+    # c0 has expired (covers steps 0..2 only)
+    assert ex.step(lambda: c3) == pytest.approx([(w @ np.array([12.0, 21.0, 30.0])) / w.sum()])
+
+
+def test_executor_rejects_bad_input():
+    with pytest.raises(ValueError, match="execution mode"):
+        ChunkExecutor(3, mode="bogus")
+    ex = ChunkExecutor(3)
+    with pytest.raises(ValueError, match="chunk must be"):
+        ex.push(np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        ex.push(np.full((3, 2), np.nan))
+
+
+def test_from_config():
+    from robot_rl.config import PolicyConfig
+
+    ex = ChunkExecutor.from_config(PolicyConfig(horizon=4, execution="temporal_ensemble", ensemble_decay=0.2))
+    assert (ex.horizon, ex.mode, ex.decay) == (4, "temporal_ensemble", 0.2)
