@@ -14,7 +14,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import masked_critic_loss, qc_target
+from robot_rl.algos.targets import critic_td_step
 
 
 class QCFQLAgent(Agent):
@@ -68,13 +68,16 @@ class QCFQLAgent(Agent):
         with torch.no_grad():
             next_a = self.one_step(next_obs, self._noise(actions_norm.shape[0])).clamp(-1.0, 1.0)
             next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
-            y = qc_target(batch["rewards"], batch["masks"], next_q, self.cfg.gamma, self.policy.horizon)
-        q = self.critic(obs, actions_norm)
-        critic_loss = masked_critic_loss(q, y, valid[:, -1])
-        opt = self.optimizers["critic"]
-        opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        opt.step()
+        critic_loss, q, _ = critic_td_step(
+            self.critic,
+            self.optimizers["critic"],
+            obs,
+            actions_norm,
+            next_q,
+            batch,
+            self.cfg.gamma,
+            self.policy.horizon,
+        )
 
         losses = self.actor_losses(obs, actions_norm, valid)
         opt = self.optimizers["actor"]

@@ -14,7 +14,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs
-from robot_rl.algos.targets import masked_critic_loss, qc_target
+from robot_rl.algos.targets import critic_td_step
 
 
 @torch.no_grad()
@@ -71,13 +71,16 @@ class QCAgent(Agent):
         self.critic.train()
         with torch.no_grad():
             _, next_q = best_of_n(self.policy, self.target_critic, next_obs, self.cfg.best_of_n)
-            y = qc_target(batch["rewards"], batch["masks"], next_q, self.cfg.gamma, self.policy.horizon)
-        q = self.critic(obs, actions_norm)
-        critic_loss = masked_critic_loss(q, y, valid[:, -1])
-        opt = self.optimizers["critic"]
-        opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        opt.step()
+        critic_loss, q, y = critic_td_step(
+            self.critic,
+            self.optimizers["critic"],
+            obs,
+            actions_norm,
+            next_q,
+            batch,
+            self.cfg.gamma,
+            self.policy.horizon,
+        )
 
         bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
         opt = self.optimizers["policy"]

@@ -34,3 +34,19 @@ def masked_critic_loss(q: torch.Tensor, target: torch.Tensor, valid_last: torch.
     if q.dim() != 2 or q.shape[1] != target.shape[0]:
         raise ValueError(f"q must be (K, B) with B={target.shape[0]}, got {tuple(q.shape)}")
     return ((q - target.unsqueeze(0)) ** 2 * valid_last.to(q.dtype).unsqueeze(0)).mean()
+
+
+def critic_td_step(critic, optimizer, obs, actions_norm, next_q, batch: dict, gamma: float, horizon: int):
+    """One gradient step of the Q-chunking critic (ALGORITHMS.md §3).
+
+    y = R_t^(h) + γ^h·mask·next_q (no gradient), loss = valid_{h-1}·(Q_k(s_t, A_t) − y)² averaged over the
+    ensemble. ``actions_norm`` (B, h, d) normalised; ``next_q`` (B,) aggregated target Q at s_{t+h}.
+    Returns (loss, q, y): q (K, B) from this step's graph and the target y (B,).
+    """
+    y = qc_target(batch["rewards"], batch["masks"], next_q.detach(), gamma, horizon)
+    q = critic(obs, actions_norm)
+    loss = masked_critic_loss(q, y, batch["valid"][:, -1])
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss, q, y
