@@ -168,7 +168,3 @@ def check_compatible(config: dict, obs_shapes: dict[str, tuple[int, ...]], actio
         raise ValueError(
             f"'action' has shape ({action_dim},) in the data but ({config['action_dim']},) in the checkpoint"
         )
-
-
-# ``load_checkpoint.extra_state(path)`` is an alias some callers use.
-load_checkpoint.extra_state = load_extra_state  # type: ignore[attr-defined]

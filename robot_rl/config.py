@@ -88,7 +88,6 @@ class BCConfig:
     steps: int = 5000
     batch_size: int = 256
     lr: float = 3e-4
-    seed: int = 0
 
 
 @dataclass
@@ -110,7 +109,6 @@ class OfflineRLConfig:
     best_of_n: int = 32
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
-    seed: int = 0
 
 
 @dataclass

@@ -48,11 +48,11 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
 
 
-def make_vector_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
-    """See :func:`robot_rl.sim.vector.make_vector_env`."""
+def make_vector_env(cfg: EnvConfig, num_envs: int | None = None, **kwargs) -> gym.vector.VectorEnv:
+    """See :func:`robot_rl.sim.vector.make_vector_env` (``autoreset_mode`` passes through)."""
     from robot_rl.sim.vector import make_vector_env as _make
 
-    return _make(cfg, num_envs)
+    return _make(cfg, num_envs, **kwargs)
 
 
 __all__ = ["BUILTIN_ID", "EnvConfig", "make_env", "make_vector_env"]

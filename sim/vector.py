@@ -35,8 +35,13 @@ def _single_threaded_children() -> Iterator[None]:
             os.environ.pop(k, None)
 
 
-def make_vector_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(
+    cfg: EnvConfig, num_envs: int | None = None, autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP
+) -> gym.vector.VectorEnv:
     """``num_envs`` (default ``cfg.num_envs``) copies of ``make_env(cfg)``.
+
+    ``autoreset_mode`` defaults to SAME_STEP (module docstring); robot_rl.rollout uses DISABLED so it can
+    reset each sub-env with an exact seed.
 
     Returns a ``SyncVectorEnv`` for one env, else an ``AsyncVectorEnv(context="spawn")``; observations are
     batched dicts (each value (N, ...)), actions (N, 4) for the built-in task.
@@ -56,6 +61,6 @@ def make_vector_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.V
         select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing
     fns = [partial(make_env, cfg) for _ in range(n)]
     if n == 1:
-        return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        return SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
     with _single_threaded_children():
-        return AsyncVectorEnv(fns, context="spawn", autoreset_mode=AutoresetMode.SAME_STEP)
+        return AsyncVectorEnv(fns, context="spawn", autoreset_mode=autoreset_mode)

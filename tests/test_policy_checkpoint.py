@@ -154,7 +154,7 @@ def test_extra_state_round_trip(tmp_path):
     save_checkpoint(tmp_path / "x", {"lin": mod}, {}, stats, extra, obs_shapes={STATE: (2,)}, action_dim=1)
     back = load_extra_state(tmp_path / "x")
     assert back["step"] == 7 and back["rng"]["state"] == big and back["t"] == (1, "a")
-    assert load_checkpoint.extra_state(tmp_path / "x")["step"] == 7
+    assert load_extra_state(tmp_path / "x")["step"] == 7
     opt2 = torch.optim.Adam(mod.parameters())
     opt2.load_state_dict(back["optimizers"]["policy"])
     torch.testing.assert_close(

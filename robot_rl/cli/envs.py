@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -13,17 +11,11 @@ from robot_rl.config import EnvConfig
 
 
 def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
-    """N sub-envs with autoreset disabled, so robot_rl.rollout resets each with an exact seed.
+    """The sim's vector env with autoreset disabled, so robot_rl.rollout resets each sub-env with an exact
+    seed."""
+    from robot_rl.sim import make_vector_env
 
-    One env runs in-process; more run in spawned worker processes (EGL contexts hang under fork).
-    """
-    from robot_rl.sim import make_env
-
-    n = num_envs or cfg.num_envs
-    fns = [partial(make_env, cfg) for _ in range(n)]
-    if n == 1:
-        return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
-    return gym.vector.AsyncVectorEnv(fns, context="spawn", autoreset_mode=AutoresetMode.DISABLED)
+    return make_vector_env(cfg, num_envs, autoreset_mode=AutoresetMode.DISABLED)
 
 
 def dataset_features(obs_space: gym.spaces.Dict, action_space: gym.spaces.Box) -> dict:

@@ -12,6 +12,7 @@ import torch
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import PipelineConfig, config_to_dict
 from robot_rl.data.normalize import compute_stats
 from robot_rl.run_dir import RunDir
@@ -49,8 +50,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     Returns the metrics of the last logged step.
     """
     from robot_rl.data.sampler import ChunkSampler
-    from robot_rl.policies.checkpoint import load_checkpoint, save_checkpoint
-    from robot_rl.policies.factory import build_agent
+    from robot_rl.policies.checkpoint import save_checkpoint
+    from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
     budget = cfg.bc if algo == "bc" else cfg.offline
     arrays, obs_keys, shapes = load_training_arrays(run.dataset)
@@ -65,10 +66,9 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     resume_dir = final_dir.with_name(final_dir.name + "_resume")
     start = 0
     if (resume_dir / "learner_state.json").is_file():
-        start = _restore(agent, resume_dir, rng, load_checkpoint)
+        start = _restore(agent, resume_dir, rng)
     elif init_from is not None:
-        state, _, _ = load_checkpoint(init_from)
-        agent.load_policy_state(state["policy"])
+        warm_start_from_bc(agent, init_from)
     log_path = run.train_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, float] = {}
@@ -83,7 +83,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
             total=budget.steps,
             unit="step",
         ):
-            batch = _to_torch(sampler.sample(budget.batch_size, rng), cfg.device)
+            batch = batch_to_torch(sampler.sample(budget.batch_size, rng), cfg.device)
             metrics = agent.update(batch)
             if (step + 1) % LOG_EVERY == 0 or step + 1 == budget.steps:
                 row = {"step": step + 1, **metrics}
@@ -94,20 +94,16 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                 writer.writerow(row)
                 log_file.flush()
             if (step + 1) % CHECKPOINT_EVERY == 0 and step + 1 < budget.steps:
-                _save_resume(agent, resume_dir, step + 1, rng, config, stats, save_checkpoint)
+                _save_resume(agent, resume_dir, step + 1, rng, config, stats)
     agent.eval()
     save_checkpoint(final_dir, agent.modules(), config, stats, obs_shapes=shapes, action_dim=action_dim)
     shutil.rmtree(resume_dir, ignore_errors=True)
     return metrics
 
 
-def _to_torch(batch: dict, device: str) -> dict:
-    from robot_rl.algos.batch import batch_to_torch
+def _save_resume(agent, path: Path, step: int, rng, config, stats) -> None:
+    from robot_rl.policies.checkpoint import save_checkpoint
 
-    return batch_to_torch(batch, device)
-
-
-def _save_resume(agent, path: Path, step: int, rng, config, stats, save_checkpoint) -> None:
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
@@ -116,11 +112,13 @@ def _save_resume(agent, path: Path, step: int, rng, config, stats, save_checkpoi
     tmp.rename(path)
 
 
-def _restore(agent, path: Path, rng, load_checkpoint) -> int:
+def _restore(agent, path: Path, rng) -> int:
+    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state
+
     state, _, _ = load_checkpoint(path)
     for name, module in agent.modules().items():
         module.load_state_dict(state[name])
-    agent.load_optimizer_state(load_checkpoint.extra_state(path))
+    agent.load_optimizer_state(load_extra_state(path))
     learner = json.loads((path / "learner_state.json").read_text())
     rng.bit_generator.state = learner["rng"]
     return int(learner["step"])
