@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import draccus
 import yaml
@@ -22,8 +23,8 @@ class AdapterConfig:
 
     ``observation`` maps our key (e.g. ``observation.state``) to the foreign observation key, or to a list
     of keys that are flattened and concatenated in order. An empty string key ``""`` means the foreign
-    observation is a plain array. ``action_low``/``action_high`` override the foreign action bounds
-    when they are infinite. ``task`` is the language instruction recorded with every episode.
+    observation is a plain array. The action space is the foreign env's, unchanged. ``task`` is the
+    language instruction recorded with every episode; ``success_key`` is the ``info`` key read as success.
     """
 
     observation: dict[str, list[str]] = field(default_factory=dict)
@@ -36,7 +37,8 @@ class EnvConfig:
     """Which environment runs and how.
 
     ``id`` is a gymnasium id; the built-in task is ``robot_rl/PandaPickCube-v0``. Any other registered id
-    works through ``adapter``. ``module`` is imported first so third-party ids get registered.
+    works through ``adapter``. ``module`` is imported first so third-party ids get registered. ``kwargs``
+    are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -50,7 +52,7 @@ class EnvConfig:
     success_hold_steps: int = 3
     lift_height_m: float = 0.1
     num_envs: int = 2
-    kwargs: dict[str, float] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +128,7 @@ class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
     ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
+    ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -137,6 +140,7 @@ class PipelineConfig:
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     device: str = "cpu"
+    checkpoint_every: int = 500
 
 
 # The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.

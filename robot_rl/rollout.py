@@ -20,11 +20,14 @@ from robot_rl import keys
 class ChunkSource(Protocol):
     """Anything that proposes action chunks: a scripted expert (h = 1) or a policy.
 
-    ``__call__(obs, env_ids)`` gets the observations of the envs that need a new chunk, each value of
-    shape (k, ...), and returns float32 chunks (k, h, d) in the env's action units.
+    ``reset(env_id, env_seed)`` starts a new episode in sub-env ``env_id``, reset with ``env_seed``; a
+    stochastic source seeds its episode noise from it, so an episode depends on its env seed only, not on
+    which worker ran it or whether the run was resumed. ``__call__(obs, env_ids)`` gets the observations
+    of the envs that need a new chunk, each value of shape (k, ...), and returns float32 chunks (k, h, d)
+    in the env's action units.
     """
 
-    def reset(self, env_id: int) -> None: ...
+    def reset(self, env_id: int, env_seed: int) -> None: ...
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray: ...
 
@@ -80,7 +83,7 @@ def rollout(
     for i, seed in enumerate(first):
         slots[i].seed = seed
         if seed is not None:
-            source.reset(i)
+            source.reset(i, seed)
     space = vec_env.single_action_space
     if idle_action is None:
         idle_action = ((space.low + space.high) / 2).astype(np.float32)
@@ -129,7 +132,7 @@ def rollout(
             for k in obs:
                 obs[k][reset_mask] = fresh[k][reset_mask]
             for i in np.flatnonzero(reset_mask):
-                source.reset(int(i))
+                source.reset(int(i), slots[i].seed)
 
 
 def _finish(slot: _EnvSlot) -> RecordedEpisode:

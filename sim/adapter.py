@@ -109,12 +109,6 @@ class AdapterWrapper(gym.Wrapper):
         return self.observation(obs), float(reward), bool(terminated), bool(truncated), self._info(info)
 
 
-def whole_floats_to_int(kwargs: dict) -> dict:
-    """``EnvConfig.kwargs`` is typed ``dict[str, float]``, so YAML ``50`` arrives as ``50.0``; give whole
-    numbers back as ``int`` (gymnasium's ``max_episode_steps`` and friends insist on ints)."""
-    return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in kwargs.items()}
-
-
 def make_foreign_env(
     env_id: str,
     module: str = "",
@@ -132,5 +126,5 @@ def make_foreign_env(
     if module:
         importlib.import_module(module)
     extra = {"render_mode": render_mode} if render_mode is not None else {}
-    env = gym.make(env_id, **whole_floats_to_int(kwargs or {}), **extra)
+    env = gym.make(env_id, **(kwargs or {}), **extra)
     return AdapterWrapper(env, adapter or AdapterConfig())

@@ -43,8 +43,14 @@ class PickCubeExpert:
         self.high = np.array([MAX_DELTA_M] * 3 + [1.0], dtype=np.float32)
         self.reset()
 
-    def reset(self) -> None:
-        """Start a new episode: phase back to approach; draw this episode's mistakes."""
+    def reset(self, seed: int | list[int] | None = None) -> None:
+        """Start a new episode: phase back to approach; draw this episode's mistakes.
+
+        ``seed`` (an int or a list of ints, as ``numpy.random.default_rng``) reseeds the noise generator
+        for this episode; ``None`` continues the current stream.
+        """
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
         n, rng = self.noise, self.rng
         self.phase = APPROACH
         self.phase_steps = 0

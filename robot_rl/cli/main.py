@@ -40,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"robot-rl: config error: {err}", file=sys.stderr)
         return 2
+    try:
+        _run(args, cfg)
+    except ConfigError as err:
+        print(f"robot-rl: config error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _run(args: argparse.Namespace, cfg) -> None:
     from robot_rl.cli import stages  # heavy imports (torch, mujoco) only after the config is valid
 
     if args.command == "collect":
@@ -53,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
                 stages.train(cfg, args.algo, seed)
             else:
                 print(stages.evaluate(cfg, args.algo, seed)["summary"])
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,15 +7,20 @@ import torch
 
 
 class ExpertSource:
-    """One scripted expert per sub-env; each proposes a single action, i.e. chunks of h = 1."""
+    """One scripted expert per sub-env; each proposes a single action, i.e. chunks of h = 1.
+
+    An episode's noise is seeded from ``(seed, env_seed)``, so a demo is a function of the collection seed
+    and its env seed alone: the same with 1 or N workers, and after a killed collection resumes.
+    """
 
     def __init__(self, num_envs: int, noise: float, seed: int):
         from robot_rl.sim.expert import PickCubeExpert
 
-        self.experts = [PickCubeExpert(noise=noise, seed=seed + i) for i in range(num_envs)]
+        self.seed = seed
+        self.experts = [PickCubeExpert(noise=noise, seed=seed) for _ in range(num_envs)]
 
-    def reset(self, env_id: int) -> None:
-        self.experts[env_id].reset()
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.experts[env_id].reset(seed=[self.seed, env_seed])
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
         acts = [self.experts[i].act({k: v[j] for k, v in obs.items()}) for j, i in enumerate(env_ids)]
@@ -48,7 +53,7 @@ class AgentSource:
         self.executors = [ChunkExecutor(horizon, execution, decay) for _ in range(num_envs)]
         self.ensemble = execution == "temporal_ensemble"
 
-    def reset(self, env_id: int) -> None:
+    def reset(self, env_id: int, env_seed: int) -> None:
         self.executors[env_id].reset()
 
     @torch.no_grad()

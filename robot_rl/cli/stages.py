@@ -15,7 +15,7 @@ from robot_rl import keys
 from robot_rl.cli.envs import action_bounds, dataset_features, make_rollout_vec_env
 from robot_rl.cli.sources import AgentSource, ExpertSource
 from robot_rl.cli.training import load_agent, train_agent
-from robot_rl.config import PipelineConfig, config_to_dict, save_config
+from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
@@ -30,12 +30,21 @@ def collect(cfg: PipelineConfig) -> dict:
     """Record ``cfg.collect.num_episodes`` scripted demos as a LeRobot v3.0 dataset in ``run_dir/dataset``.
 
     Episodes already written by a killed run are kept; collection continues with the remaining seeds.
+
+    Raises:
+        ConfigError: ``cfg.env.id`` is not the built-in task; only that task ships a scripted expert.
     """
     from robot_rl.data.lerobot_writer import LeRobotWriter
+    from robot_rl.sim import BUILTIN_ID
 
     run = RunDir(cfg.run_dir)
     if run.is_done("collect"):
         return run.result("collect")
+    if cfg.env.id != BUILTIN_ID:
+        raise ConfigError(
+            f"env.id={cfg.env.id!r}: collect has a scripted expert only for {BUILTIN_ID}. Record your own "
+            f"demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then run train"
+        )
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
     try:

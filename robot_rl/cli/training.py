@@ -18,7 +18,6 @@ from robot_rl.data.normalize import compute_stats
 from robot_rl.run_dir import RunDir
 
 LOG_EVERY = 50
-CHECKPOINT_EVERY = 500
 
 
 def load_training_arrays(root: Path) -> tuple[dict[str, np.ndarray], list[str], dict[str, tuple[int, ...]]]:
@@ -45,8 +44,9 @@ def _method(cfg: PipelineConfig, algo: str) -> str:
 def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_from: Path | None) -> dict:
     """Train one agent on the run's dataset and save it to ``run.checkpoint(algo, seed)``.
 
-    Every ``CHECKPOINT_EVERY`` steps the modules, optimizers, step and sampler RNG go to ``<ckpt>_resume``;
-    a killed run continues from there. Offline RL warm-starts its flow policy from ``init_from``.
+    Every ``cfg.checkpoint_every`` steps the modules, optimizers, step and sampler RNG go to
+    ``<ckpt>_resume``; a killed run continues from there, and log rows written after that checkpoint are
+    dropped so the CSV log has each step once. Offline RL warm-starts its flow policy from ``init_from``.
     Returns the metrics of the last logged step.
     """
     from robot_rl.data.sampler import ChunkSampler
@@ -65,12 +65,13 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     final_dir = run.checkpoint(algo, seed)
     resume_dir = final_dir.with_name(final_dir.name + "_resume")
     start = 0
-    if (resume_dir / "learner_state.json").is_file():
-        start = _restore(agent, resume_dir, rng)
-    elif init_from is not None:
-        warm_start_from_bc(agent, init_from)
     log_path = run.train_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if (resume_dir / "learner_state.json").is_file():
+        start = _restore(agent, resume_dir, rng)
+        _truncate_log(log_path, start)
+    elif init_from is not None:
+        warm_start_from_bc(agent, init_from)
     metrics: dict[str, float] = {}
     config = {**config_to_dict(cfg), "method": _method(cfg, algo), "seed": seed, "obs_keys": obs_keys}
     agent.train()
@@ -93,12 +94,25 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                         writer.writeheader()
                 writer.writerow(row)
                 log_file.flush()
-            if (step + 1) % CHECKPOINT_EVERY == 0 and step + 1 < budget.steps:
+            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < budget.steps:
                 _save_resume(agent, resume_dir, step + 1, rng, config, stats)
     agent.eval()
     save_checkpoint(final_dir, agent.modules(), config, stats, obs_shapes=shapes, action_dim=action_dim)
     shutil.rmtree(resume_dir, ignore_errors=True)
     return metrics
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Keep the header and the complete rows of steps <= ``step``: rows past the checkpoint are re-run, and
+    a row torn by the kill (no newline, or too few fields) is dropped."""
+    if not path.is_file():
+        return
+    header, *rows = path.read_text().splitlines(keepends=True) or [""]
+    fields = header.count(",")
+    kept = [
+        r for r in rows if r.endswith("\n") and r.count(",") == fields and int(r.split(",", 1)[0]) <= step
+    ]
+    path.write_text(header + "".join(kept))
 
 
 def _save_resume(agent, path: Path, step: int, rng, config, stats) -> None:

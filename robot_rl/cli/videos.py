@@ -36,7 +36,7 @@ def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "o
                 agent, obs_keys, low, high, cfg.device, cfg.policy.execution, cfg.policy.ensemble_decay
             )
             for k in range(cfg.eval.num_videos):
-                source.reset(0)
+                source.reset(0, EVAL_SEED_OFFSET + k)
                 frames, success = _episode(env, source, EVAL_SEED_OFFSET + k)
                 path = run.videos / f"{method}_ep{k}_{'success' if success else 'failure'}.mp4"
                 encode_video(path, np.stack(frames), fps=round(cfg.env.control_hz))
