@@ -21,3 +21,10 @@ def test_help_lists_subcommands():
     assert proc.returncode == 0
     for name in ("collect", "train", "eval", "pipeline"):
         assert name in proc.stdout
+
+
+def test_collect_for_a_foreign_env_fails_clearly(tmp_path):
+    proc = _cli("collect", f"--run_dir={tmp_path}", "--env.id=Reacher-v5")
+    assert proc.returncode == 2
+    assert "env.id='Reacher-v5'" in proc.stderr and "scripted expert" in proc.stderr
+    assert not any(tmp_path.iterdir())

@@ -57,3 +57,11 @@ def test_shipped_configs_load():
 
     for path in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
         load_config(path)
+
+
+def test_env_kwargs_keep_their_yaml_types(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  kwargs: {max_episode_steps: 50, reward_scale: 0.5, name: x, flag: true}\n")
+    kwargs = load_config(path).env.kwargs
+    assert kwargs == {"max_episode_steps": 50, "reward_scale": 0.5, "name": "x", "flag": True}
+    assert type(kwargs["max_episode_steps"]) is int

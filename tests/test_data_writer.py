@@ -246,3 +246,34 @@ def test_dataloader_workers(tmp_path: Path) -> None:
     assert sum(len(b[keys.INDEX]) for b in batches) == 12
     assert batches[0][CAM].shape == (4, 3, H, W) and batches[0][f"{keys.ACTION}_is_pad"].shape == (4, 2)
     assert sorted(torch.cat([b[keys.INDEX] for b in batches]).tolist()) == list(range(12))
+
+
+def test_episodes_metadata_rolls_over_files_and_resumes(tmp_path, monkeypatch) -> None:
+    """Appending rewrites only the newest episodes file; a resumed writer reads every file back."""
+    import robot_rl.data.lerobot_writer as writer_module
+
+    monkeypatch.setattr(writer_module, "EPISODES_PER_META_FILE", 2)
+    root = tmp_path / "ds"
+    lengths = [5, 7, 4, 6, 3]
+    with LeRobotWriter(root, fps=10, features=make_features(video=False)) as w:
+        for i, n in enumerate(lengths[:3]):
+            w.add_episode(make_frames(n, seed=i, video=False), task="pick")
+    with LeRobotWriter(root, fps=10, features=make_features(video=False)) as w:  # resume across files
+        assert w.num_episodes == 3
+        for i, n in enumerate(lengths[3:], start=3):
+            w.add_episode(make_frames(n, seed=i, video=False), task="pick")
+    files = sorted((root / "meta" / "episodes" / "chunk-000").glob("file-*.parquet"))
+    assert [f.name for f in files] == ["file-000.parquet", "file-001.parquet", "file-002.parquet"]
+    assert [pq.read_table(f).num_rows for f in files] == [2, 2, 1]
+    assert pq.read_table(files[1]).column("meta/episodes/file_index").to_pylist() == [1, 1]
+    ds = LeRobotDataset(root)
+    assert ds.num_episodes == 5 and len(ds) == sum(lengths)
+    actions = np.concatenate(
+        [make_frames(n, seed=i, video=False)[keys.ACTION] for i, n in enumerate(lengths)]
+    )
+    np.testing.assert_array_equal(ds.load_tabular()[keys.ACTION], actions)
+    stats = json.loads((root / "meta" / "stats.json").read_text())[keys.ACTION]
+    np.testing.assert_allclose(stats["mean"], actions.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats["std"], actions.std(0), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(stats["min"], actions.min(0))
+    assert stats["count"] == [sum(lengths)]

@@ -24,11 +24,12 @@ import pyarrow as pa
 from robot_rl import keys
 from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.normalize import FeatureStats, compute_stats, stats_to_json
+from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats, stats_to_json
 from robot_rl.data.video import codec_info_name, default_codec, encode_video
 
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
 _IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
+EPISODES_PER_META_FILE = 1000  # episodes metadata rolls to a new file here, so each append is O(1)
 _PA_TYPES = {
     "float32": pa.float32(),
     "float64": pa.float64(),
@@ -53,30 +54,9 @@ def _column(arr: np.ndarray, feature: dict) -> pa.Array:
     return flat
 
 
-def _aggregate(per_episode: list[dict[str, FeatureStats]], counts: list[int]) -> dict[str, FeatureStats]:
-    """Pool per-episode statistics: mean, std, min and max exactly (pooled variance); q01 and q99 as the
-    count-weighted mean of the per-episode quantiles (an approximation, as LeRobot's aggregation)."""
-    w = np.asarray(counts, dtype=np.float64)
-    w = w / w.sum()
-    out = {}
-    for key in per_episode[0]:
-        s = [ep[key] for ep in per_episode]
-
-        def wmean(values: list[np.ndarray], weights: np.ndarray = w) -> np.ndarray:
-            return np.tensordot(weights, np.stack(values).astype(np.float64), axes=1)
-
-        mean = wmean([x.mean for x in s])
-        var = wmean([x.std.astype(np.float64) ** 2 + (x.mean - mean) ** 2 for x in s])
-        values = dict(
-            mean=mean,
-            std=np.sqrt(np.maximum(var, 0.0)),
-            min=np.min(np.stack([x.min for x in s]), 0),
-            max=np.max(np.stack([x.max for x in s]), 0),
-            q01=wmean([x.q01 for x in s]),
-            q99=wmean([x.q99 for x in s]),
-        )
-        out[key] = FeatureStats(**{k: np.asarray(v, dtype=np.float32) for k, v in values.items()})
-    return out
+def _meta_file(episode_index: int) -> tuple[int, int]:
+    """(chunk, file) of the episodes metadata file that holds ``episode_index``."""
+    return divmod(episode_index // EPISODES_PER_META_FILE, fmt.CHUNKS_SIZE)
 
 
 class LeRobotWriter:
@@ -113,7 +93,7 @@ class LeRobotWriter:
         self.video_keys = [k for k, f in self.user_features.items() if f["dtype"] == "video"]
         self.episodes: list[dict[str, Any]] = []
         self.tasks: list[str] = []
-        self._episode_stats: list[dict[str, FeatureStats]] = []
+        self._pooled = PooledStats()
         self._closed = False
         self._next_file = 0  # data/video files are numbered globally: chunk = n // chunks_size
         if (self.root / fmt.INFO).exists():
@@ -180,11 +160,12 @@ class LeRobotWriter:
         self.tasks = (
             fmt.tasks_from_table(fmt.read_parquet(tasks_path), tasks_path) if tasks_path.exists() else []
         )
-        ep_path = self.root / fmt.EPISODES_PATH_V30.format(chunk_index=0, file_index=0)
-        if ep_path.exists():
-            self.episodes = fmt.read_parquet(ep_path).to_pylist()
-        for ep in self.episodes:
-            self._episode_stats.append(self._stats_from_row(ep, ep_path))
+        for ep_path in sorted((self.root / fmt.EPISODES_DIR_V30).glob("chunk-*/file-*.parquet")):
+            rows = fmt.read_parquet(ep_path).to_pylist()
+            for ep in rows:
+                self._pooled.add(self._stats_from_row(ep, ep_path), int(ep["length"]))
+            self.episodes += rows
+        self.episodes.sort(key=lambda ep: int(ep["episode_index"]))
         self._next_file = 1 + max(
             (
                 int(ep["data/chunk_index"]) * fmt.CHUNKS_SIZE + int(ep["data/file_index"])
@@ -280,6 +261,7 @@ class LeRobotWriter:
         arrays[keys.INDEX] = np.arange(start, start + length, dtype=np.int64)
         arrays[keys.TASK_INDEX] = np.full(length, task_index, dtype=np.int64)
         chunk, file = divmod(self._next_file, fmt.CHUNKS_SIZE)
+        meta_chunk, meta_file = _meta_file(ep)
         row: dict[str, Any] = {
             "episode_index": ep,
             "data/chunk_index": chunk,
@@ -310,8 +292,8 @@ class LeRobotWriter:
                 "tasks": [task],
                 "length": length,
                 fmt.SOURCE_COLUMN: source,
-                "meta/episodes/chunk_index": 0,
-                "meta/episodes/file_index": 0,
+                "meta/episodes/chunk_index": meta_chunk,
+                "meta/episodes/file_index": meta_file,
             }
         )
         for key, s in stats.items():
@@ -321,7 +303,7 @@ class LeRobotWriter:
         if task_index == len(self.tasks):
             self.tasks.append(task)
         self.episodes.append(row)
-        self._episode_stats.append(stats)
+        self._pooled.add(stats, length)
         self._next_file += 1
         self._write_meta()
         return ep
@@ -337,16 +319,22 @@ class LeRobotWriter:
         return compute_stats(sub)
 
     def _write_meta(self) -> None:
-        """Episodes file, tasks, stats, then info.json (the commit point), each atomically."""
-        ep_path = self.root / fmt.EPISODES_PATH_V30.format(chunk_index=0, file_index=0)
+        """The newest episodes file, tasks, stats, then info.json (the commit point), each atomically.
+
+        Only the episodes file holding the last episode is rewritten; earlier ones are full and final.
+        """
         if self.episodes:
-            fmt.atomic_write_parquet(ep_path, pa.Table.from_pylist(self.episodes))
+            chunk, file = _meta_file(len(self.episodes) - 1)
+            first = (chunk * fmt.CHUNKS_SIZE + file) * EPISODES_PER_META_FILE
+            fmt.atomic_write_parquet(
+                self.root / fmt.EPISODES_PATH_V30.format(chunk_index=chunk, file_index=file),
+                pa.Table.from_pylist(self.episodes[first:]),
+            )
         fmt.atomic_write_parquet(self.root / fmt.TASKS_V30, fmt.tasks_table(self.tasks))
-        if self._episode_stats:
-            counts = [int(ep["length"]) for ep in self.episodes]
-            stats = stats_to_json(_aggregate(self._episode_stats, counts))
+        if self._pooled.count:
+            stats = stats_to_json(self._pooled.result())
             for entry in stats.values():
-                entry["count"] = [sum(counts)]
+                entry["count"] = [self._pooled.count]
             fmt.atomic_write_json(self.root / fmt.STATS, stats)
         info = {
             "codebase_version": fmt.V30,

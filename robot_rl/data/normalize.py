@@ -75,6 +75,56 @@ def compute_stats(arrays: dict[str, np.ndarray]) -> dict[str, FeatureStats]:
     return out
 
 
+class PooledStats:
+    """Running pool of per-episode statistics, O(1) per episode, so appending stays linear in episodes.
+
+    mean, std, min and max are exact for the union of the episodes (pooled variance); q01 and q99 are the
+    count-weighted mean of the per-episode quantiles, an approximation, as LeRobot's
+    ``aggregate_stats``.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._sums: dict[str, dict[str, np.ndarray]] = {}
+
+    def add(self, stats: dict[str, FeatureStats], count: int) -> None:
+        """Pool one episode's statistics, computed over ``count`` frames (> 0)."""
+        for key, s in stats.items():
+            mean, std = s.mean.astype(np.float64), s.std.astype(np.float64)
+            terms = {
+                "mean": count * mean,
+                "second": count * (std**2 + mean**2),
+                "q01": count * s.q01.astype(np.float64),
+                "q99": count * s.q99.astype(np.float64),
+            }
+            acc = self._sums.get(key)
+            if acc is None:
+                self._sums[key] = {**terms, "min": s.min.copy(), "max": s.max.copy()}
+                continue
+            for name, value in terms.items():
+                acc[name] = acc[name] + value
+            acc["min"], acc["max"] = np.minimum(acc["min"], s.min), np.maximum(acc["max"], s.max)
+        self.count += count
+
+    def result(self) -> dict[str, FeatureStats]:
+        """The pooled statistics, float32. Raises ValueError if nothing was added."""
+        if not self.count:
+            raise ValueError("no statistics pooled yet")
+        out = {}
+        for key, acc in self._sums.items():
+            mean = acc["mean"] / self.count
+            values = dict(
+                mean=mean,
+                std=np.sqrt(np.maximum(acc["second"] / self.count - mean**2, 0.0)),
+                min=acc["min"],
+                max=acc["max"],
+                q01=acc["q01"] / self.count,
+                q99=acc["q99"] / self.count,
+            )
+            out[key] = FeatureStats(**{k: np.asarray(v, dtype=np.float32) for k, v in values.items()})
+        return out
+
+
 def stats_to_json(stats: dict[str, FeatureStats]) -> dict:
     return {key: {name: getattr(s, name).tolist() for name in STAT_NAMES} for key, s in stats.items()}
 
