@@ -7,14 +7,14 @@ Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N]
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
+from torch_bench import start_torch, torch_parser
 
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_stats
+from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch
 
 
 def updates_per_s(agent, batch, budget_s: float, min_updates: int = 3) -> float:
@@ -27,15 +27,10 @@ def updates_per_s(agent, batch, budget_s: float, min_updates: int = 3) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-per-case", type=float, default=6.0)
+    parser = torch_parser(__doc__, time_per_case=6.0)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    stats = fake_stats()
+    stats = start_torch(args)
     pcfg = PolicyConfig()
     batch = fake_batch(args.batch_size, pcfg.horizon, seed=0)
     print(

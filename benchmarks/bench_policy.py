@@ -7,15 +7,15 @@ Run: python benchmarks/bench_policy.py [--time-per-case 3] [--threads N]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
+from torch_bench import start_torch, torch_parser
 
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
+from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs
 
 
 def latency_ms(fn, budget_s: float, min_iters: int = 5) -> float:
@@ -32,14 +32,9 @@ def latency_ms(fn, budget_s: float, min_iters: int = 5) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-per-case", type=float, default=3.0)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser = torch_parser(__doc__, time_per_case=3.0)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    stats = fake_stats()
+    stats = start_torch(args)
     pcfg = PolicyConfig()
     ocfg = OfflineRLConfig()
     flow = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats).eval()
