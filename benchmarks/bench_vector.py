@@ -1,6 +1,8 @@
 """Vector-env throughput of robot_rl/PandaPickCube-v0 (state only, random actions) vs number of workers.
 
-1 worker is a ``SyncVectorEnv`` in this process; 2 and 4 are ``AsyncVectorEnv(context="spawn")``.
+1 worker is a ``SyncVectorEnv`` in this process; 2 and 4 are ``AsyncVectorEnv(context="spawn")``. An
+``AsyncVectorEnv`` with a single worker is measured too: against the in-process env it isolates the
+per-step cost of gymnasium's pipes and info batching in the main process.
 Same-run baseline: the machine's own parallel ceiling, measured as the summed ``mj_step`` rate of k
 independent processes running a bare physics loop vs one such process (on a shared or throttled machine
 this is far below k). Run: ``python benchmarks/bench_vector.py`` (about 60 s).
@@ -11,20 +13,25 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from functools import partial
 
 import mujoco
 import numpy as np
+from gymnasium.vector import AsyncVectorEnv
 
 from robot_rl.config import EnvConfig
-from robot_rl.sim import make_vector_env
+from robot_rl.sim import make_env, make_vector_env
 from robot_rl.sim.assets import load_model
 
 SECONDS = 6.0
 
 
-def throughput(num_envs: int) -> float:
-    """Env steps/s summed over all sub-envs (startup excluded)."""
-    venv = make_vector_env(EnvConfig(), num_envs=num_envs)
+def throughput(num_envs: int, single_async: bool = False) -> float:
+    """Env steps/s summed over all sub-envs (startup excluded); ``single_async``: one spawned worker."""
+    if single_async:
+        venv = AsyncVectorEnv([partial(make_env, EnvConfig())], context="spawn")
+    else:
+        venv = make_vector_env(EnvConfig(), num_envs=num_envs)
     try:
         rng = np.random.default_rng(0)
         low, high = venv.single_action_space.low, venv.single_action_space.high
@@ -69,11 +76,13 @@ def main() -> None:
     for k in (1, 2, 4):
         rate = one if k == 1 else parallel_ceiling(k)
         print(f"bare mj_step, {k} independent processes: {rate:9.0f} physics steps/s  x{rate / one:.2f}")
-    base = None
-    for workers in (1, 2, 4):
+    base = throughput(1)
+    print(f"vector env, in-process  : {base:8.1f} env steps/s  x1.00")
+    rate = throughput(1, single_async=True)
+    print(f"vector env, 1 worker    : {rate:8.1f} env steps/s  x{rate / base:.2f} (IPC cost alone)")
+    for workers in (2, 4):
         rate = throughput(workers)
-        base = base or rate
-        print(f"vector env, workers={workers}: {rate:8.1f} env steps/s  x{rate / base:.2f} vs 1 worker")
+        print(f"vector env, {workers} workers   : {rate:8.1f} env steps/s  x{rate / base:.2f} vs in-process")
 
 
 if __name__ == "__main__":

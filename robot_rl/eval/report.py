@@ -66,7 +66,7 @@ def write_report(root: Path, report: dict) -> None:
             f"| {METHOD_TITLES.get(name, name)} | {s['success_rate']:.3f} | "
             f"[{s['success_ci95'][0]:.3f}, {s['success_ci95'][1]:.3f}] | "
             f"{s['success_rate_std_across_seeds']:.3f} | {s['mean_return']:.3f} | {ct} | "
-            f"{s['num_episodes']} ({len(s['seeds'])} seeds) |"
+            f"{s['num_episodes']} ({len(s['seeds'])} seed{'s' if len(s['seeds']) != 1 else ''}) |"
         )
     lines += ["", f"Offline-RL gain over BC (success rate): {report['gain_success_rate']:+.3f}", ""]
     lines += ["Stage wall times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in report["wall_time_s"].items())]
