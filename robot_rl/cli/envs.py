@@ -9,6 +9,11 @@ from gymnasium.vector import AutoresetMode
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 
+# Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses seeds from
+# EVAL_SEED_OFFSET on, shared by every method and training seed so comparisons are paired.
+EVAL_SEED_OFFSET = 1_000_000
+DEMO_SEED_STRIDE = 100_000
+
 
 def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
     """The sim's vector env with autoreset disabled, so robot_rl.rollout resets each sub-env with an exact

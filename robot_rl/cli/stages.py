@@ -12,7 +12,13 @@ import numpy as np
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.cli.envs import action_bounds, dataset_features, make_rollout_vec_env
+from robot_rl.cli.envs import (
+    DEMO_SEED_STRIDE,
+    EVAL_SEED_OFFSET,
+    action_bounds,
+    dataset_features,
+    make_rollout_vec_env,
+)
 from robot_rl.cli.sources import AgentSource, ExpertSource
 from robot_rl.cli.training import load_agent, train_agent
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
@@ -20,10 +26,6 @@ from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, su
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, write_json_atomic
-
-# Demo episodes use env seeds [0, N); evaluation uses seeds from here on, shared by every method and seed.
-EVAL_SEED_OFFSET = 1_000_000
-DEMO_SEED_STRIDE = 100_000
 
 
 def collect(cfg: PipelineConfig) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.cli.envs import action_bounds
+from robot_rl.cli.envs import EVAL_SEED_OFFSET, action_bounds
 from robot_rl.cli.sources import AgentSource
 from robot_rl.cli.training import load_agent
 from robot_rl.config import PipelineConfig
@@ -17,7 +17,6 @@ from robot_rl.run_dir import RunDir
 def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "offline")) -> list[Path]:
     """Render ``cfg.eval.num_videos`` evaluation episodes per method (same env seeds for each method)
     into ``run_dir/videos/<method>_ep<k>_<success|failure>.mp4``. Existing videos are kept."""
-    from robot_rl.cli.stages import EVAL_SEED_OFFSET
     from robot_rl.sim import make_env
 
     if cfg.eval.num_videos <= 0:
