@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from robot_rl.cli import dataset
 from robot_rl.config import ConfigError, load_config
 
 COMMANDS = {
@@ -29,12 +30,18 @@ def _parser() -> argparse.ArgumentParser:
         if name in ("train", "eval"):
             p.add_argument("--algo", choices=["bc", "offline"], default="bc")
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
+    dataset.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, load the config and run the subcommand. Returns the process exit code."""
-    args, overrides = _parser().parse_known_args(argv)
+    parser = _parser()
+    args, overrides = parser.parse_known_args(argv)
+    if args.command == "dataset":
+        if overrides:
+            parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+        return dataset.run(args)
     try:
         cfg = load_config(args.config, overrides, quick=args.quick)
     except ConfigError as err:

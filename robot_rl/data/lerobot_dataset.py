@@ -278,7 +278,8 @@ class LeRobotDataset(torch.utils.data.Dataset):
         size = int(self.info.get("chunks_size", fmt.CHUNKS_SIZE))
         return self.root / tmpl.format(episode_chunk=ep // size, video_key=key, episode_index=ep), 0.0
 
-    def _frames(self, key: str, rows: np.ndarray) -> np.ndarray:
+    def video_frames(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """Frames of video ``key`` at dataset ``rows`` (all in one episode): (len(rows), H, W, 3) uint8."""
         ep = int(self._episode_of[rows[0]])
         path, start = self.video_path(ep, key)
         return self._decoder.decode(path, start + self._cols[keys.TIMESTAMP][rows].astype(np.float64))
@@ -300,7 +301,8 @@ class LeRobotDataset(torch.utils.data.Dataset):
             else:
                 rows = np.array([idx])
             if key in self.video_keys:
-                frames = torch.from_numpy(self._frames(key, rows)).permute(0, 3, 1, 2).float().div_(255.0)
+                frames = torch.from_numpy(self.video_frames(key, rows))
+                frames = frames.permute(0, 3, 1, 2).float().div_(255.0)
                 item[key] = frames if key in self.delta_timestamps else frames[0]
             else:
                 value = self._cols[key][rows]
@@ -318,7 +320,7 @@ class LeRobotDataset(torch.utils.data.Dataset):
         """Every frame of episode ``ep`` for video ``key``: (T, H, W, 3) uint8 RGB."""
         if not 0 <= ep < self.num_episodes:
             raise IndexError(f"episode {ep} out of range for {self.num_episodes} episodes")
-        return self._frames(key, np.arange(self.episode_from[ep], self.episode_to[ep]))
+        return self.video_frames(key, np.arange(self.episode_from[ep], self.episode_to[ep]))
 
     def stats(self) -> dict[str, FeatureStats]:
         """Normalisation statistics from ``meta/stats.json`` (v3.0) with any missing quantiles (LeRobot
@@ -344,24 +346,41 @@ class LeRobotDataset(torch.utils.data.Dataset):
             out[key] = computed[key]
         return out
 
-    def verify_videos(self) -> None:
-        """Open every video file and check it covers its episodes' time spans and has the declared
-        height and width. Raises DatasetError naming the file and key on the first problem."""
-        for key in self.video_keys:
-            spans: dict[Path, float] = {}
-            for ep in range(self.num_episodes):
-                path, start = self.video_path(ep, key)
-                end = start + float(self._cols[keys.TIMESTAMP][self.episode_to[ep] - 1])
-                spans[path] = max(spans.get(path, 0.0), end)
-            height, width = self.features[key]["shape"][:2]
-            for path, end in spans.items():
+    def video_problems(self, key: str) -> list[str]:
+        """Every problem of video feature ``key``'s files, each naming the file: unreadable, fewer frames
+        than the parquet rows of its episodes need, or a height and width other than the declared ones.
+        Reads packet headers only (no decoding)."""
+        if key not in self.video_keys:
+            raise DatasetError(f"{self.root / fmt.INFO}: {key!r} is not a video feature")
+        needed: dict[Path, int] = {}  # video file -> frames its episodes need
+        for ep in range(self.num_episodes):
+            path, start = self.video_path(ep, key)
+            last = start + float(self._cols[keys.TIMESTAMP][self.episode_to[ep] - 1])
+            needed[path] = max(needed.get(path, 0), round(last * self.fps) + 1)
+        height, width = self.features[key]["shape"][:2]
+        problems = []
+        for path, need in needed.items():
+            try:
                 covered, h, w = self._decoder.duration(path)
-                if covered < end - self.tolerance_s:
-                    raise DatasetError(
-                        f"{path}: video {key!r} ends at {covered:.3f}s, episodes need {end:.3f}s"
-                    )
-                if (h, w) != (height, width):
-                    raise DatasetError(f"{path}: video {key!r} is {h}x{w}, features declare {height}x{width}")
+            except DatasetError as err:
+                problems.append(f"{err} (video {key!r})")
+                continue
+            have = round(covered * self.fps)
+            if have < need:
+                problems.append(
+                    f"{path}: video {key!r} ends at {covered:.3f}s: it has {have} frames but the parquet "
+                    f"rows of its episodes need {need}"
+                )
+            if (h, w) != (height, width):
+                problems.append(f"{path}: video {key!r} is {h}x{w}, features declare {height}x{width}")
+        return problems
+
+    def verify_videos(self) -> None:
+        """Check every video feature with :meth:`video_problems`. Raises DatasetError with the first."""
+        for key in self.video_keys:
+            problems = self.video_problems(key)
+            if problems:
+                raise DatasetError(problems[0])
 
     def close(self) -> None:
         self._decoder.close()
