@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from robot_rl.cli import stages
+from robot_rl.cli.training import resume_checkpoint
 from robot_rl.config import load_config
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 
@@ -92,18 +93,22 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     stages.collect(load_config(None, common))
     tiny = ["--bc.steps=800", "--bc.batch_size=16", "--policy.hidden_dims=[32,32]"]
     args = ("train", "--algo=bc", "--seed=0", *common, *tiny)
-    resume_state = run / "checkpoints" / "bc_seed0_resume" / "learner_state.json"
+    final = run / "checkpoints" / "bc_seed0"
+
+    def resume_step() -> int:
+        found = resume_checkpoint(final)
+        return json.loads((found / "learner_state.json").read_text())["step"] if found else 0
 
     def checkpointed_twice() -> bool:
         try:
-            return json.loads(resume_state.read_text())["step"] >= 200
-        except (FileNotFoundError, json.JSONDecodeError):
+            return resume_step() >= 200
+        except (FileNotFoundError, json.JSONDecodeError):  # a swap in progress: poll again
             return False
 
     first = _start(*args)
     _kill_when(first, checkpointed_twice)
-    resumed_from = json.loads(resume_state.read_text())["step"]
-    assert resumed_from < 800
+    resumed_from = resume_step()  # a kill at any moment, even mid-swap, leaves a complete checkpoint
+    assert 200 <= resumed_from < 800
     assert not (run / "stages" / "train_bc_seed0.json").exists()
 
     again = subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=600)
@@ -112,4 +117,21 @@ def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     steps = _log_steps(run / "logs" / "bc_seed0.csv")
     assert steps == list(range(50, 801, 50))  # every logged step exactly once, none lost or repeated
     assert (run / "checkpoints" / "bc_seed0" / "model.safetensors").is_file()
-    assert not (run / "checkpoints" / "bc_seed0_resume").exists()
+    assert resume_checkpoint(final) is None
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["bc_seed0"]
+
+
+def test_resume_checkpoint_survives_a_kill_mid_swap(tmp_path):
+    """Killed between moving the old checkpoint aside and moving the new one in: the old one is used."""
+    final = tmp_path / "checkpoints" / "bc_seed0"
+    assert resume_checkpoint(final) is None
+    old = final.with_name("bc_seed0_resume.old")
+    old.mkdir(parents=True)
+    (old / "learner_state.json").write_text('{"step": 300}')
+    (final.with_name("bc_seed0_resume.tmp")).mkdir()  # the half-written successor is never used
+    assert resume_checkpoint(final) == old
+    current = final.with_name("bc_seed0_resume")
+    current.mkdir()
+    assert resume_checkpoint(final) == old  # an incomplete folder (no learner_state.json) is skipped
+    (current / "learner_state.json").write_text('{"step": 400}')
+    assert resume_checkpoint(final) == current

@@ -64,11 +64,12 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     agent = build_agent(_method(cfg, algo), cfg, shapes, action_dim, stats, device=cfg.device)
     final_dir = run.checkpoint(algo, seed)
     resume_dir = final_dir.with_name(final_dir.name + "_resume")
+    resume_from = resume_checkpoint(final_dir)
     start = 0
     log_path = run.train_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if (resume_dir / "learner_state.json").is_file():
-        start = _restore(agent, resume_dir, rng)
+    if resume_from is not None:
+        start = _restore(agent, resume_from, rng)
         _truncate_log(log_path, start)
     elif init_from is not None:
         warm_start_from_bc(agent, init_from)
@@ -98,7 +99,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                 _save_resume(agent, resume_dir, step + 1, rng, config, stats)
     agent.eval()
     save_checkpoint(final_dir, agent.modules(), config, stats, obs_shapes=shapes, action_dim=action_dim)
-    shutil.rmtree(resume_dir, ignore_errors=True)
+    for leftover in (resume_dir, _previous(resume_dir)):
+        shutil.rmtree(leftover, ignore_errors=True)
     return metrics
 
 
@@ -115,15 +117,38 @@ def _truncate_log(path: Path, step: int) -> None:
     path.write_text(header + "".join(kept))
 
 
+def resume_checkpoint(final_dir: Path) -> Path | None:
+    """The resumable checkpoint a killed training run of ``final_dir`` continues from, or None.
+
+    That is ``<final_dir>_resume`` when complete, else the previous one (``<final_dir>_resume.old``),
+    which :func:`_save_resume` keeps until its successor is in place: a kill at any moment leaves one.
+    """
+    current = final_dir.with_name(final_dir.name + "_resume")
+    for path in (current, _previous(current)):
+        if (path / "learner_state.json").is_file():
+            return path
+    return None
+
+
+def _previous(resume_dir: Path) -> Path:
+    return resume_dir.with_name(resume_dir.name + ".old")
+
+
 def _save_resume(agent, path: Path, step: int, rng, config, stats) -> None:
+    """Write the checkpoint to a temporary folder, then swap it in; the old one is removed only after."""
     from robot_rl.policies.checkpoint import save_checkpoint
 
-    tmp = path.with_name(path.name + ".tmp")
+    tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
     (tmp / "learner_state.json").write_text(json.dumps({"step": step, "rng": rng.bit_generator.state}))
-    shutil.rmtree(path, ignore_errors=True)
+    if (path / "learner_state.json").is_file():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    else:
+        shutil.rmtree(path, ignore_errors=True)  # an incomplete folder from an earlier kill
     tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _restore(agent, path: Path, rng) -> int:
