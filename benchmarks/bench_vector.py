@@ -13,14 +13,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from functools import partial
 
 import mujoco
 import numpy as np
-from gymnasium.vector import AsyncVectorEnv
 
 from robot_rl.config import EnvConfig
-from robot_rl.sim import make_env, make_vector_env
+from robot_rl.sim import make_vector_env
 from robot_rl.sim.assets import load_model
 
 SECONDS = 6.0
@@ -28,10 +26,7 @@ SECONDS = 6.0
 
 def throughput(num_envs: int, single_async: bool = False) -> float:
     """Env steps/s summed over all sub-envs (startup excluded); ``single_async``: one spawned worker."""
-    if single_async:
-        venv = AsyncVectorEnv([partial(make_env, EnvConfig())], context="spawn")
-    else:
-        venv = make_vector_env(EnvConfig(), num_envs=num_envs)
+    venv = make_vector_env(EnvConfig(), num_envs=num_envs, asynchronous=True if single_async else None)
     try:
         rng = np.random.default_rng(0)
         low, high = venv.single_action_space.low, venv.single_action_space.high

@@ -49,7 +49,8 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
 
 def make_vector_env(cfg: EnvConfig, num_envs: int | None = None, **kwargs) -> gym.vector.VectorEnv:
-    """See :func:`robot_rl.sim.vector.make_vector_env` (``autoreset_mode`` passes through)."""
+    """See :func:`robot_rl.sim.vector.make_vector_env` (``autoreset_mode`` and ``asynchronous`` pass
+    through)."""
     from robot_rl.sim.vector import make_vector_env as _make
 
     return _make(cfg, num_envs, **kwargs)

@@ -36,15 +36,19 @@ def _single_threaded_children() -> Iterator[None]:
 
 
 def make_vector_env(
-    cfg: EnvConfig, num_envs: int | None = None, autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP
+    cfg: EnvConfig,
+    num_envs: int | None = None,
+    autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
+    asynchronous: bool | None = None,
 ) -> gym.vector.VectorEnv:
     """``num_envs`` (default ``cfg.num_envs``) copies of ``make_env(cfg)``.
 
     ``autoreset_mode`` defaults to SAME_STEP (module docstring); robot_rl.rollout uses DISABLED so it can
     reset each sub-env with an exact seed.
 
-    Returns a ``SyncVectorEnv`` for one env, else an ``AsyncVectorEnv(context="spawn")``; observations are
-    batched dicts (each value (N, ...)), actions (N, 4) for the built-in task.
+    Returns an ``AsyncVectorEnv(context="spawn")`` (one worker process per env) when ``asynchronous``, a
+    ``SyncVectorEnv`` in this process otherwise; ``None`` (default) means asynchronous for more than one
+    env. Observations are batched dicts (each value (N, ...)), actions (N, 4) for the built-in task.
 
     Raises:
         ValueError: ``num_envs`` < 1.
@@ -60,7 +64,7 @@ def make_vector_env(
 
         select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing
     fns = [partial(make_env, cfg) for _ in range(n)]
-    if n == 1:
+    if not (n > 1 if asynchronous is None else asynchronous):
         return SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
     with _single_threaded_children():
         return AsyncVectorEnv(fns, context="spawn", autoreset_mode=autoreset_mode)

@@ -37,3 +37,14 @@ def test_single_env_is_sync():
     assert isinstance(venv, SyncVectorEnv)
     assert obs[keys.STATE].shape == (1, 22)
     venv.close()
+
+
+def test_asynchronous_overrides_the_default_choice():
+    one_worker = make_vector_env(EnvConfig(), num_envs=1, asynchronous=True)
+    in_process = make_vector_env(EnvConfig(), num_envs=2, asynchronous=False)
+    try:
+        assert isinstance(one_worker, AsyncVectorEnv) and isinstance(in_process, SyncVectorEnv)
+        assert one_worker.reset(seed=0)[0][keys.STATE].shape == (1, 22)
+    finally:
+        one_worker.close()
+        in_process.close()

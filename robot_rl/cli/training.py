@@ -63,7 +63,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     action_dim = arrays[keys.ACTION].shape[1]
     agent = build_agent(_method(cfg, algo), cfg, shapes, action_dim, stats, device=cfg.device)
     final_dir = run.checkpoint(algo, seed)
-    resume_dir = final_dir.with_name(final_dir.name + "_resume")
+    resume_dir = _resume_dir(final_dir)
     resume_from = resume_checkpoint(final_dir)
     start = 0
     log_path = run.train_log(algo, seed)
@@ -123,11 +123,15 @@ def resume_checkpoint(final_dir: Path) -> Path | None:
     That is ``<final_dir>_resume`` when complete, else the previous one (``<final_dir>_resume.old``),
     which :func:`_save_resume` keeps until its successor is in place: a kill at any moment leaves one.
     """
-    current = final_dir.with_name(final_dir.name + "_resume")
+    current = _resume_dir(final_dir)
     for path in (current, _previous(current)):
         if (path / "learner_state.json").is_file():
             return path
     return None
+
+
+def _resume_dir(final_dir: Path) -> Path:
+    return final_dir.with_name(final_dir.name + "_resume")
 
 
 def _previous(resume_dir: Path) -> Path:

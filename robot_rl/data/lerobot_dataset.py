@@ -20,8 +20,6 @@ from robot_rl.data.errors import DatasetError
 from robot_rl.data.normalize import STAT_NAMES, FeatureStats, compute_stats, stats_from_json
 from robot_rl.data.video import VideoDecoder
 
-_SUPPORTED = (fmt.V30, fmt.V21, "v2.0")
-
 
 def _to_numpy(col: pa.ChunkedArray, shape: list[int], path: Path, key: str) -> np.ndarray:
     """Arrow column -> numpy (N, *shape) (shape [1] -> (N,)). Raises DatasetError on a shape mismatch."""
@@ -29,18 +27,8 @@ def _to_numpy(col: pa.ChunkedArray, shape: list[int], path: Path, key: str) -> n
     n = len(arr)
     if arr.null_count:
         raise DatasetError(f"{path}: column {key!r} has {arr.null_count} null values")
-    if (
-        pa.types.is_list(arr.type)
-        or pa.types.is_large_list(arr.type)
-        or pa.types.is_fixed_size_list(arr.type)
-    ):
-        values = arr
-        while (
-            pa.types.is_list(values.type)
-            or pa.types.is_large_list(values.type)
-            or pa.types.is_fixed_size_list(values.type)
-        ):
-            values = values.flatten()
+    values = fmt.flat_values(arr)
+    if values is not arr:
         out = values.to_numpy(zero_copy_only=False)
         if out.size != n * int(np.prod(shape)):
             raise DatasetError(
@@ -86,11 +74,11 @@ class LeRobotDataset(torch.utils.data.Dataset):
         info_path = self.root / fmt.INFO
         self.info: dict = fmt.read_json(info_path)
         self.version = self.info.get("codebase_version")
-        if self.version not in _SUPPORTED:
+        if self.version not in fmt.SUPPORTED_VERSIONS:
             raise DatasetError(
-                f"{info_path}: unsupported codebase_version {self.version!r}; reads {_SUPPORTED}"
+                f"{info_path}: unsupported codebase_version {self.version!r}; reads {fmt.SUPPORTED_VERSIONS}"
             )
-        for field in ("fps", "features", "total_episodes", "total_frames", "data_path"):
+        for field in fmt.INFO_FIELDS:
             if field not in self.info:
                 raise DatasetError(f"{info_path}: missing field {field!r}")
         self.fps = int(self.info["fps"])

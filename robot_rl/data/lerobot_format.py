@@ -20,6 +20,8 @@ from robot_rl.data.errors import DatasetError
 
 V30 = "v3.0"
 V21 = "v2.1"
+SUPPORTED_VERSIONS = (V30, V21, "v2.0")  # codebase_version values the reader accepts
+INFO_FIELDS = ("fps", "features", "total_episodes", "total_frames", "data_path")  # required in info.json
 INFO = "meta/info.json"
 STATS = "meta/stats.json"
 TASKS_V30 = "meta/tasks.parquet"
@@ -91,6 +93,15 @@ def read_jsonl(path: Path) -> list[dict]:
             except json.JSONDecodeError as err:
                 raise DatasetError(f"{path}:{n}: not valid JSON: {err}") from err
     return out
+
+
+def flat_values(arr: pa.Array) -> pa.Array:
+    """The leaf values of a (possibly nested) list, large_list or fixed_size_list column; ``arr`` itself
+    when it is not a list."""
+    is_list = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    while any(test(arr.type) for test in is_list):
+        arr = arr.flatten()
+    return arr
 
 
 def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:

@@ -58,12 +58,10 @@ def _check_info(root: Path, info: dict) -> list[str]:
     path = root / fmt.INFO
     if not isinstance(info, dict):
         return [f"{path}: top level must be a JSON object"]
-    missing = [
-        f for f in ("codebase_version", "fps", "features", "total_episodes", "total_frames") if f not in info
-    ]
+    missing = [f for f in ("codebase_version", *fmt.INFO_FIELDS) if f not in info]
     if missing:
         return [f"{path}: missing field {f!r}" for f in missing]
-    if info["codebase_version"] not in (fmt.V30, fmt.V21, "v2.0"):
+    if info["codebase_version"] not in fmt.SUPPORTED_VERSIONS:
         return [f"{path}: unsupported codebase_version {info['codebase_version']!r}"]
     return []
 
@@ -117,10 +115,7 @@ def _check_data_files(root: Path, features: dict[str, dict], problems: list[str]
 
 
 def _non_finite(column: pa.ChunkedArray) -> int:
-    values = column.combine_chunks()
-    while pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
-        values = values.flatten()
-    arr = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    arr = fmt.flat_values(column.combine_chunks()).to_numpy(zero_copy_only=False).astype(np.float64)
     return int(np.count_nonzero(~np.isfinite(arr)))
 
 
