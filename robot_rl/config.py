@@ -124,6 +124,39 @@ class EvalConfig:
 
 
 @dataclass
+class DataConfig:
+    """The dataset training reads (any LeRobot v2.1/v3.0 dataset on local disk) and how it is loaded.
+
+    ``path``: dataset root; empty means the run's own dataset (``<run_dir>/dataset``, written by collect).
+    ``cameras``: camera names to use (``cam_high`` for ``observation.images.cam_high``); empty = all.
+    ``image_size``: training resolution [H, W] of every camera (area-scaled while decoding); empty = native.
+    ``horizon_s``: chunk duration in seconds; when > 0 it sets the horizon h = horizon_s * fps, which
+    must be a whole number of frames (else a ConfigError).
+    ``val_episodes``: held-out episode indices for the validation loss and open-loop action error.
+    ``val_every``: gradient steps between validation passes; ``val_max_frames`` caps the frames scored.
+    ``reward``: ``dataset`` reads ``next.reward``/``next.done``; ``episode_end`` gives reward 1 and done at
+    each episode's last frame (demo-only datasets whose episodes all succeed, such as teleoperated demos).
+    ``frame_cache``: ``memory`` decodes every frame into RAM once, ``zarr`` decodes once into a zarr cache
+    in ``cache_dir`` (default ``<run_dir>/frame_cache``) reused by later runs, ``none`` decodes the sampled
+    frames from video at every step, ``auto`` picks memory below ``memory_limit_gb`` of decoded frames and
+    zarr above. ``num_workers``: DataLoader processes for the zarr and video paths (0 = in process).
+    """
+
+    path: str = ""
+    cameras: list[str] = field(default_factory=list)
+    image_size: list[int] = field(default_factory=list)
+    horizon_s: float = 0.0
+    val_episodes: list[int] = field(default_factory=list)
+    val_every: int = 250
+    val_max_frames: int = 2048
+    reward: str = "dataset"
+    frame_cache: str = "auto"
+    cache_dir: str = ""
+    memory_limit_gb: float = 4.0
+    num_workers: int = 2
+
+
+@dataclass
 class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
@@ -139,6 +172,7 @@ class PipelineConfig:
     bc: BCConfig = field(default_factory=BCConfig)
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
 

@@ -26,6 +26,13 @@ class RunDir:
     def train_log(self, algo: str, seed: int) -> Path:
         return self.root / "logs" / f"{algo}_seed{seed}.csv"
 
+    def val_log(self, algo: str, seed: int) -> Path:
+        return self.root / "logs" / f"{algo}_seed{seed}_val.csv"
+
+    def open_loop(self, algo: str, seed: int) -> Path:
+        """Stem of the open-loop report (``.json`` and ``.png``) of a checkpoint on held-out episodes."""
+        return self.root / "open_loop" / f"{algo}_seed{seed}"
+
     def eval_file(self, algo: str, seed: int) -> Path:
         return self.root / "eval" / f"{algo}_seed{seed}.json"
 

@@ -5,36 +5,20 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import PipelineConfig, config_to_dict
-from robot_rl.data.normalize import compute_stats
-from robot_rl.run_dir import RunDir
+from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
+from robot_rl.eval.report import plot_training
+from robot_rl.run_dir import RunDir, write_json_atomic
 
 LOG_EVERY = 50
-
-
-def load_training_arrays(root: Path) -> tuple[dict[str, np.ndarray], list[str], dict[str, tuple[int, ...]]]:
-    """All frames of a LeRobot dataset as arrays (N, ...); camera keys are decoded to uint8 (N, H, W, 3).
-
-    Returns (arrays, observation keys, observation shapes).
-    """
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
-
-    ds = LeRobotDataset(root)
-    arrays = ds.load_tabular()
-    obs_keys = sorted(k for k in ds.features if k.startswith("observation."))
-    for key in obs_keys:
-        if keys.is_image_key(key):
-            arrays[key] = np.concatenate([ds.episode_video(ep, key) for ep in range(ds.num_episodes)])
-    shapes = {k: tuple(arrays[k].shape[1:]) for k in obs_keys}
-    return arrays, obs_keys, shapes
 
 
 def _method(cfg: PipelineConfig, algo: str) -> str:
@@ -42,42 +26,62 @@ def _method(cfg: PipelineConfig, algo: str) -> str:
 
 
 def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_from: Path | None) -> dict:
-    """Train one agent on the run's dataset and save it to ``run.checkpoint(algo, seed)``.
+    """Train one agent and save it to ``run.checkpoint(algo, seed)``.
 
-    Every ``cfg.checkpoint_every`` steps the modules, optimizers, step and sampler RNG go to
-    ``<ckpt>_resume``; a killed run continues from there, and log rows written after that checkpoint are
-    dropped so the CSV log has each step once. Offline RL warm-starts its flow policy from ``init_from``.
-    Returns the metrics of the last logged step.
+    The dataset is ``cfg.data.path`` (any local LeRobot v2.1/v3.0 dataset) or the run's own. Every
+    ``cfg.checkpoint_every`` steps the modules, optimizers and step go to ``<ckpt>_resume``; a killed run
+    continues from there (a step's batch depends only on (seed, step)), and log rows written after that
+    checkpoint are dropped so each CSV log has each step once. With ``cfg.data.val_episodes`` the policy is
+    scored on them every ``cfg.data.val_every`` steps (``logs/<algo>_seed<s>_val.csv``), and the saved
+    checkpoint is reloaded and scored open loop at the end (``open_loop/<algo>_seed<s>.json`` and ``.png``).
+    Offline RL warm-starts its flow policy from ``init_from``. Returns the last logged metrics (plus the
+    final validation metrics).
     """
-    from robot_rl.data.sampler import ChunkSampler
+    from robot_rl.data.loader import batches
+    from robot_rl.data.training_set import TrainingSet
     from robot_rl.policies.checkpoint import save_checkpoint
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
     budget = cfg.bc if algo == "bc" else cfg.offline
-    arrays, obs_keys, shapes = load_training_arrays(run.dataset)
-    stats = compute_stats({k: arrays[k] for k in [*obs_keys, keys.ACTION]})
-    gamma = cfg.offline.gamma
-    sampler = ChunkSampler(arrays, arrays[keys.EPISODE_INDEX], obs_keys, cfg.policy.horizon, gamma)
+    root = Path(cfg.data.path) if cfg.data.path else run.dataset
+    data = TrainingSet(
+        root,
+        cfg.data,
+        cfg.policy.horizon,
+        cfg.offline.gamma,
+        run.root / "frame_cache",
+        for_rl=algo != "bc",
+    )
+    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon))
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    action_dim = arrays[keys.ACTION].shape[1]
-    agent = build_agent(_method(cfg, algo), cfg, shapes, action_dim, stats, device=cfg.device)
+    agent = build_agent(
+        _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
+    )
     final_dir = run.checkpoint(algo, seed)
     resume_dir = _resume_dir(final_dir)
     resume_from = resume_checkpoint(final_dir)
     start = 0
-    log_path = run.train_log(algo, seed)
+    log_path, val_path = run.train_log(algo, seed), run.val_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
-        start = _restore(agent, resume_from, rng)
+        start = _restore(agent, resume_from)
         _truncate_log(log_path, start)
+        _truncate_log(val_path, start)
     elif init_from is not None:
         warm_start_from_bc(agent, init_from)
     metrics: dict[str, float] = {}
-    config = {**config_to_dict(cfg), "method": _method(cfg, algo), "seed": seed, "obs_keys": obs_keys}
+    config = {
+        **config_to_dict(cfg),
+        "method": _method(cfg, algo),
+        "seed": seed,
+        "obs_keys": data.obs_keys,
+        "dataset": str(root),
+        "fps": data.fps,
+    }
+    log, val_log = _CsvLog(log_path, append=start > 0), _CsvLog(val_path, append=start > 0)
     agent.train()
-    with open(log_path, "a" if start else "w", newline="") as log_file:
-        writer = None
+    stream = batches(data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers)
+    try:
         for step in tqdm(
             range(start, budget.steps),
             desc=f"train {algo} seed {seed}",
@@ -85,23 +89,71 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
             total=budget.steps,
             unit="step",
         ):
-            batch = batch_to_torch(sampler.sample(budget.batch_size, rng), cfg.device)
-            metrics = agent.update(batch)
-            if (step + 1) % LOG_EVERY == 0 or step + 1 == budget.steps:
-                row = {"step": step + 1, **metrics}
-                if writer is None:
-                    writer = csv.DictWriter(log_file, fieldnames=list(row))
-                    if not start:
-                        writer.writeheader()
-                writer.writerow(row)
-                log_file.flush()
-            if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < budget.steps:
-                _save_resume(agent, resume_dir, step + 1, rng, config, stats)
+            metrics = agent.update(batch_to_torch(next(stream), cfg.device))
+            last = step + 1 == budget.steps
+            if (step + 1) % LOG_EVERY == 0 or last:
+                log.write({"step": step + 1, **metrics})
+            if data.val is not None and ((step + 1) % cfg.data.val_every == 0 or last):
+                val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
+                val_log.write({"step": step + 1, **val.metrics})
+            if (step + 1) % cfg.checkpoint_every == 0 and not last:
+                _save_resume(agent, resume_dir, step + 1, config, data.stats)
+    finally:
+        log.close()
+        val_log.close()
+        del stream  # stops DataLoader workers
     agent.eval()
-    save_checkpoint(final_dir, agent.modules(), config, stats, obs_shapes=shapes, action_dim=action_dim)
+    save_checkpoint(
+        final_dir, agent.modules(), config, data.stats, obs_shapes=data.obs_shapes, action_dim=data.action_dim
+    )
     for leftover in (resume_dir, _previous(resume_dir)):
         shutil.rmtree(leftover, ignore_errors=True)
+    plot_training(log_path, val_path if data.val is not None else None, log_path.with_suffix(".png"))
+    if data.val is not None:
+        metrics = {**metrics, **_score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed)}
     return metrics
+
+
+def _score_checkpoint(cfg: PipelineConfig, data, checkpoint: Path, out: Path, seed: int) -> dict[str, float]:
+    """Reload the saved checkpoint (as a user would) and score it open loop on the validation episodes."""
+    agent, _ = load_agent(checkpoint, cfg.device, seed=seed)
+    result = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
+    names = data.dataset.features[keys.ACTION].get("names")
+    flat_names = names[0] if names and isinstance(names[0], list) else names
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot_open_loop(result, out.with_suffix(".png"), flat_names)
+    report = {
+        "checkpoint": str(checkpoint),
+        "dataset": str(data.dataset.root),
+        "val_episodes": data.val.episodes,
+        "frames_scored": len(result.rows),
+        "horizon": data.horizon,
+        **result.metrics,
+        "mae_per_chunk_step": result.per_step_mae().tolist(),
+    }
+    write_json_atomic(out.with_suffix(".json"), report)
+    return result.metrics
+
+
+class _CsvLog:
+    """Append rows (dicts with the same keys) to a CSV file, header first, flushed per row."""
+
+    def __init__(self, path: Path, append: bool) -> None:
+        self.path, self._file, self._writer = path, None, None
+        self._append = append and path.is_file()
+
+    def write(self, row: dict) -> None:
+        if self._writer is None:
+            self._file = open(self.path, "a" if self._append else "w", newline="")
+            self._writer = csv.DictWriter(self._file, fieldnames=list(row))
+            if not self._append:
+                self._writer.writeheader()
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def _truncate_log(path: Path, step: int) -> None:
@@ -138,14 +190,14 @@ def _previous(resume_dir: Path) -> Path:
     return resume_dir.with_name(resume_dir.name + ".old")
 
 
-def _save_resume(agent, path: Path, step: int, rng, config, stats) -> None:
+def _save_resume(agent, path: Path, step: int, config, stats) -> None:
     """Write the checkpoint to a temporary folder, then swap it in; the old one is removed only after."""
     from robot_rl.policies.checkpoint import save_checkpoint
 
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
-    (tmp / "learner_state.json").write_text(json.dumps({"step": step, "rng": rng.bit_generator.state}))
+    (tmp / "learner_state.json").write_text(json.dumps({"step": step}))
     if (path / "learner_state.json").is_file():
         shutil.rmtree(old, ignore_errors=True)
         path.rename(old)
@@ -155,16 +207,14 @@ def _save_resume(agent, path: Path, step: int, rng, config, stats) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _restore(agent, path: Path, rng) -> int:
+def _restore(agent, path: Path) -> int:
     from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state
 
     state, _, _ = load_checkpoint(path)
     for name, module in agent.modules().items():
         module.load_state_dict(state[name])
     agent.load_optimizer_state(load_extra_state(path))
-    learner = json.loads((path / "learner_state.json").read_text())
-    rng.bit_generator.state = learner["rng"]
-    return int(learner["step"])
+    return int(json.loads((path / "learner_state.json").read_text())["step"])
 
 
 def load_agent(path: Path, device: str = "cpu", seed: int = 0):

@@ -266,11 +266,16 @@ class LeRobotDataset(torch.utils.data.Dataset):
         size = int(self.info.get("chunks_size", fmt.CHUNKS_SIZE))
         return self.root / tmpl.format(episode_chunk=ep // size, video_key=key, episode_index=ep), 0.0
 
-    def video_frames(self, key: str, rows: np.ndarray) -> np.ndarray:
-        """Frames of video ``key`` at dataset ``rows`` (all in one episode): (len(rows), H, W, 3) uint8."""
+    def episode_of(self, rows: np.ndarray) -> np.ndarray:
+        """Episode index of each dataset row: int64 (len(rows),)."""
+        return self._episode_of[np.asarray(rows, dtype=np.int64)]
+
+    def video_frames(self, key: str, rows: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
+        """Frames of video ``key`` at dataset ``rows`` (all in one episode): (len(rows), H, W, 3) uint8,
+        at native resolution or scaled to ``size`` = (H, W). Raises DatasetError naming the video file."""
         ep = int(self._episode_of[rows[0]])
         path, start = self.video_path(ep, key)
-        return self._decoder.decode(path, start + self._cols[keys.TIMESTAMP][rows].astype(np.float64))
+        return self._decoder.decode(path, start + self._cols[keys.TIMESTAMP][rows].astype(np.float64), size)
 
     def __getitem__(self, idx: int) -> dict:
         idx = int(idx)

@@ -80,6 +80,11 @@ class ChunkSampler:
         """Every valid start index (every frame), int64 (N,)."""
         return np.arange(len(self), dtype=np.int64)
 
+    def next_indices(self, indices: np.ndarray) -> np.ndarray:
+        """Row of each chunk's next observation, min(t + h, episode end − 1): int64 (B,)."""
+        t = np.asarray(indices, dtype=np.int64)
+        return np.minimum(t + self.horizon, self.episode_end[t] - 1)
+
     def get(self, indices: np.ndarray) -> dict:
         """The chunked transitions starting at ``indices`` (B,). Returns numpy: ``observations``
         {key: (B, ...)}, ``actions`` (B, h, d) float32, ``rewards`` (B,) float32, ``masks`` (B,) float32,
@@ -98,7 +103,7 @@ class ChunkSampler:
             "actions": self.actions[qc],
             "rewards": (self.rewards[qc] * valid * self.discounts).sum(1).astype(np.float32),
             "masks": 1.0 - (self.dones[qc] & valid_b).any(1).astype(np.float32),
-            "next_observations": {k: v[np.minimum(t + self.horizon, end - 1)] for k, v in self.obs.items()},
+            "next_observations": {k: v[self.next_indices(t)] for k, v in self.obs.items()},
             "valid": valid,
         }
         if self.intervention is not None:

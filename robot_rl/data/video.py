@@ -115,7 +115,7 @@ class _OpenVideo:
         self.stream.thread_type = "AUTO"
         self.frames = None  # decode iterator
         self.last: tuple[float, av.VideoFrame] | None = None
-        self._converted: tuple[av.VideoFrame | None, np.ndarray | None] = (None, None)
+        self._converted: tuple = (None, None, None)  # (frame, size, rgb) of the last conversion
 
     def _restart(self, t: float) -> None:
         offset = int(max(t, 0.0) / float(self.stream.time_base))
@@ -123,10 +123,11 @@ class _OpenVideo:
         self.frames = self.container.decode(self.stream)
         self.last = None
 
-    def frame_at(self, t: float, tolerance_s: float) -> np.ndarray:
-        """The frame whose presentation time is nearest ``t`` (seconds); it must lie within tolerance."""
+    def frame_at(self, t: float, tolerance_s: float, size: tuple[int, int] | None = None) -> np.ndarray:
+        """The frame whose presentation time is nearest ``t`` (seconds), within tolerance, as RGB uint8,
+        scaled to ``size`` (H, W) by swscale's area filter when given."""
         if self.last is not None and abs(self.last[0] - t) <= tolerance_s:
-            return self._rgb(self.last[1])
+            return self._rgb(self.last[1], size)
         if self.frames is None or self.last is None or not (0 < t - self.last[0] <= _FORWARD_DECODE_S):
             self._restart(t)
         best = self.last
@@ -147,12 +148,16 @@ class _OpenVideo:
         if best is None or abs(best[0] - t) > tolerance_s:
             got = "no frame" if best is None else f"nearest frame at {best[0]:.4f}s"
             raise DatasetError(f"{self.path}: no video frame at {t:.4f}s within {tolerance_s}s ({got})")
-        return self._rgb(best[1])
+        return self._rgb(best[1], size)
 
-    def _rgb(self, frame: av.VideoFrame) -> np.ndarray:
-        if self._converted[0] is not frame:
-            self._converted = (frame, frame.to_ndarray(format="rgb24"))
-        return self._converted[1]
+    def _rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
+        if self._converted[0] is not frame or self._converted[1] != size:
+            if size is None:
+                rgb = frame.to_ndarray(format="rgb24")
+            else:
+                rgb = frame.to_ndarray(format="rgb24", height=size[0], width=size[1], interpolation="AREA")
+            self._converted = (frame, size, rgb)
+        return self._converted[2]
 
     def close(self) -> None:
         self.container.close()
@@ -186,12 +191,15 @@ class VideoDecoder:
             video = self._open[path] = _OpenVideo(path)
         return video
 
-    def decode(self, path: str | Path, timestamps: list[float] | np.ndarray) -> np.ndarray:
+    def decode(
+        self, path: str | Path, timestamps: list[float] | np.ndarray, size: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """Frames at ``timestamps`` (s) -> (N, H, W, 3) uint8 RGB, native or scaled to ``size`` (H, W)."""
         video = self._get(Path(path))
         order = np.argsort(timestamps, kind="stable")
         out: list[np.ndarray | None] = [None] * len(timestamps)
         for i in order:
-            out[i] = video.frame_at(float(timestamps[i]), self.tolerance_s)
+            out[i] = video.frame_at(float(timestamps[i]), self.tolerance_s, size)
         return np.stack(out)
 
     def duration(self, path: str | Path) -> tuple[float, int, int]:

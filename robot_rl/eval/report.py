@@ -47,6 +47,28 @@ def plot_curves(logs: dict[str, dict[int, Path]], summaries: dict[str, dict], ou
     plt.close(fig)
 
 
+def plot_training(log: Path, val_log: Path | None, out: Path) -> None:
+    """One panel per training metric of ``log`` (CSV), with the validation loss and open-loop action
+    errors of ``val_log`` when given, against gradient steps, into ``out`` (PNG)."""
+    train = read_log(log)
+    val = read_log(val_log) if val_log is not None and val_log.is_file() else {}
+    train_cols = [c for c in train if c != "step"]
+    val_cols = [c for c in val if c not in ("step", "val_bc_loss")]
+    panels = len(train_cols) + len(val_cols)
+    fig, axes = plt.subplots(1, max(panels, 1), figsize=(3.6 * max(panels, 1), 3.0), squeeze=False)
+    for ax, col in zip(axes[0], train_cols + val_cols, strict=False):
+        source = train if col in train_cols else val
+        ax.plot(source["step"], source[col], label="train" if source is train else "held-out")
+        if col == "bc_loss" and "val_bc_loss" in val:
+            ax.plot(val["step"], val["val_bc_loss"], label="held-out", marker=".")
+        ax.set_title(col, fontsize=9)
+        ax.set_xlabel("gradient step", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
 def write_report(root: Path, report: dict) -> None:
     """Write ``report.json`` and a human-readable ``report.md`` into ``root``."""
     write_json_atomic(root / "report.json", report)

@@ -1,0 +1,149 @@
+"""Camera frames for training, by dataset row: decoded from the dataset's videos, held in memory, or read
+from a decoded-frame cache in zarr.
+
+Every store answers ``frames(key, rows) -> (len(rows), H, W, 3) uint8`` at the training resolution
+``size = (H, W)`` for any rows of the dataset (several episodes, any order). Video decoding reads only the
+frames asked for (seek to the nearest keyframe, decode forward, scale in swscale); the zarr cache is
+decoded once and reused by later runs, so the decode cost is paid once per dataset and resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+
+CACHE_CHUNK_FRAMES = 8  # zarr chunk along time: random batches touch few frames per chunk
+
+
+class VideoFrames:
+    """Decode the requested rows from the dataset's mp4 files, scaled to ``size`` (H, W) or native.
+
+    Picklable: DataLoader workers reopen their own containers.
+    """
+
+    def __init__(self, dataset: LeRobotDataset, size: tuple[int, int] | None) -> None:
+        self.dataset = dataset
+        self.size = size
+
+    def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """(len(rows),) int dataset rows -> (len(rows), H, W, 3) uint8; DatasetError names the video file."""
+        rows = np.asarray(rows, dtype=np.int64)
+        episodes = self.dataset.episode_of(rows)
+        out: np.ndarray | None = None
+        for ep in np.unique(episodes):
+            where = np.flatnonzero(episodes == ep)
+            got = self.dataset.video_frames(key, rows[where], size=self.size)
+            if out is None:
+                out = np.empty((len(rows), *got.shape[1:]), dtype=np.uint8)
+            out[where] = got
+        assert out is not None, "frames() needs at least one row"
+        return out
+
+
+class MemoryFrames:
+    """Every frame of each camera decoded once into RAM: ``{key: (N, H, W, 3) uint8}``."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = arrays
+
+    @classmethod
+    def decode(cls, source: VideoFrames, video_keys: list[str]) -> MemoryFrames:
+        """Decode every frame of ``video_keys`` episode by episode (sequential decoding, no seeks)."""
+        ds = source.dataset
+        arrays = {}
+        for key in video_keys:
+            arrays[key] = np.concatenate(
+                [
+                    ds.video_frames(key, np.arange(ds.episode_from[ep], ds.episode_to[ep]), size=source.size)
+                    for ep in range(ds.num_episodes)
+                ]
+            )
+        return cls(arrays)
+
+    def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
+        return self.arrays[key][rows]
+
+
+class ZarrFrameCache:
+    """A decoded-frame cache: one zarr array (N, H, W, 3) uint8 per camera under ``path``, chunked
+    ``CACHE_CHUNK_FRAMES`` frames along time, Blosc-compressed (zarr's default codec).
+
+    The cache records what it was built from (dataset root, frame count, video file sizes and mtimes, size)
+    and :meth:`open_or_build` rebuilds it when any of that changed. It is built under ``<path>.tmp`` and
+    renamed into place, so a killed build never leaves a cache that looks complete.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._group = None
+
+    @staticmethod
+    def fingerprint(dataset: LeRobotDataset, size: tuple[int, int] | None) -> dict:
+        """What the cache depends on: the dataset, its video files (size, mtime) and the training size."""
+        videos = sorted(
+            {
+                str(dataset.video_path(ep, k)[0])
+                for k in dataset.video_keys
+                for ep in range(dataset.num_episodes)
+            }
+        )
+        return {
+            "root": str(dataset.root.resolve()),
+            "num_frames": dataset.num_frames,
+            "size": list(size) if size else None,
+            "videos": {v: [Path(v).stat().st_size, Path(v).stat().st_mtime_ns] for v in videos},
+        }
+
+    @classmethod
+    def open_or_build(cls, path: str | Path, source: VideoFrames, video_keys: list[str]) -> ZarrFrameCache:
+        """Open the cache at ``path`` if it matches ``source``'s dataset and size, else (re)build it by
+        decoding every frame once, episode by episode. Raises DatasetError naming a bad video file."""
+        path = Path(path)
+        want = cls.fingerprint(source.dataset, source.size)
+        meta = path / "cache.json"
+        if meta.is_file() and json.loads(meta.read_text()) == {**want, "keys": video_keys}:
+            return cls(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        ds = source.dataset
+        group = zarr.open_group(str(tmp), mode="w")
+        for key in video_keys:
+            first = ds.video_frames(key, np.arange(ds.episode_from[0], ds.episode_to[0]), size=source.size)
+            arr = group.create_array(
+                key,
+                shape=(ds.num_frames, *first.shape[1:]),
+                chunks=(CACHE_CHUNK_FRAMES, *first.shape[1:]),
+                dtype="uint8",
+            )
+            arr[: len(first)] = first
+            for ep in range(1, ds.num_episodes):
+                rows = np.arange(ds.episode_from[ep], ds.episode_to[ep])
+                arr[rows[0] : rows[-1] + 1] = ds.video_frames(key, rows, size=source.size)
+        (tmp / "cache.json").write_text(json.dumps({**want, "keys": video_keys}))
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+        return cls(path)
+
+    def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """(len(rows),) int rows -> (len(rows), H, W, 3) uint8, read with one orthogonal selection."""
+        if self._group is None:  # opened lazily, so each DataLoader worker opens its own handle
+            self._group = zarr.open_group(str(self.path), mode="r")
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        uniq, inverse = np.unique(rows[order], return_inverse=True)
+        data = self._group[key].get_orthogonal_selection((uniq,))
+        out = np.empty((len(rows), *data.shape[1:]), dtype=np.uint8)
+        out[order] = data[inverse]
+        return out
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["path"])

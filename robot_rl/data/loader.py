@@ -1,0 +1,46 @@
+"""Training batches from worker processes: a torch DataLoader over step numbers.
+
+Item ``step`` is the whole batch of that step (:meth:`TrainingSet.sample`), so workers decode or read the
+frames of different steps in parallel while the learner trains, and a batch depends only on (seed, step).
+Workers are started with ``spawn``: forking a process that runs decoder or zarr threads can deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from robot_rl.data.training_set import TrainingSet
+
+
+class _StepBatches(torch.utils.data.Dataset):
+    def __init__(self, data: TrainingSet, batch_size: int, seed: int) -> None:
+        self.data, self.batch_size, self.seed = data, batch_size, seed
+
+    def __len__(self) -> int:
+        return 2**62
+
+    def __getitem__(self, step: int) -> dict:
+        return self.data.sample(self.batch_size, self.seed, int(step))
+
+
+def batches(
+    data: TrainingSet, batch_size: int, seed: int, start: int, stop: int, num_workers: int
+) -> Iterator[dict]:
+    """The batches of steps ``start .. stop - 1`` in order: numpy arrays converted to tensors (images
+    (B, H, W, 3) uint8, the rest as in :meth:`ChunkSampler.get`).
+
+    ``num_workers`` processes prepare batches ahead (2 each); with an in-memory dataset the batches are
+    built in this process, since workers would only add copying.
+    """
+    workers = 0 if data.in_memory else num_workers
+    loader = torch.utils.data.DataLoader(
+        _StepBatches(data, batch_size, seed),
+        batch_size=None,
+        sampler=range(start, stop),
+        num_workers=workers,
+        multiprocessing_context="spawn" if workers else None,
+        prefetch_factor=2 if workers else None,
+    )
+    return iter(loader)

@@ -1,0 +1,211 @@
+"""A LeRobot dataset made ready for chunked training: tabular columns in memory, camera frames from a frame
+store, a train/validation split by episode, normalisation statistics from the training episodes only, and
+the action horizon mapped from seconds to frames.
+
+Batches follow ALGORITHMS.md §1 (see :class:`robot_rl.data.sampler.ChunkSampler`); camera frames at t and
+at the next-observation row are fetched from the store for exactly the rows in the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.config import ConfigError, DataConfig
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.frames import MemoryFrames, VideoFrames, ZarrFrameCache
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.normalize import FeatureStats, compute_stats
+from robot_rl.data.sampler import ChunkSampler
+
+REWARD_MODES = ("dataset", "episode_end")
+FRAME_CACHES = ("auto", "memory", "zarr", "none")
+
+
+def horizon_from_seconds(horizon_s: float, fps: int, default: int, tolerance_s: float = 1e-4) -> int:
+    """Chunk length in frames: ``horizon_s * fps`` when ``horizon_s > 0``, else ``default``.
+
+    Raises ConfigError naming ``data.horizon_s`` when it is not a whole number (>= 1) of frames at ``fps``.
+    """
+    if horizon_s <= 0:
+        return default
+    steps = horizon_s * fps
+    h = round(steps)
+    if h < 1 or abs(steps - h) / fps > tolerance_s:
+        raise ConfigError(
+            f"data.horizon_s={horizon_s} is {steps:.3f} frames at {fps} fps; it must be a whole number of "
+            f"frames (a multiple of {1 / fps:.6f} s)"
+        )
+    return h
+
+
+@dataclass
+class Split:
+    """One side of the split: a chunk sampler over its frames and their dataset rows (N,) int64."""
+
+    sampler: ChunkSampler
+    rows: np.ndarray
+    episodes: list[int]
+
+
+class TrainingSet:
+    """Chunked training data from a LeRobot dataset at ``root``.
+
+    Args:
+        root: dataset folder (meta/info.json).
+        cfg: :class:`robot_rl.config.DataConfig` (cameras, image size, horizon in seconds, validation
+            episodes, reward mode, frame cache).
+        horizon: default chunk length h when ``cfg.horizon_s`` is 0.
+        gamma: discount for the chunked reward (ALGORITHMS.md §1).
+        cache_dir: folder for the zarr frame cache when ``cfg.cache_dir`` is empty.
+        for_rl: offline RL needs rewards and next-observation frames; BC needs neither, so without it the
+            reward columns may be absent (zeros are used) and camera frames at t + h are not fetched.
+
+    Attributes: ``obs_keys`` (vector keys then camera keys, sorted), ``obs_shapes`` (per-sample shapes;
+    cameras (H, W, 3) at the training size), ``action_dim``, ``horizon``, ``fps``, ``stats`` (training
+    episodes only; no image statistics: the encoder scales pixels to [0, 1]), ``train`` and ``val``
+    (:class:`Split`; ``val`` is None without validation episodes), ``tasks``.
+
+    Raises:
+        DatasetError: the dataset is unreadable (names the file), lacks ``action``, or lacks
+            ``next.reward``/``next.done`` with ``reward='dataset'`` and ``for_rl``.
+        ConfigError: unknown camera, validation episode out of range or covering every episode, unknown
+            reward mode or frame cache, or a horizon that is not a whole number of frames.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        cfg: DataConfig,
+        horizon: int,
+        gamma: float,
+        cache_dir: str | Path,
+        for_rl: bool = False,
+    ) -> None:
+        if cfg.reward not in REWARD_MODES:
+            raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
+        if cfg.frame_cache not in FRAME_CACHES:
+            raise ConfigError(f"data.frame_cache={cfg.frame_cache!r}; expected one of {FRAME_CACHES}")
+        self.dataset = ds = LeRobotDataset(root)
+        self.fps, self.tasks = ds.fps, ds.tasks
+        self.horizon = horizon_from_seconds(cfg.horizon_s, ds.fps, horizon)
+        table = ds.load_tabular()
+        if keys.ACTION not in table:
+            raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
+        self.camera_keys = self._cameras(ds, cfg.cameras)
+        vector_keys = sorted(k for k in table if k.startswith("observation."))
+        self.obs_keys = vector_keys + self.camera_keys
+        if not self.obs_keys:
+            raise DatasetError(f"{ds.root / 'meta/info.json'}: no observation.* feature to condition on")
+        self.for_rl = for_rl
+        self._add_reward(table, cfg.reward, for_rl)
+        size = tuple(cfg.image_size) if cfg.image_size else None
+        if size is not None and (len(size) != 2 or min(size) < 8):
+            raise ConfigError(f"data.image_size={list(size)}: expected [H, W] with H, W >= 8")
+        video = VideoFrames(ds, size)
+        self.store = self._store(cfg, video, Path(cfg.cache_dir or cache_dir))
+        self.obs_shapes = {k: tuple(ds.features[k]["shape"]) for k in vector_keys}
+        for key in self.camera_keys:
+            h, w, c = ds.features[key]["shape"]
+            self.obs_shapes[key] = (*size, c) if size else (h, w, c)
+        self.action_dim = int(np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1).shape[1])
+        val_eps = self._val_episodes(ds, cfg.val_episodes)
+        train_eps = [e for e in range(ds.num_episodes) if e not in val_eps]
+        self.train = self._split(table, train_eps, vector_keys, gamma)
+        self.val = self._split(table, val_eps, vector_keys, gamma) if val_eps else None
+        self.stats: dict[str, FeatureStats] = compute_stats(
+            {k: table[k][self.train.rows] for k in [*vector_keys, keys.ACTION]}
+        )
+
+    # -- construction --------------------------------------------------------------------------------
+    @staticmethod
+    def _cameras(ds: LeRobotDataset, names: list[str]) -> list[str]:
+        if not names:
+            return sorted(ds.video_keys)
+        wanted = [keys.image_key(n) for n in names]
+        unknown = [k for k in wanted if k not in ds.video_keys]
+        if unknown:
+            raise ConfigError(
+                f"data.cameras: {unknown[0]!r} is not a video feature of {ds.root}; it has {ds.video_keys}"
+            )
+        return sorted(wanted)
+
+    @staticmethod
+    def _add_reward(table: dict[str, np.ndarray], mode: str, need_reward: bool) -> None:
+        n = len(table[keys.ACTION])
+        if mode == "episode_end":
+            ep = np.asarray(table[keys.EPISODE_INDEX]).reshape(n)
+            last = np.append(ep[1:] != ep[:-1], True)
+            table[keys.REWARD], table[keys.DONE] = last.astype(np.float32), last
+            return
+        missing = [k for k in (keys.REWARD, keys.DONE) if k not in table]
+        if missing and need_reward:
+            raise DatasetError(
+                f"dataset has no {missing[0]!r} column, which offline RL needs: set "
+                "--data.reward=episode_end (reward 1 at each episode's last frame, for datasets of "
+                "successful demos) or label the dataset with rewards first"
+            )
+        for key in missing:  # BC never reads rewards; the sampler still wants the columns
+            table[key] = np.zeros(n, dtype=np.float32)
+
+    @staticmethod
+    def _val_episodes(ds: LeRobotDataset, episodes: list[int]) -> list[int]:
+        bad = [e for e in episodes if not 0 <= e < ds.num_episodes]
+        if bad:
+            raise ConfigError(
+                f"data.val_episodes: {bad[0]} is outside the {ds.num_episodes} episodes of {ds.root}"
+            )
+        if len(set(episodes)) >= ds.num_episodes:
+            raise ConfigError(f"data.val_episodes holds every episode of {ds.root}; none is left to train on")
+        return sorted(set(episodes))
+
+    def _split(self, table: dict, episodes: list[int], vector_keys: list[str], gamma: float) -> Split:
+        ds = self.dataset
+        rows = np.concatenate([np.arange(ds.episode_from[e], ds.episode_to[e]) for e in episodes])
+        sub = {k: np.asarray(v)[rows] for k, v in table.items()}
+        sampler = ChunkSampler(sub, sub[keys.EPISODE_INDEX], vector_keys, self.horizon, gamma)
+        return Split(sampler, rows, episodes)
+
+    def _store(self, cfg: DataConfig, video: VideoFrames, cache_dir: Path):
+        if not self.camera_keys:
+            return None
+        mode = cfg.frame_cache
+        if mode == "auto":
+            h, w = video.size or self.dataset.features[self.camera_keys[0]]["shape"][:2]
+            decoded_gb = self.dataset.num_frames * h * w * 3 * len(self.camera_keys) / 1e9
+            mode = "memory" if decoded_gb <= cfg.memory_limit_gb else "zarr"
+        if mode == "memory":
+            return MemoryFrames.decode(video, self.camera_keys)
+        if mode == "zarr":
+            size = "native" if video.size is None else f"{video.size[0]}x{video.size[1]}"
+            return ZarrFrameCache.open_or_build(cache_dir / f"frames_{size}", video, self.camera_keys)
+        return video
+
+    # -- batches -------------------------------------------------------------------------------------
+    @property
+    def in_memory(self) -> bool:
+        """True when no frame needs decoding or disk reads at batch time (DataLoader workers add nothing)."""
+        return self.store is None or isinstance(self.store, MemoryFrames)
+
+    def batch(self, split: Split, indices: np.ndarray) -> dict:
+        """Chunked transitions at ``indices`` (B,) of ``split`` (ALGORITHMS.md §1): the sampler's numpy batch
+        with each camera's frames (B, H, W, 3) uint8 added to ``observations``, and to ``next_observations``
+        when ``for_rl`` (for BC the camera keys of ``next_observations`` are absent)."""
+        out = split.sampler.get(indices)
+        if self.store is not None:
+            now = split.rows[indices]
+            nxt = split.rows[split.sampler.next_indices(indices)]
+            for key in self.camera_keys:
+                out["observations"][key] = self.store.frames(key, now)
+                if self.for_rl:
+                    out["next_observations"][key] = self.store.frames(key, nxt)
+        return out
+
+    def sample(self, batch_size: int, seed: int, step: int) -> dict:
+        """The training batch of ``step``: indices drawn from ``default_rng([seed, step])``, so a batch
+        depends only on (seed, step), whatever the worker count and whether the run was resumed."""
+        rng = np.random.default_rng([seed, step])
+        return self.batch(self.train, rng.integers(0, len(self.train.rows), size=batch_size))
