@@ -14,7 +14,8 @@ from robot_rl.config import ConfigError, load_config
 
 COMMANDS = {
     "collect": "collect scripted demonstrations into a LeRobot v3.0 dataset",
-    "train": "train flow BC (--algo bc) or chunked offline RL (--algo offline) on the run's dataset",
+    "train": "train flow BC (--algo bc) or chunked offline RL (--algo offline) on the run's dataset or on "
+    "any local LeRobot dataset (--data.path)",
     "eval": "evaluate a trained checkpoint in parallel simulated envs",
     "pipeline": "collect -> train bc -> train offline -> eval -> report; finished stages are skipped",
 }
@@ -47,11 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"robot-rl: config error: {err}", file=sys.stderr)
         return 2
+    from robot_rl.data.errors import DatasetError
+
     try:
         _run(args, cfg)
     except ConfigError as err:
         print(f"robot-rl: config error: {err}", file=sys.stderr)
         return 2
+    except DatasetError as err:
+        print(f"robot-rl: dataset error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -100,6 +100,7 @@ class TrainingSet:
         self.obs_keys = vector_keys + self.camera_keys
         if not self.obs_keys:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no observation.* feature to condition on")
+        val_eps = self._val_episodes(ds, cfg.val_episodes)
         self.for_rl = for_rl
         self._add_reward(table, cfg.reward, for_rl)
         size = tuple(cfg.image_size) if cfg.image_size else None
@@ -112,7 +113,6 @@ class TrainingSet:
             h, w, c = ds.features[key]["shape"]
             self.obs_shapes[key] = (*size, c) if size else (h, w, c)
         self.action_dim = int(np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1).shape[1])
-        val_eps = self._val_episodes(ds, cfg.val_episodes)
         train_eps = [e for e in range(ds.num_episodes) if e not in val_eps]
         self.train = self._split(table, train_eps, vector_keys, gamma)
         self.val = self._split(table, val_eps, vector_keys, gamma) if val_eps else None
