@@ -3,7 +3,8 @@
 Vector keys (``observation.state``, ``observation.environment_state``, ...) are normalised with mean/std
 from the dataset statistics (stored as buffers) and concatenated; each image key
 ``observation.images.<cam>`` (B, H, W, 3) uint8 goes through its own small CNN (HWC uint8 -> CHW float in
-[0, 1] inside) to ``image_features`` dims.
+[0, 1] inside) to ``image_features`` dims. With a task vocabulary (a multi-task dataset's language
+instructions), ``obs["task"]`` (B,) strings select a learned embedding of ``task_features`` dims per task.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.keys import is_image_key
+from robot_rl.keys import TASK, is_image_key
 
 
 class SmallCNN(nn.Module):
@@ -49,10 +50,13 @@ class ObservationEncoder(nn.Module):
         stats: key -> FeatureStats; needed for every vector key (mean/std normalisation).
         image_features: CNN output dims per camera.
         hidden: CNN channel width.
+        tasks: instruction vocabulary; when non-empty ``obs["task"]`` (a sequence of B strings) is required
+            and each task gets a learned ``task_features``-dim embedding.
 
     Raises (forward):
         ValueError: a key is missing, has the wrong shape (message names the key, expected and got
-            shapes), an image is not uint8, or a vector observation holds NaN/inf.
+            shapes), an image is not uint8, a vector observation holds NaN/inf, or a task is not in the
+            vocabulary (the message lists the known tasks).
     """
 
     def __init__(
@@ -61,6 +65,8 @@ class ObservationEncoder(nn.Module):
         stats: dict[str, FeatureStats],
         image_features: int = 64,
         hidden: int = 32,
+        tasks: list[str] | None = None,
+        task_features: int = 16,
     ):
         super().__init__()
         if not obs_shapes:
@@ -90,6 +96,9 @@ class ObservationEncoder(nn.Module):
                 raise ValueError(f"image observation {key!r} must be (H, W, 3), got shape {shape}")
             self.cnns[_buffer_name(key)] = SmallCNN(image_features, hidden)
             out_dim += image_features
+        self.tasks = list(tasks or [])
+        self.task_embedding = nn.Embedding(len(self.tasks), task_features) if self.tasks else None
+        out_dim += task_features if self.tasks else 0
         self.out_dim = out_dim
 
     def _get(self, obs: dict[str, torch.Tensor], key: str) -> torch.Tensor:
@@ -107,6 +116,16 @@ class ObservationEncoder(nn.Module):
             )
         return x
 
+    def _task_indices(self, obs: dict) -> torch.Tensor:
+        if TASK not in obs:
+            raise ValueError(f"this policy is conditioned on the task: obs needs {TASK!r} (B strings)")
+        index = {t: i for i, t in enumerate(self.tasks)}
+        unknown = [t for t in obs[TASK] if t not in index]
+        if unknown:
+            raise ValueError(f"task {unknown[0]!r} was not in the training data; known tasks: {self.tasks}")
+        device = self.task_embedding.weight.device
+        return torch.tensor([index[t] for t in obs[TASK]], dtype=torch.long, device=device)
+
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """obs: vector keys (B, S) float, image keys (B, H, W, 3) uint8 -> (B, out_dim) float32."""
         parts = []
@@ -122,6 +141,8 @@ class ObservationEncoder(nn.Module):
                 raise ValueError(f"image observation {key!r} must be uint8 (B, H, W, 3), got {x.dtype}")
             img = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0
             parts.append(self.cnns[_buffer_name(key)](img))
+        if self.task_embedding is not None:
+            parts.append(self.task_embedding(self._task_indices(obs)))
         batch = {p.shape[0] for p in parts}
         if len(batch) != 1:
             raise ValueError(f"observation keys disagree on batch size: {sorted(batch)}")

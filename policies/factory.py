@@ -28,10 +28,15 @@ EncoderFactory = Callable[[], nn.Module]
 
 
 def default_encoder_factory(
-    obs_shapes: dict[str, tuple[int, ...]], stats: dict[str, FeatureStats], image_features: int = 64
+    obs_shapes: dict[str, tuple[int, ...]],
+    stats: dict[str, FeatureStats],
+    image_features: int = 64,
+    tasks: list[str] | None = None,
 ) -> EncoderFactory:
     """A factory producing fresh :class:`ObservationEncoder` instances (one per network)."""
-    return lambda: ObservationEncoder(obs_shapes, stats, image_features=image_features, hidden=32)
+    return lambda: ObservationEncoder(
+        obs_shapes, stats, image_features=image_features, hidden=32, tasks=tasks
+    )
 
 
 def build_policy(
@@ -41,7 +46,9 @@ def build_policy(
     stats: dict[str, FeatureStats],
     encoder_factory: EncoderFactory | None = None,
 ) -> FlowChunkPolicy:
-    factory = encoder_factory or default_encoder_factory(obs_shapes, stats, policy_cfg.image_features)
+    factory = encoder_factory or default_encoder_factory(
+        obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
+    )
     return FlowChunkPolicy(policy_cfg, obs_shapes, action_dim, stats, encoder=factory())
 
 
@@ -73,7 +80,9 @@ def build_agent(
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     if stats is None:
         raise TypeError("build_agent needs stats (normalization statistics per feature)")
-    factory = encoder_factory or default_encoder_factory(obs_shapes, stats, policy_cfg.image_features)
+    factory = encoder_factory or default_encoder_factory(
+        obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
+    )
     policy = build_policy(policy_cfg, obs_shapes, action_dim, stats, factory).to(device)
     if method == "bc":
         return FlowBC(policy, offline_cfg)

@@ -71,7 +71,8 @@ class PolicyConfig:
 
     ``horizon`` is the chunk length h; ``flow_steps`` the Euler steps K. ``hidden_dims`` size the velocity
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
-    ``quantile`` (q01/q99 scaled to [-1, 1]) for actions.
+    ``quantile`` (q01/q99 scaled to [-1, 1]) for actions. ``tasks`` is the instruction vocabulary the
+    policy is conditioned on; training fills it from the dataset when it holds more than one task.
     """
 
     horizon: int = 5
@@ -81,6 +82,7 @@ class PolicyConfig:
     normalization: str = "quantile"
     execution: str = "open_loop"
     ensemble_decay: float = 0.1
+    tasks: list[str] = field(default_factory=list)
 
 
 @dataclass

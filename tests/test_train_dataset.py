@@ -149,6 +149,18 @@ def test_two_camera_dataset_trains_bc_and_offline_rl(tmp_path):
     agent, obs_keys = load_agent(run / "checkpoints" / "offline_seed0")
     assert obs_keys == ["observation.state", "observation.images.left", "observation.images.right"]
     assert json.loads((run / "open_loop" / "offline_seed0.json").read_text())["frames_scored"] == 14
+    # two instructions in the data: the policy is conditioned on the task string
+    batch = batch_to_torch(data.batch(data.train, np.array([0, 0])))
+    obs = {
+        **batch["observations"],
+        "observation.images.left": batch["observations"]["observation.images.right"],
+    }
+    noise = torch.zeros(2, 2, 5, 2)
+    pick = agent.act({**obs, "task": ["pick the cube"] * 2}, noise)
+    push = agent.act({**obs, "task": ["push the cube"] * 2}, noise)
+    assert not torch.allclose(pick, push)
+    with pytest.raises(ValueError, match="'stack the cube' was not in the training data"):
+        agent.act({**obs, "task": ["stack the cube"] * 2})
 
 
 def test_bad_training_configs_exit_with_a_clear_message(tmp_path, capsys):

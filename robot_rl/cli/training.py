@@ -52,7 +52,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
         run.root / "frame_cache",
         for_rl=algo != "bc",
     )
-    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon))
+    tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
+    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks))
     torch.manual_seed(seed)
     agent = build_agent(
         _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device

@@ -93,6 +93,7 @@ class TrainingSet:
         self.fps, self.tasks = ds.fps, ds.tasks
         self.horizon = horizon_from_seconds(cfg.horizon_s, ds.fps, horizon)
         table = ds.load_tabular()
+        self._task_index = np.asarray(table[keys.TASK_INDEX]).reshape(-1)
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
         self.camera_keys = self._cameras(ds, cfg.cameras)
@@ -193,8 +194,12 @@ class TrainingSet:
     def batch(self, split: Split, indices: np.ndarray) -> dict:
         """Chunked transitions at ``indices`` (B,) of ``split`` (ALGORITHMS.md §1): the sampler's numpy batch
         with each camera's frames (B, H, W, 3) uint8 added to ``observations``, and to ``next_observations``
-        when ``for_rl`` (for BC the camera keys of ``next_observations`` are absent)."""
+        when ``for_rl`` (for BC the camera keys of ``next_observations`` are absent). A multi-task dataset
+        adds ``task`` (B,) object array of instruction strings to both."""
         out = split.sampler.get(indices)
+        if len(self.tasks) > 1:  # multi-task: the policy is conditioned on each frame's instruction
+            task = np.asarray(self.tasks, dtype=object)[self._task_index[split.rows[indices]]]
+            out["observations"][keys.TASK] = out["next_observations"][keys.TASK] = task
         if self.store is not None:
             now = split.rows[indices]
             nxt = split.rows[split.sampler.next_indices(indices)]
