@@ -1,68 +1,62 @@
-"""``robot-rl dataset info|validate|stats PATH``: inspect, check and re-derive statistics of any LeRobot
-dataset (v3.0 or v2.1) on local disk, with no simulator and no config."""
+"""``robot-rl dataset ACTION``: inspect, check, re-derive statistics of, merge, split, filter and convert
+LeRobot datasets (v3.0 or v2.1) on local disk, with no simulator and no config.
+
+Each action is one row of ``ACTIONS``: its help text, a function adding its arguments and a function
+running it (returning the exit code).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-ACTIONS = {
-    "info": "features, episodes, fps, tasks and size of a dataset",
-    "validate": "check schema, timestamps, video frame counts and NaNs; list every problem (exit 1 if any)",
-    "stats": "recompute normalisation statistics into meta/stats.json (or --out)",
-}
+_PATH_HELP = "dataset root (the folder holding meta/info.json)"
+_OVERWRITE_HELP = "replace the output if it exists (only a LeRobot dataset or a folder of them)"
+_HDF5_SUFFIXES = (".hdf5", ".h5")
+
+
+@dataclass(frozen=True)
+class Action:
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``dataset`` and its actions on the top-level subparsers."""
-    parser = sub.add_parser("dataset", help="inspect, validate and re-derive stats of a LeRobot dataset")
+    parser = sub.add_parser("dataset", help="inspect, validate, merge, split, filter and convert datasets")
     actions = parser.add_subparsers(dest="action", required=True)
-    for name, help_text in ACTIONS.items():
-        p = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("path", help="dataset root (the folder holding meta/info.json)")
-        if name == "info":
-            p.add_argument("--json", action="store_true", help="print the summary as JSON")
-        if name == "stats":
-            p.add_argument("--out", help="write here instead of <path>/meta/stats.json")
+    for name, action in ACTIONS.items():
+        action.arguments(actions.add_parser(name, help=action.help, description=action.help))
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one dataset action; returns the exit code (1 on a bad dataset, with the problem on stderr)."""
+    """Run one dataset action; returns the exit code (1 on a bad dataset or bad input, with the problem,
+    naming the file, on stderr)."""
     from robot_rl.data.errors import DatasetError
 
     try:
-        if args.action == "validate":
-            return _validate(args.path)
-        if args.action == "info":
-            return _info(args.path, args.json)
-        from robot_rl.data.dataset_tools import recompute_stats
-
-        print(f"wrote {recompute_stats(args.path, args.out)}")
-        return 0
-    except (DatasetError, ValueError) as err:
+        return ACTIONS[args.action].run(args)
+    except (DatasetError, ValueError, OSError) as err:
         print(f"robot-rl dataset {args.action}: {err}", file=sys.stderr)
         return 1
 
 
-def _validate(path: str) -> int:
-    from robot_rl.data.validate import validate_dataset
-
-    problems = validate_dataset(path)
-    if not problems:
-        print(f"{path}: OK")
-        return 0
-    print(f"{path}: {len(problems)} problem(s)", file=sys.stderr)
-    for problem in problems:
-        print(f"  - {problem}", file=sys.stderr)
-    return 1
+# -- info | validate | stats -------------------------------------------------------------------------
+def _info_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _info(path: str, as_json: bool) -> int:
+def _info(args: argparse.Namespace) -> int:
     from robot_rl.data.dataset_tools import dataset_summary
 
-    summary = dataset_summary(path)
-    if as_json:
+    summary = dataset_summary(args.path)
+    if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     lengths = summary["episode_length"]
@@ -82,3 +76,207 @@ def _info(path: str, as_json: bool) -> int:
         codec = f"  codec {feat['codec']}" if feat.get("codec") else ""
         print(f"    {key:<40} {feat['dtype']:<8} {feat['shape']}{codec}")
     return 0
+
+
+def _path_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from robot_rl.data.validate import validate_dataset
+
+    problems = validate_dataset(args.path)
+    if not problems:
+        print(f"{args.path}: OK")
+        return 0
+    print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
+
+
+def _stats_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+    p.add_argument("--out", help="write here instead of <path>/meta/stats.json")
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from robot_rl.data.dataset_tools import recompute_stats
+
+    print(f"wrote {recompute_stats(args.path, args.out)}")
+    return 0
+
+
+# -- merge | split | filter | convert ----------------------------------------------------------------
+def _wrote(path: str | Path) -> None:
+    from robot_rl.data import lerobot_format as fmt
+
+    info = fmt.read_json(Path(path) / fmt.INFO)
+    print(f"wrote {path}: {info['total_episodes']} episodes, {info['total_frames']} frames")
+
+
+def _merge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sources", nargs="+", help="dataset roots (v3.0 or v2.1; same fps and features)")
+    p.add_argument("--out", required=True, help="the merged v3.0 dataset's folder")
+    p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from robot_rl.data.dataset_ops import merge
+
+    _wrote(merge(args.sources, args.out, args.overwrite))
+    return 0
+
+
+def parse_episodes(spec: str) -> list[int]:
+    """``"0,2-4"`` -> ``[0, 2, 3, 4]`` (ranges inclusive, order kept). Raises ValueError on a bad spec."""
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"bad episode list {spec!r}: expected ids and ranges like 0,2-4")
+        out += list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
+    return out
+
+
+def _split_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+    p.add_argument("--out", required=True, help="folder for the parts (selected/ and rest/, or task-NNN/)")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument(
+        "--episodes", help="episode ids and ranges, e.g. 0,2-3: they go to selected/, the rest to rest/"
+    )
+    how.add_argument("--by-task", action="store_true", help="one dataset per task, task-NNN/")
+    p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+
+
+def _split(args: argparse.Namespace) -> int:
+    from robot_rl.data.dataset_ops import split
+
+    if args.by_task:
+        parts = split(args.path, args.out, by="task", overwrite=args.overwrite)
+    else:
+        parts = split(args.path, args.out, episodes=parse_episodes(args.episodes), overwrite=args.overwrite)
+    for label, path in parts.items():
+        print(f"{label}:")
+        _wrote(path)
+    return 0
+
+
+def _filter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+    p.add_argument("--out", required=True, help="the filtered v3.0 dataset's folder")
+    p.add_argument(
+        "--success",
+        action="store_true",
+        required=True,
+        help="keep episodes with next.success true at any frame (else next.reward > 0 at the last frame)",
+    )
+    p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+
+
+def _filter(args: argparse.Namespace) -> int:
+    from robot_rl.data.dataset_ops import filter_success
+
+    _wrote(filter_success(args.path, args.out, args.overwrite))
+    return 0
+
+
+def _convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "path", help="a LeRobot dataset root, a *.zarr folder, or an .hdf5/.h5 file or folder of them"
+    )
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--to",
+        choices=["v3.0", "zarr"],
+        default="v3.0",
+        help="output format for a LeRobot input (zarr and HDF5 inputs always become LeRobot v3.0)",
+    )
+    p.add_argument("--fps", type=int, help="frame rate of a zarr or HDF5 input (when it does not record one)")
+    p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP + "; LeRobot v2.1 -> v3.0 only")
+
+
+def _input_kind(path: Path) -> str:
+    """``lerobot``, ``zarr`` or ``hdf5``. Raises ValueError naming the path when it is none of them."""
+    from robot_rl.data import lerobot_format as fmt
+
+    if not path.exists():
+        raise ValueError(f"{path}: not found")
+    if path.is_dir() and (path / fmt.INFO).is_file():
+        return "lerobot"
+    if path.is_dir() and path.suffix == ".zarr":
+        return "zarr"
+    if path.suffix in _HDF5_SUFFIXES or (
+        path.is_dir() and any(p.suffix in _HDF5_SUFFIXES for p in path.iterdir() if p.is_file())
+    ):
+        return "hdf5"
+    raise ValueError(
+        f"{path}: not a LeRobot dataset (no meta/info.json), a *.zarr folder, or an HDF5 file or folder"
+    )
+
+
+def _convert(args: argparse.Namespace) -> int:
+    src = Path(args.path)
+    kind = _input_kind(src)
+    if kind == "lerobot" and args.fps is not None:
+        raise ValueError(f"{src}: --fps is for zarr and HDF5 inputs; a LeRobot dataset records its own fps")
+    if kind != "lerobot" and args.to != "v3.0":
+        raise ValueError(f"{src}: a {kind} input converts to LeRobot v3.0 only, not --to {args.to}")
+    if args.overwrite and (kind != "lerobot" or args.to != "v3.0"):
+        raise ValueError(f"{src}: --overwrite is supported for LeRobot v2.1 -> v3.0 only")
+    if kind == "lerobot" and args.to == "v3.0":
+        from robot_rl.data.dataset_ops import convert_v21_to_v30
+
+        _wrote(convert_v21_to_v30(src, args.out, args.overwrite))
+        return 0
+    try:
+        if kind == "lerobot":
+            from robot_rl.data.zarr_io import lerobot_to_zarr
+
+            print(f"wrote {lerobot_to_zarr(src, args.out)}")
+            return 0
+        if kind == "zarr":
+            from robot_rl.data.zarr_io import zarr_to_lerobot
+
+            _wrote(zarr_to_lerobot(src, args.out, fps=args.fps))
+            return 0
+        from robot_rl.data.hdf5_io import hdf5_to_lerobot
+
+        _wrote(hdf5_to_lerobot(src, args.out, fps=args.fps))
+        return 0
+    except ModuleNotFoundError as err:
+        raise ValueError(
+            f"{src}: converting {kind} needs the module {err.name!r}, which is not installed"
+        ) from err
+
+
+ACTIONS: dict[str, Action] = {
+    "info": Action("features, episodes, fps, tasks and size of a dataset", _info_args, _info),
+    "validate": Action(
+        "check schema, timestamps, video frame counts and NaNs; list every problem (exit 1 if any)",
+        _path_args,
+        _validate,
+    ),
+    "stats": Action(
+        "recompute normalisation statistics into meta/stats.json (or --out)", _stats_args, _stats
+    ),
+    "merge": Action(
+        "merge datasets (v3.0 or v2.1, same fps and features) into one v3.0 dataset; video is not re-encoded",
+        _merge_args,
+        _merge,
+    ),
+    "split": Action(
+        "split a dataset by episode ids (--episodes) or by task (--by-task) into v3.0 datasets",
+        _split_args,
+        _split,
+    ),
+    "filter": Action(
+        "keep only the successful episodes (--success) in a new v3.0 dataset", _filter_args, _filter
+    ),
+    "convert": Action(
+        "LeRobot v2.1 -> v3.0 (videos copied), LeRobot -> zarr (--to zarr), zarr or HDF5 -> LeRobot v3.0",
+        _convert_args,
+        _convert,
+    ),
+}
