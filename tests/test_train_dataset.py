@@ -98,6 +98,12 @@ def test_train_bc_on_g1_then_reload_and_predict_chunks(tmp_path, version):
     assert (run / "open_loop" / "bc_seed0.png").stat().st_size > 0
     assert (run / "logs" / "bc_seed0.png").stat().st_size > 0
 
+    assert report["val_hold_action_mae"] > 0
+    rescored = run / "open_loop" / "bc_seed0.json"
+    rescored.unlink()
+    assert main(["open-loop", "--seed", "0", *args[5:]]) == 0  # same checkpoint, same numbers
+    assert json.loads(rescored.read_text())["val_action_mae"] == pytest.approx(report["val_action_mae"])
+
     agent, obs_keys = load_agent(run / "checkpoints" / "bc_seed0")
     assert obs_keys == ["observation.state", "observation.images.cam_high"]
     data = g1_set(tmp_path, "none")

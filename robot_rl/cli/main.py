@@ -17,6 +17,7 @@ COMMANDS = {
     "train": "train flow BC (--algo bc) or chunked offline RL (--algo offline) on the run's dataset or on "
     "any local LeRobot dataset (--data.path)",
     "eval": "evaluate a trained checkpoint in parallel simulated envs",
+    "open-loop": "score a checkpoint open loop on the dataset's held-out episodes (data.val_episodes)",
     "pipeline": "collect -> train bc -> train offline -> eval -> report; finished stages are skipped",
 }
 
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--config", help="experiment YAML (configs/*.yaml); defaults if omitted")
         p.add_argument("--quick", action="store_true", help="small budgets: minutes on 2 CPU cores")
-        if name in ("train", "eval"):
+        if name in ("train", "eval", "open-loop"):
             p.add_argument("--algo", choices=["bc", "offline"], default="bc")
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
     dataset.add_parser(sub)
@@ -73,6 +74,8 @@ def _run(args: argparse.Namespace, cfg) -> None:
         for seed in seeds:
             if args.command == "train":
                 stages.train(cfg, args.algo, seed)
+            elif args.command == "open-loop":
+                print(stages.open_loop(cfg, args.algo, seed))
             else:
                 print(stages.evaluate(cfg, args.algo, seed)["summary"])
 

@@ -20,7 +20,7 @@ from robot_rl.cli.envs import (
     make_rollout_vec_env,
 )
 from robot_rl.cli.sources import AgentSource, ExpertSource
-from robot_rl.cli.training import load_agent, train_agent
+from robot_rl.cli.training import load_agent, score_checkpoint, train_agent
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
@@ -107,6 +107,11 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     }
     run.mark_done(stage, result)
     return result
+
+
+def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
+    """Open-loop action error of a trained checkpoint on the dataset's held-out episodes (no simulator)."""
+    return score_checkpoint(cfg, algo, seed, RunDir(cfg.run_dir))
 
 
 def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
-from robot_rl.config import PipelineConfig, config_to_dict
+from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
 from robot_rl.eval.report import plot_training
 from robot_rl.run_dir import RunDir, write_json_atomic
@@ -113,6 +113,25 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     if data.val is not None:
         metrics = {**metrics, **_score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed)}
     return metrics
+
+
+def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> dict[str, float]:
+    """Score the run's trained ``algo`` checkpoint open loop on ``cfg.data.val_episodes`` of the dataset;
+    writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises ConfigError without validation episodes."""
+    from robot_rl.data.training_set import TrainingSet
+
+    if not cfg.data.val_episodes:
+        raise ConfigError("open-loop scoring needs held-out episodes: set data.val_episodes")
+    checkpoint = run.checkpoint(algo, seed)
+    if not (checkpoint / "config.json").is_file():
+        raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")
+    horizon = json.loads((checkpoint / "config.json").read_text())["policy"]["horizon"]
+    root = Path(cfg.data.path) if cfg.data.path else run.dataset
+    data_cfg = replace(cfg.data, horizon_s=0.0)  # the checkpoint's horizon, whatever the config says
+    data = TrainingSet(
+        root, data_cfg, horizon, cfg.offline.gamma, run.root / "frame_cache", for_rl=algo != "bc"
+    )
+    return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed)
 
 
 def _score_checkpoint(cfg: PipelineConfig, data, checkpoint: Path, out: Path, seed: int) -> dict[str, float]:

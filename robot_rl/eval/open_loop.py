@@ -5,6 +5,8 @@ datasets, as in LeRobot's and openpi's validation).
 Metrics, in the dataset's action units (rad, m, or normalised hand joints), over valid chunk steps only:
 ``val_action_mae`` mean |â − a|, ``val_action_rmse`` sqrt(mean (â − a)²), ``val_first_action_mae`` the first
 step of each chunk only, and ``val_bc_loss`` the flow-matching loss (ALGORITHMS.md §2) at fixed noise.
+For scale, ``val_hold_action_mae`` is the MAE of the no-learning baseline that repeats the previously
+recorded action a[t−1] over the whole chunk (a[t] at an episode's first frame).
 """
 
 from __future__ import annotations
@@ -75,12 +77,18 @@ def open_loop_eval(
     pred, rec, valid = np.concatenate(preds), np.concatenate(recs), np.concatenate(valids)
     err = (pred - rec) * valid[..., None]
     count = max(valid.sum() * pred.shape[-1], 1.0)
+    episodes = data.dataset.episode_of(split.rows)
+    prev = np.where(
+        (indices > 0) & (episodes[np.maximum(indices - 1, 0)] == episodes[indices]), indices - 1, indices
+    )
+    hold = (split.sampler.actions[prev][:, None, :] - rec) * valid[..., None]
     first = np.abs(pred[:, 0] - rec[:, 0]).mean()
     metrics = {
         "val_bc_loss": sum(losses) / len(indices),
         "val_action_mae": float(np.abs(err).sum() / count),
         "val_action_rmse": float(np.sqrt((err**2).sum() / count)),
         "val_first_action_mae": float(first),
+        "val_hold_action_mae": float(np.abs(hold).sum() / count),
     }
     return OpenLoopResult(metrics, split.rows[indices], pred, rec, valid)
 
