@@ -1,5 +1,5 @@
-"""``robot-rl dataset ACTION``: inspect, check, re-derive statistics of, merge, split, filter and convert
-LeRobot datasets (v3.0 or v2.1) on local disk, with no simulator and no config.
+"""``robot-rl dataset ACTION``: inspect, check, re-derive statistics of, merge, split, filter, convert and
+visualize LeRobot datasets (v3.0 or v2.1) on local disk, with no simulator and no config.
 
 Each action is one row of ``ACTIONS``: its help text, a function adding its arguments and a function
 running it (returning the exit code).
@@ -28,7 +28,9 @@ class Action:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``dataset`` and its actions on the top-level subparsers."""
-    parser = sub.add_parser("dataset", help="inspect, validate, merge, split, filter and convert datasets")
+    parser = sub.add_parser(
+        "dataset", help="inspect, validate, merge, split, filter, convert and visualize datasets"
+    )
     actions = parser.add_subparsers(dest="action", required=True)
     for name, action in ACTIONS.items():
         action.arguments(actions.add_parser(name, help=action.help, description=action.help))
@@ -251,6 +253,32 @@ def _convert(args: argparse.Namespace) -> int:
         ) from err
 
 
+# -- visualize ---------------------------------------------------------------------------------------
+def _visualize_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help=_PATH_HELP)
+    p.add_argument(
+        "--out",
+        required=True,
+        help="FILE.mp4 (grid: cameras over state/action curves) or FILE.rrd (rerun; needs robot-rl[viz])",
+    )
+    p.add_argument("--episodes", default="0", help="episode ids and ranges, e.g. 0,2-3 (default: 0)")
+    p.add_argument("--max-frames", type=int, help="show at most this many frames of each episode")
+
+
+def _visualize(args: argparse.Namespace) -> int:
+    from robot_rl.data.visualize import write_episode_video, write_rerun
+
+    out = Path(args.out)
+    writers = {".mp4": write_episode_video, ".rrd": write_rerun}
+    if out.suffix not in writers:
+        raise ValueError(f"{out}: --out must end in .mp4 (video grid) or .rrd (rerun recording)")
+    try:
+        print(f"wrote {writers[out.suffix](args.path, out, parse_episodes(args.episodes), args.max_frames)}")
+    except ImportError as err:  # rerun-sdk missing: the message names the extra to install
+        raise ValueError(str(err)) from err
+    return 0
+
+
 ACTIONS: dict[str, Action] = {
     "info": Action("features, episodes, fps, tasks and size of a dataset", _info_args, _info),
     "validate": Action(
@@ -278,5 +306,10 @@ ACTIONS: dict[str, Action] = {
         "LeRobot v2.1 -> v3.0 (videos copied), LeRobot -> zarr (--to zarr), zarr or HDF5 -> LeRobot v3.0",
         _convert_args,
         _convert,
+    ),
+    "visualize": Action(
+        "write an MP4 grid of episodes (cameras over state/action curves) or a rerun .rrd recording",
+        _visualize_args,
+        _visualize,
     ),
 }
