@@ -25,8 +25,8 @@ import h5py
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.data.arrays_to_lerobot import Plan, build_frames, is_rgb, state_names, write_lerobot
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.zarr_io import Plan, build_frames, is_rgb, state_names, write_lerobot
 
 ROBOMIMIC_FPS = 20  # robosuite's default control_freq
 ALOHA_FPS = 50  # ALOHA/ACT record at 50 Hz
