@@ -37,7 +37,7 @@ from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.dataset_tools import VIDEO_STATS_FRAMES
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import EPISODES_PER_META_FILE, _column
+from robot_rl.data.lerobot_writer import EPISODES_PER_META_FILE, episodes_file_of
 from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats, stats_to_json
 from robot_rl.data.video import available_encoders, codec_info_name, default_codec, encode_video
 
@@ -227,7 +227,7 @@ class _Builder:
         arrays[keys.EPISODE_INDEX] = np.full(length, new_ep, dtype=np.int64)
         arrays[keys.INDEX] = np.arange(self.frames, self.frames + length, dtype=np.int64)
         chunk, file = divmod(new_ep, fmt.CHUNKS_SIZE)
-        meta_chunk, meta_file = divmod(new_ep // EPISODES_PER_META_FILE, fmt.CHUNKS_SIZE)
+        meta_chunk, meta_file = episodes_file_of(new_ep)
         row: dict[str, Any] = {
             "episode_index": new_ep,
             "data/chunk_index": chunk,
@@ -252,7 +252,7 @@ class _Builder:
                     f"videos/{key}/to_timestamp": length / ds.fps,
                 }
             )
-        table = pa.table({k: _column(arrays[k], self.features[k]) for k in self.tabular})
+        table = pa.table({k: fmt.arrow_column(arrays[k], self.features[k]) for k in self.tabular})
         fmt.atomic_write_parquet(
             self.folder / fmt.DATA_PATH_V30.format(chunk_index=chunk, file_index=file), table
         )
@@ -280,7 +280,7 @@ class _Builder:
     def _write_meta(self) -> None:
         """Episodes metadata (a new file every EPISODES_PER_META_FILE episodes), tasks, stats, info."""
         for start in range(0, len(self.rows), EPISODES_PER_META_FILE):
-            chunk, file = divmod(start // EPISODES_PER_META_FILE, fmt.CHUNKS_SIZE)
+            chunk, file = episodes_file_of(start)
             fmt.atomic_write_parquet(
                 self.folder / fmt.EPISODES_PATH_V30.format(chunk_index=chunk, file_index=file),
                 pa.Table.from_pylist(self.rows[start : start + EPISODES_PER_META_FILE]),
@@ -290,21 +290,10 @@ class _Builder:
         for entry in stats.values():
             entry["count"] = [self.pooled.count]
         fmt.atomic_write_json(self.folder / fmt.STATS, stats)
-        info = {
-            "codebase_version": fmt.V30,
-            "robot_type": self.first.info.get("robot_type", ""),
-            "total_episodes": len(self.rows),
-            "total_frames": self.frames,
-            "total_tasks": len(self.tasks),
-            "chunks_size": fmt.CHUNKS_SIZE,
-            "fps": self.first.fps,
-            "splits": {"train": f"0:{len(self.rows)}"},
-            "data_path": fmt.DATA_PATH_V30,
-            "video_path": fmt.VIDEO_PATH_V30 if self.first.video_keys else None,
-            "features": self.features,
-            "data_files_size_in_mb": fmt.DATA_FILES_SIZE_MB,
-            "video_files_size_in_mb": fmt.VIDEO_FILES_SIZE_MB,
-        }
+        robot_type = self.first.info.get("robot_type", "")
+        info = fmt.info_v30(
+            self.features, self.first.fps, robot_type, len(self.rows), self.frames, len(self.tasks)
+        )
         fmt.atomic_write_json(self.folder / fmt.INFO, info)
 
 

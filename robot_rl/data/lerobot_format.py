@@ -1,5 +1,6 @@
-"""LeRobot dataset layout shared by the writer and the reader: path templates, default features,
-atomic file writes and parquet I/O that reports failures as DatasetError naming the file.
+"""LeRobot dataset layout shared by the writer, the episode copier and the reader: path templates,
+default features, data columns, info.json, atomic file writes and parquet I/O that reports failures as
+DatasetError naming the file.
 
 Format semantics follow LeRobot's v3.0 and v2.1 layouts (ANCHORS.md, "Dataset v3.0"); nothing here is
 LeRobot code.
@@ -12,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -44,6 +46,65 @@ DEFAULT_FEATURES: dict[str, dict[str, Any]] = {
     keys.TASK_INDEX: {"dtype": "int64", "shape": [1], "names": None},
 }
 DTYPES = ("float32", "float64", "int64", "int32", "bool", "video", "image")
+_ARROW_TYPES = {
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "bool": pa.bool_(),
+}
+
+
+def arrow_column(arr: np.ndarray, feature: dict) -> pa.Array:
+    """One data-parquet column holding a feature's frames, as LeRobot stores it.
+
+    Args:
+        arr: (T, *shape) values, already of the feature's dtype; a shape-[1] feature may be (T,).
+        feature: the info.json entry: ``dtype`` (float32, float64, int64, int32 or bool) and ``shape``.
+    Returns: a scalar column for shape [1], ``list<dtype>`` for a vector, nested lists beyond.
+    Raises KeyError for a dtype with no data column (video, image): callers check dtypes first.
+    """
+    typ = _ARROW_TYPES[feature["dtype"]]
+    flat = pa.array(arr.reshape(-1), typ)
+    if list(feature["shape"]) == [1]:
+        return flat
+    for dim in reversed(arr.shape[1:]):
+        flat = pa.ListArray.from_arrays(pa.array(np.arange(0, len(flat) + 1, dim, dtype=np.int32)), flat)
+    return flat
+
+
+def info_v30(
+    features: dict[str, dict],
+    fps: int,
+    robot_type: str,
+    total_episodes: int,
+    total_frames: int,
+    total_tasks: int,
+) -> dict[str, Any]:
+    """``meta/info.json`` of a v3.0 dataset in the writer's layout (data and video paths by chunk and
+    file, one split ``train`` holding every episode); ``video_path`` is None when no feature is a video.
+
+    Args:
+        features: full info.json features, the default columns (:data:`DEFAULT_FEATURES`) included.
+        fps, robot_type: as recorded.
+        total_episodes, total_frames, total_tasks: the dataset's counts.
+    """
+    has_video = any(feat["dtype"] == "video" for feat in features.values())
+    return {
+        "codebase_version": V30,
+        "robot_type": robot_type,
+        "total_episodes": total_episodes,
+        "total_frames": total_frames,
+        "total_tasks": total_tasks,
+        "chunks_size": CHUNKS_SIZE,
+        "fps": fps,
+        "splits": {"train": f"0:{total_episodes}"},
+        "data_path": DATA_PATH_V30,
+        "video_path": VIDEO_PATH_V30 if has_video else None,
+        "features": features,
+        "data_files_size_in_mb": DATA_FILES_SIZE_MB,
+        "video_files_size_in_mb": VIDEO_FILES_SIZE_MB,
+    }
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

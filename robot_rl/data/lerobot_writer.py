@@ -30,31 +30,9 @@ from robot_rl.data.video import codec_info_name, default_codec, encode_video
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
 _IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
 EPISODES_PER_META_FILE = 1000  # episodes metadata rolls to a new file here, so each append is O(1)
-_PA_TYPES = {
-    "float32": pa.float32(),
-    "float64": pa.float64(),
-    "int64": pa.int64(),
-    "int32": pa.int32(),
-    "bool": pa.bool_(),
-}
 
 
-def _is_scalar(feature: dict) -> bool:
-    return list(feature["shape"]) == [1]
-
-
-def _column(arr: np.ndarray, feature: dict) -> pa.Array:
-    """(T, ...) numpy -> arrow column: scalar for shape [1], list<...> for vectors, nested lists beyond."""
-    typ = _PA_TYPES[feature["dtype"]]
-    if _is_scalar(feature):
-        return pa.array(arr.reshape(-1), typ)
-    flat = pa.array(arr.reshape(-1), typ)
-    for dim in reversed(arr.shape[1:]):
-        flat = pa.ListArray.from_arrays(pa.array(np.arange(0, len(flat) + 1, dim, dtype=np.int32)), flat)
-    return flat
-
-
-def _meta_file(episode_index: int) -> tuple[int, int]:
+def episodes_file_of(episode_index: int) -> tuple[int, int]:
     """(chunk, file) of the episodes metadata file that holds ``episode_index``."""
     return divmod(episode_index // EPISODES_PER_META_FILE, fmt.CHUNKS_SIZE)
 
@@ -261,7 +239,7 @@ class LeRobotWriter:
         arrays[keys.INDEX] = np.arange(start, start + length, dtype=np.int64)
         arrays[keys.TASK_INDEX] = np.full(length, task_index, dtype=np.int64)
         chunk, file = divmod(self._next_file, fmt.CHUNKS_SIZE)
-        meta_chunk, meta_file = _meta_file(ep)
+        meta_chunk, meta_file = episodes_file_of(ep)
         row: dict[str, Any] = {
             "episode_index": ep,
             "data/chunk_index": chunk,
@@ -281,7 +259,7 @@ class LeRobotWriter:
                 }
             )
         table = pa.table(
-            {k: _column(arrays[k], f) for k, f in self.features.items() if f["dtype"] != "video"}
+            {k: fmt.arrow_column(arrays[k], f) for k, f in self.features.items() if f["dtype"] != "video"}
         )
         fmt.atomic_write_parquet(
             self.root / fmt.DATA_PATH_V30.format(chunk_index=chunk, file_index=file), table
@@ -324,7 +302,7 @@ class LeRobotWriter:
         Only the episodes file holding the last episode is rewritten; earlier ones are full and final.
         """
         if self.episodes:
-            chunk, file = _meta_file(len(self.episodes) - 1)
+            chunk, file = episodes_file_of(len(self.episodes) - 1)
             first = (chunk * fmt.CHUNKS_SIZE + file) * EPISODES_PER_META_FILE
             fmt.atomic_write_parquet(
                 self.root / fmt.EPISODES_PATH_V30.format(chunk_index=chunk, file_index=file),
@@ -336,21 +314,9 @@ class LeRobotWriter:
             for entry in stats.values():
                 entry["count"] = [self._pooled.count]
             fmt.atomic_write_json(self.root / fmt.STATS, stats)
-        info = {
-            "codebase_version": fmt.V30,
-            "robot_type": self.robot_type,
-            "total_episodes": len(self.episodes),
-            "total_frames": self.num_frames,
-            "total_tasks": len(self.tasks),
-            "chunks_size": fmt.CHUNKS_SIZE,
-            "fps": self.fps,
-            "splits": {"train": f"0:{len(self.episodes)}"},
-            "data_path": fmt.DATA_PATH_V30,
-            "video_path": fmt.VIDEO_PATH_V30 if self.video_keys else None,
-            "features": self.features,
-            "data_files_size_in_mb": fmt.DATA_FILES_SIZE_MB,
-            "video_files_size_in_mb": fmt.VIDEO_FILES_SIZE_MB,
-        }
+        info = fmt.info_v30(
+            self.features, self.fps, self.robot_type, len(self.episodes), self.num_frames, len(self.tasks)
+        )
         fmt.atomic_write_json(self.root / fmt.INFO, info)
 
     def close(self) -> None:
