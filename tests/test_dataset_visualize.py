@@ -115,43 +115,15 @@ def test_missing_rerun_names_the_extra(tmp_path, monkeypatch, capsys):
 
 @needs_g1
 def test_visualize_cli(tmp_path, capsys):
-    g1 = str(G1)
-    assert (
-        main(
-            [
-                "dataset",
-                "visualize",
-                g1,
-                "--out",
-                str(tmp_path / "v.mp4"),
-                "--episodes",
-                "0-1",
-                "--max-frames",
-                "3",
-            ]
-        )
-        == 0
-    )
+    def visualize(out: Path, *args: str) -> int:
+        return main(["dataset", "visualize", str(G1), "--out", str(out), *args])
+
+    assert visualize(tmp_path / "v.mp4", "--episodes", "0-1", "--max-frames", "3") == 0
     assert len(_decode(tmp_path / "v.mp4")) == 3 and str(tmp_path / "v.mp4") in capsys.readouterr().out
-    assert (
-        main(
-            [
-                "dataset",
-                "visualize",
-                g1,
-                "--out",
-                str(tmp_path / "v.rrd"),
-                "--episodes",
-                "2",
-                "--max-frames",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert visualize(tmp_path / "v.rrd", "--episodes", "2", "--max-frames", "2") == 0
     assert (tmp_path / "v.rrd").stat().st_size > 0
-    assert main(["dataset", "visualize", g1, "--out", str(tmp_path / "v.gif")]) == 1
+    assert visualize(tmp_path / "v.gif") == 1
     err = capsys.readouterr().err
     assert "v.gif" in err and ".mp4" in err and ".rrd" in err
-    assert main(["dataset", "visualize", g1, "--out", str(tmp_path / "w.mp4"), "--episodes", "9"]) == 1
+    assert visualize(tmp_path / "w.mp4", "--episodes", "9") == 1
     assert "episode 9 out of range" in capsys.readouterr().err

@@ -79,10 +79,7 @@ def split(
 def _checked_episodes(src: Path, episodes: Sequence[int] | None, n: int) -> list[int]:
     if not episodes:
         raise DatasetError(f"{src}: split by episodes needs a non-empty episode list")
-    chosen = [int(e) for e in episodes]
-    bad = [e for e in chosen if not 0 <= e < n]
-    if bad:
-        raise DatasetError(f"{src}: episode {bad[0]} out of range: the dataset has {n} episodes (0..{n - 1})")
+    chosen = fmt.check_episode_ids(src, episodes, n)
     repeated = sorted({e for e in chosen if chosen.count(e) > 1})
     if repeated:
         raise DatasetError(f"{src}: episode {repeated[0]} is listed more than once")

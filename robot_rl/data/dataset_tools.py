@@ -7,9 +7,15 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats, stats_to_json
+from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
 
 VIDEO_STATS_FRAMES = 16  # frames sampled per episode for image statistics
+
+
+def evenly_spaced(lo: int, hi: int, count: int) -> np.ndarray:
+    """At most ``count`` distinct indices in [lo, hi), evenly spread from ``lo`` to ``hi - 1`` (both
+    included when ``count`` >= 2), sorted, int64. Fewer when the range is shorter; empty when it is."""
+    return np.unique(np.linspace(lo, hi - 1, max(0, min(hi - lo, count))).astype(np.int64))
 
 
 def dataset_summary(root: str | Path) -> dict:
@@ -75,15 +81,12 @@ def recompute_stats(root: str | Path, out: str | Path | None = None) -> Path:
             pooled = PooledStats()
             for ep in range(ds.num_episodes):
                 lo, hi = int(ds.episode_from[ep]), int(ds.episode_to[ep])
-                rows = np.unique(np.linspace(lo, hi - 1, min(hi - lo, VIDEO_STATS_FRAMES)).astype(np.int64))
+                rows = evenly_spaced(lo, hi, VIDEO_STATS_FRAMES)
                 pooled.add(compute_stats({key: ds.video_frames(key, rows)}), len(rows))
             stats.update(pooled.result())
             counts[key] = pooled.count
     finally:
         ds.close()
-    tree = stats_to_json(stats)
-    for key, entry in tree.items():
-        entry["count"] = [counts[key]]
     path = Path(out) if out is not None else root / fmt.STATS
-    fmt.atomic_write_json(path, tree)
+    fmt.write_stats_json(path, stats, counts)
     return path

@@ -34,11 +34,11 @@ import pyarrow as pa
 
 from robot_rl import keys
 from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.dataset_tools import VIDEO_STATS_FRAMES
+from robot_rl.data.dataset_tools import VIDEO_STATS_FRAMES, evenly_spaced
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.data.lerobot_writer import EPISODES_PER_META_FILE, episodes_file_of
-from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats, stats_to_json
+from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
 from robot_rl.data.video import available_encoders, codec_info_name, default_codec, encode_video
 
 # A selection: (dataset root, episode indices in the order wanted, or None for every episode).
@@ -144,14 +144,8 @@ def _open(selection: Selection) -> list[tuple[LeRobotDataset, list[int]]]:
         for root, episodes in selection:
             ds = LeRobotDataset(root)
             opened.append((ds, []))
-            eps = list(range(ds.num_episodes)) if episodes is None else [int(e) for e in episodes]
-            bad = [e for e in eps if not 0 <= e < ds.num_episodes]
-            if bad:
-                raise DatasetError(
-                    f"{ds.root}: episode {bad[0]} out of range: the dataset has {ds.num_episodes} episodes "
-                    f"(0..{ds.num_episodes - 1})"
-                )
-            opened[-1] = (ds, eps)
+            eps = range(ds.num_episodes) if episodes is None else episodes
+            opened[-1] = (ds, fmt.check_episode_ids(ds.root, eps, ds.num_episodes))
     except BaseException:
         for ds, _ in opened:
             ds.close()
@@ -244,14 +238,7 @@ class _Builder:
             _write_video(ds, ep, key, out, whole_files[key], arrays[keys.TIMESTAMP].astype(np.float64))
             frames = ds.video_frames(key, _stats_rows(lo, hi, ds.fps))
             stats.update(compute_stats({key: frames[:, ::_STATS_PIXEL_STRIDE, ::_STATS_PIXEL_STRIDE]}))
-            row.update(
-                {
-                    f"videos/{key}/chunk_index": chunk,
-                    f"videos/{key}/file_index": file,
-                    f"videos/{key}/from_timestamp": 0.0,
-                    f"videos/{key}/to_timestamp": length / ds.fps,
-                }
-            )
+            row.update(fmt.video_columns(key, chunk, file, length, ds.fps))
         table = pa.table({k: fmt.arrow_column(arrays[k], self.features[k]) for k in self.tabular})
         fmt.atomic_write_parquet(
             self.folder / fmt.DATA_PATH_V30.format(chunk_index=chunk, file_index=file), table
@@ -271,11 +258,9 @@ class _Builder:
         self.frames += length
 
     def _add_stats(self, row: dict[str, Any], stats: dict[str, FeatureStats], length: int) -> None:
-        for key in self.features:
-            for name, value in vars(stats[key]).items():
-                row[f"stats/{key}/{name}"] = value.astype(np.float64).tolist()
-            row[f"stats/{key}/count"] = [length]
-        self.pooled.add({k: stats[k] for k in self.features}, length)
+        stats = {k: stats[k] for k in self.features}
+        row.update(fmt.stats_columns(stats, length))
+        self.pooled.add(stats, length)
 
     def _write_meta(self) -> None:
         """Episodes metadata (a new file every EPISODES_PER_META_FILE episodes), tasks, stats, info."""
@@ -286,10 +271,7 @@ class _Builder:
                 pa.Table.from_pylist(self.rows[start : start + EPISODES_PER_META_FILE]),
             )
         fmt.atomic_write_parquet(self.folder / fmt.TASKS_V30, fmt.tasks_table(self.tasks))
-        stats = stats_to_json(self.pooled.result())
-        for entry in stats.values():
-            entry["count"] = [self.pooled.count]
-        fmt.atomic_write_json(self.folder / fmt.STATS, stats)
+        fmt.write_stats_json(self.folder / fmt.STATS, self.pooled.result(), self.pooled.count)
         robot_type = self.first.info.get("robot_type", "")
         info = fmt.info_v30(
             self.features, self.first.fps, robot_type, len(self.rows), self.frames, len(self.tasks)
@@ -300,8 +282,7 @@ class _Builder:
 def _stats_rows(lo: int, hi: int, fps: int) -> np.ndarray:
     """Dataset rows sampled for the image statistics of the episode at rows [lo, hi): evenly spaced, at
     most VIDEO_STATS_FRAMES, at least _STATS_SPACING_S apart, at least one."""
-    n = max(1, min(hi - lo, VIDEO_STATS_FRAMES, int((hi - lo) / (fps * _STATS_SPACING_S)) + 1))
-    return np.unique(np.linspace(lo, hi - 1, n).astype(np.int64))
+    return evenly_spaced(lo, hi, min(VIDEO_STATS_FRAMES, int((hi - lo) / (fps * _STATS_SPACING_S)) + 1))
 
 
 def _single_episode_files(ds: LeRobotDataset, key: str) -> set[Path]:

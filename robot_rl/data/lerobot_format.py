@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow.parquet as pq
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.normalize import FeatureStats, stats_to_json
 
 V30 = "v3.0"
 V21 = "v2.1"
@@ -105,6 +107,50 @@ def info_v30(
         "data_files_size_in_mb": DATA_FILES_SIZE_MB,
         "video_files_size_in_mb": VIDEO_FILES_SIZE_MB,
     }
+
+
+def video_columns(key: str, chunk: int, file: int, length: int, fps: int) -> dict[str, Any]:
+    """Episodes-metadata columns of an episode whose video ``key`` is the whole of mp4 (chunk, file):
+    its chunk and file index and its span, 0 to ``length / fps`` seconds."""
+    return {
+        f"videos/{key}/chunk_index": chunk,
+        f"videos/{key}/file_index": file,
+        f"videos/{key}/from_timestamp": 0.0,
+        f"videos/{key}/to_timestamp": length / fps,
+    }
+
+
+def stats_columns(stats: dict[str, FeatureStats], length: int) -> dict[str, Any]:
+    """Episodes-metadata columns of an episode's statistics, in ``stats`` order: ``stats/<key>/<name>``
+    (mean, std, min, max, q01, q99 as float64 lists) and ``stats/<key>/count`` = [``length``]."""
+    row: dict[str, Any] = {}
+    for key, s in stats.items():
+        for name, value in vars(s).items():
+            row[f"stats/{key}/{name}"] = value.astype(np.float64).tolist()
+        row[f"stats/{key}/count"] = [length]
+    return row
+
+
+def write_stats_json(path: Path, stats: dict[str, FeatureStats], counts: int | dict[str, int]) -> None:
+    """Write ``meta/stats.json`` atomically in LeRobot's layout: per key the statistics and ``count``
+    ([frames the statistics cover]; ``counts`` is one number for every key or one per key)."""
+    tree = stats_to_json(stats)
+    for key, entry in tree.items():
+        entry["count"] = [counts if isinstance(counts, int) else counts[key]]
+    atomic_write_json(path, tree)
+
+
+def check_episode_ids(root: Path | str, episodes: Sequence[int], num_episodes: int) -> list[int]:
+    """``episodes`` as a list of ints. Raises DatasetError naming ``root`` and the first index outside
+    0..num_episodes-1."""
+    ids = [int(e) for e in episodes]
+    bad = [e for e in ids if not 0 <= e < num_episodes]
+    if bad:
+        raise DatasetError(
+            f"{root}: episode {bad[0]} out of range: the dataset has {num_episodes} episodes "
+            f"(0..{num_episodes - 1})"
+        )
+    return ids
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -23,8 +23,9 @@ import pyarrow as pa
 
 from robot_rl import keys
 from robot_rl.data import lerobot_format as fmt
+from robot_rl.data.dataset_tools import evenly_spaced
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats, stats_to_json
+from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
 from robot_rl.data.video import codec_info_name, default_codec, encode_video
 
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
@@ -250,14 +251,7 @@ class LeRobotWriter:
         for key in self.video_keys:
             path = self.root / fmt.VIDEO_PATH_V30.format(video_key=key, chunk_index=chunk, file_index=file)
             encode_video(path, arrays[key], self.fps, self.video_codec)
-            row.update(
-                {
-                    f"videos/{key}/chunk_index": chunk,
-                    f"videos/{key}/file_index": file,
-                    f"videos/{key}/from_timestamp": 0.0,
-                    f"videos/{key}/to_timestamp": length / self.fps,
-                }
-            )
+            row.update(fmt.video_columns(key, chunk, file, length, self.fps))
         table = pa.table(
             {k: fmt.arrow_column(arrays[k], f) for k, f in self.features.items() if f["dtype"] != "video"}
         )
@@ -274,10 +268,7 @@ class LeRobotWriter:
                 "meta/episodes/file_index": meta_file,
             }
         )
-        for key, s in stats.items():
-            for name, value in vars(s).items():
-                row[f"stats/{key}/{name}"] = value.astype(np.float64).tolist()
-            row[f"stats/{key}/count"] = [length]
+        row.update(fmt.stats_columns(stats, length))
         if task_index == len(self.tasks):
             self.tasks.append(task)
         self.episodes.append(row)
@@ -290,7 +281,7 @@ class LeRobotWriter:
         sub = {}
         for key, arr in arrays.items():
             if key in self.video_keys:
-                pick = np.unique(np.linspace(0, len(arr) - 1, min(len(arr), _IMAGE_STATS_FRAMES)).astype(int))
+                pick = evenly_spaced(0, len(arr), _IMAGE_STATS_FRAMES)
                 sub[key] = np.ascontiguousarray(arr[pick, ::_IMAGE_STATS_STRIDE, ::_IMAGE_STATS_STRIDE])
             else:
                 sub[key] = arr
@@ -310,10 +301,7 @@ class LeRobotWriter:
             )
         fmt.atomic_write_parquet(self.root / fmt.TASKS_V30, fmt.tasks_table(self.tasks))
         if self._pooled.count:
-            stats = stats_to_json(self._pooled.result())
-            for entry in stats.values():
-                entry["count"] = [self._pooled.count]
-            fmt.atomic_write_json(self.root / fmt.STATS, stats)
+            fmt.write_stats_json(self.root / fmt.STATS, self._pooled.result(), self._pooled.count)
         info = fmt.info_v30(
             self.features, self.fps, self.robot_type, len(self.episodes), self.num_frames, len(self.tasks)
         )

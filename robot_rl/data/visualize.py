@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 
@@ -35,24 +36,18 @@ _CURSOR_WIDTH = 2  # px
 _BOOKKEEPING = (keys.TIMESTAMP, keys.FRAME_INDEX, keys.EPISODE_INDEX, keys.INDEX, keys.TASK_INDEX)
 
 
-def _check_episodes(ds: LeRobotDataset, episodes: list[int], max_frames: int | None) -> list[int]:
+def _episodes_shown(
+    ds: LeRobotDataset, episodes: list[int], max_frames: int | None
+) -> tuple[list[int], list[int]]:
+    """(episode indices, frames shown of each: its length capped at ``max_frames``). Raises DatasetError
+    naming the dataset for no or out-of-range episodes, ValueError for ``max_frames`` below 1."""
     if not episodes:
         raise DatasetError(f"{ds.root}: no episodes requested")
-    bad = [ep for ep in episodes if not 0 <= ep < ds.num_episodes]
-    if bad:
-        raise DatasetError(
-            f"{ds.root}: episode {bad[0]} out of range: the dataset has {ds.num_episodes} episodes "
-            f"(0..{ds.num_episodes - 1})"
-        )
+    episodes = fmt.check_episode_ids(ds.root, episodes, ds.num_episodes)
     if max_frames is not None and max_frames < 1:
         raise ValueError(f"max_frames must be at least 1, got {max_frames}")
-    return [int(ep) for ep in episodes]
-
-
-def _lengths(ds: LeRobotDataset, episodes: list[int], max_frames: int | None) -> list[int]:
-    """Frames shown per episode: its length, capped at ``max_frames``."""
     lengths = (ds.episode_to - ds.episode_from)[episodes]
-    return [int(n) if max_frames is None else min(int(n), max_frames) for n in lengths]
+    return episodes, [int(n) if max_frames is None else min(int(n), max_frames) for n in lengths]
 
 
 def _camera_size(ds: LeRobotDataset, key: str) -> tuple[int, int]:
@@ -181,8 +176,7 @@ def write_episode_video(
     """
     ds = LeRobotDataset(src)
     try:
-        episodes = _check_episodes(ds, episodes, max_frames)
-        lengths = _lengths(ds, episodes, max_frames)
+        episodes, lengths = _episodes_shown(ds, episodes, max_frames)
         sizes = {key: _camera_size(ds, key) for key in ds.video_keys}
         camera_height = max((h for h, _ in sizes.values()), default=0)
         tile_w = sum(w for _, w in sizes.values()) or NO_CAMERA_WIDTH
@@ -263,8 +257,7 @@ def write_rerun(
     rr = _rerun()
     ds = LeRobotDataset(src)
     try:
-        episodes = _check_episodes(ds, episodes, max_frames)
-        lengths = _lengths(ds, episodes, max_frames)
+        episodes, lengths = _episodes_shown(ds, episodes, max_frames)
         data = {k: v for k, v in ds.load_tabular().items() if k not in _BOOKKEEPING}
         out = Path(out_rrd)
         out.parent.mkdir(parents=True, exist_ok=True)
