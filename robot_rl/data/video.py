@@ -27,7 +27,8 @@ os.environ.setdefault("SVT_LOG", "1")
 # Ordered by preference: (encoder name, name written to info.json's video.codec).
 _CODEC_PREFERENCE = (("libsvtav1", "av1"), ("libx264", "h264"), ("h264", "h264"), ("mpeg4", "mpeg4"))
 _DEFAULT_CODEC: str | None = None
-# Continue decoding instead of seeking when the target is at most this far after the last decoded frame.
+# Continue decoding instead of seeking when the target is at most this far after the last decoded frame,
+# or at most one keyframe interval when that is shorter (then a seek lands at least as close).
 _FORWARD_DECODE_S = 1.0
 _FORKED_AWAY: list[dict] = []  # containers inherited from a parent process, never touched
 
@@ -112,9 +113,12 @@ class _OpenVideo:
             self.stream = self.container.streams.video[0]
         except Exception as err:  # noqa: BLE001
             raise DatasetError(f"{path}: unreadable video: {err}") from err
-        self.stream.thread_type = "AUTO"
+        # Slice threads: frame threading delays every frame after a seek, which random access pays per sample.
+        self.stream.thread_type = "SLICE"
         self.frames = None  # decode iterator
         self.last: tuple[float, av.VideoFrame] | None = None
+        self.forward_s = _FORWARD_DECODE_S  # shrinks to the widest keyframe interval seen
+        self._last_key: float | None = None
         self._converted: tuple = (None, None, None)  # (frame, size, rgb) of the last conversion
 
     def _restart(self, t: float) -> None:
@@ -122,13 +126,14 @@ class _OpenVideo:
         self.container.seek(offset, stream=self.stream, backward=True, any_frame=False)
         self.frames = self.container.decode(self.stream)
         self.last = None
+        self._last_key = None
 
     def frame_at(self, t: float, tolerance_s: float, size: tuple[int, int] | None = None) -> np.ndarray:
         """The frame whose presentation time is nearest ``t`` (seconds), within tolerance, as RGB uint8,
         scaled to ``size`` (H, W) by swscale's area filter when given."""
         if self.last is not None and abs(self.last[0] - t) <= tolerance_s:
             return self._rgb(self.last[1], size)
-        if self.frames is None or self.last is None or not (0 < t - self.last[0] <= _FORWARD_DECODE_S):
+        if self.frames is None or self.last is None or not (0 < t - self.last[0] <= self.forward_s):
             self._restart(t)
         best = self.last
         try:
@@ -138,6 +143,8 @@ class _OpenVideo:
                     break
                 ft = float(frame.time)
                 self.last = (ft, frame)
+                if frame.key_frame:
+                    self._note_keyframe(ft)
                 if best is None or abs(ft - t) < abs(best[0] - t):
                     best = self.last
                 if ft >= t - tolerance_s:
@@ -149,6 +156,13 @@ class _OpenVideo:
             got = "no frame" if best is None else f"nearest frame at {best[0]:.4f}s"
             raise DatasetError(f"{self.path}: no video frame at {t:.4f}s within {tolerance_s}s ({got})")
         return self._rgb(best[1], size)
+
+    def _note_keyframe(self, t: float) -> None:
+        if self._last_key is not None and t > self._last_key:
+            gap = t - self._last_key
+            widest = gap if self.forward_s == _FORWARD_DECODE_S else max(self.forward_s, gap)
+            self.forward_s = min(_FORWARD_DECODE_S, widest)
+        self._last_key = t
 
     def _rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
         if self._converted[0] is not frame or self._converted[1] != size:
