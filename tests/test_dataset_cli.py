@@ -4,6 +4,7 @@ we break on purpose (truncated mp4, missing columns, wrong totals, unknown codec
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.data.dataset_tools import dataset_summary, recompute_stats
+from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_writer import LeRobotWriter
 from robot_rl.data.validate import validate_dataset
 
@@ -164,6 +166,21 @@ def test_validate_lists_every_problem_not_just_the_first(tmp_path):
     proc = _cli("dataset", "validate", str(root))
     assert proc.returncode == 1
     assert f"{len(problems)} problem(s)" in proc.stderr and proc.stderr.count("  - ") == len(problems)
+
+
+def test_stats_of_a_non_finite_feature_names_the_dataset_and_key(tmp_path):
+    root = _write(tmp_path / "ds")
+    table = pq.read_table(root / DATA)
+    actions = np.asarray(table.column(keys.ACTION).to_pylist(), dtype=np.float32)
+    actions[2, 0] = np.inf
+    column = pa.array(actions.tolist(), type=pa.list_(pa.float32()))
+    pq.write_table(
+        table.set_column(table.schema.get_field_index(keys.ACTION), keys.ACTION, column), root / DATA
+    )
+    with pytest.raises(DatasetError, match=rf"{re.escape(str(root))}: feature 'action': .*NaN or inf"):
+        recompute_stats(root)
+    proc = _cli("dataset", "stats", str(root))
+    assert proc.returncode == 1 and "feature 'action'" in proc.stderr
 
 
 def test_dataset_command_rejects_stray_arguments(tmp_path):

@@ -21,6 +21,9 @@ _HDF5_SUFFIXES = (".hdf5", ".h5")
 
 @dataclass(frozen=True)
 class Action:
+    """One ``robot-rl dataset`` action: help text, ``arguments(parser)`` adds its arguments, ``run(args)``
+    runs it and returns the exit code."""
+
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
 
 
@@ -72,10 +73,9 @@ def write_lerobot(
     gives a key's names. Written to a hidden sibling folder renamed onto ``dst`` at the end.
     Raises DatasetError if ``dst`` exists, there is no episode, or the writer's on bad frames.
     """
-    from robot_rl.data.episode_copy import staged_destination
     from robot_rl.data.lerobot_writer import LeRobotWriter
 
-    with staged_destination(dst) as tmp:
+    with fmt.staged_destination(dst) as tmp:
         stream: Iterator = iter(episodes)
         first = next(stream, None)
         if first is None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.episode_copy import copy_episodes, staged_destination, write_episodes
+from robot_rl.data.episode_copy import copy_episodes, write_episodes
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 
@@ -70,7 +70,7 @@ def split(
             labels[f"task-{t:03d}"] = tasks[t]
     else:
         raise DatasetError(f"{src}: unknown split {by!r}; use 'episodes' or 'task'")
-    with staged_destination(dst_dir, overwrite) as tmp:
+    with fmt.staged_destination(dst_dir, overwrite) as tmp:
         for name, eps in parts.items():
             write_episodes([(src, eps)], tmp / name)
     return {labels[name]: Path(dst_dir) / name for name in parts}

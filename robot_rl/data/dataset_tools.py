@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.data import lerobot_format as fmt
+from robot_rl.data.errors import DatasetError
 from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
 
 VIDEO_STATS_FRAMES = 16  # frames sampled per episode for image statistics
@@ -66,8 +67,8 @@ def recompute_stats(root: str | Path, out: str | Path | None = None) -> Path:
     Returns the path written.
 
     Raises:
-        DatasetError: the dataset cannot be opened or a video cannot be decoded (names the file).
-        ValueError: a feature holds NaN or inf.
+        DatasetError: the dataset cannot be opened or a video cannot be decoded (names the file), or a
+            feature holds NaN or inf (names the dataset and the key).
     """
     from robot_rl.data.lerobot_dataset import LeRobotDataset
 
@@ -75,7 +76,12 @@ def recompute_stats(root: str | Path, out: str | Path | None = None) -> Path:
     ds = LeRobotDataset(root)
     try:
         tabular = {k: v for k, v in ds.load_tabular().items() if k in ds.features}
-        stats: dict[str, FeatureStats] = compute_stats(tabular)
+        stats: dict[str, FeatureStats] = {}
+        for key, values in tabular.items():
+            try:
+                stats |= compute_stats({key: values})
+            except ValueError as err:  # NaN or inf, or no frames
+                raise DatasetError(f"{root}: feature {key!r}: {err}") from err
         counts = dict.fromkeys(tabular, ds.num_frames)
         for key in ds.video_keys:
             pooled = PooledStats()

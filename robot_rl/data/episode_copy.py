@@ -23,8 +23,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,54 +69,9 @@ def copy_episodes(selection: Selection, dst: str | Path, overwrite: bool = False
             exists, or a float feature holds NaN or inf (naming the root and key). On any error ``dst``
             is left as it was.
     """
-    with staged_destination(dst, overwrite) as tmp:
+    with fmt.staged_destination(dst, overwrite) as tmp:
         write_episodes(selection, tmp)
     return Path(dst)
-
-
-@contextmanager
-def staged_destination(dst: str | Path, overwrite: bool = False) -> Iterator[Path]:
-    """Yield an empty hidden folder next to ``dst``; when the block succeeds it is renamed to ``dst``
-    (replacing the old one when ``overwrite``), when it raises it is deleted and ``dst`` is untouched.
-
-    Raises DatasetError naming ``dst`` if it exists and ``overwrite`` is false, or if it is something
-    other than a LeRobot dataset, an empty folder or a folder of LeRobot datasets.
-    """
-    dst = Path(dst)
-    if dst.exists() or dst.is_symlink():
-        if not overwrite:
-            raise DatasetError(f"{dst}: destination already exists; pass overwrite=True (--overwrite)")
-        if not _replaceable(dst):
-            raise DatasetError(
-                f"{dst}: refusing to overwrite: not a LeRobot dataset, an empty folder or a folder of them"
-            )
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
-        os.rename(dst, old)
-        os.rename(tmp, dst)
-        shutil.rmtree(old)
-    else:
-        os.rename(tmp, dst)
-
-
-def _replaceable(path: Path) -> bool:
-    if not path.is_dir() or path.is_symlink():
-        return False
-    children = list(path.iterdir())
-    return (
-        not children
-        or (path / fmt.INFO).is_file()
-        or all(c.is_dir() and (c / fmt.INFO).is_file() for c in children)
-    )
 
 
 def write_episodes(selection: Selection, folder: str | Path) -> None:
@@ -199,6 +153,7 @@ class _Builder:
         self.frames = 0
 
     def run(self) -> None:
+        """Write every selected episode, then the metadata."""
         for ds, eps in self.sources:
             columns = ds.load_tabular()
             whole_files = {key: _single_episode_files(ds, key) for key in ds.video_keys}
@@ -212,12 +167,7 @@ class _Builder:
         lo, hi = int(ds.episode_from[ep]), int(ds.episode_to[ep])
         length, new_ep = hi - lo, len(self.rows)
         arrays = {k: columns[k][lo:hi] for k in self.tabular}
-        task_ids = arrays[keys.TASK_INDEX]
-        _, first_use = np.unique(task_ids, return_index=True)
-        ep_tasks = [ds.tasks[int(t)] for t in task_ids[np.sort(first_use)]]
-        self.tasks += [t for t in ep_tasks if t not in self.tasks]
-        new_id = {i: self.tasks.index(t) for i, t in enumerate(ds.tasks) if t in self.tasks}
-        arrays[keys.TASK_INDEX] = np.array([new_id[int(t)] for t in task_ids], dtype=np.int64)
+        ep_tasks, arrays[keys.TASK_INDEX] = self._renumber_tasks(ds, arrays[keys.TASK_INDEX])
         arrays[keys.EPISODE_INDEX] = np.full(length, new_ep, dtype=np.int64)
         arrays[keys.INDEX] = np.arange(self.frames, self.frames + length, dtype=np.int64)
         chunk, file = divmod(new_ep, fmt.CHUNKS_SIZE)
@@ -256,6 +206,15 @@ class _Builder:
         self._add_stats(row, stats, length)
         self.rows.append(row)
         self.frames += length
+
+    def _renumber_tasks(self, ds: LeRobotDataset, task_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """An episode's tasks in order of first use, appended to ``self.tasks`` when new, and its
+        ``task_index`` column (int64) renumbered from ``ds.tasks`` to ``self.tasks``."""
+        _, first_use = np.unique(task_ids, return_index=True)
+        ep_tasks = [ds.tasks[int(t)] for t in task_ids[np.sort(first_use)]]
+        self.tasks += [t for t in ep_tasks if t not in self.tasks]
+        new_id = {i: self.tasks.index(t) for i, t in enumerate(ds.tasks) if t in self.tasks}
+        return ep_tasks, np.array([new_id[int(t)] for t in task_ids], dtype=np.int64)
 
     def _add_stats(self, row: dict[str, Any], stats: dict[str, FeatureStats], length: int) -> None:
         stats = {k: stats[k] for k in self.features}

@@ -1,6 +1,6 @@
 """LeRobot dataset layout shared by the writer, the episode copier and the reader: path templates,
-default features, data columns, info.json, atomic file writes and parquet I/O that reports failures as
-DatasetError naming the file.
+default features, data and episodes-metadata columns, info.json and stats.json, atomic file writes and
+staged dataset folders, and parquet I/O that reports failures as DatasetError naming the file.
 
 Format semantics follow LeRobot's v3.0 and v2.1 layouts (ANCHORS.md, "Dataset v3.0"); nothing here is
 LeRobot code.
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +156,8 @@ def check_episode_ids(root: Path | str, episodes: Sequence[int], num_episodes: i
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary sibling, fsync it, then ``os.replace`` it onto ``path``."""
+    """Write ``data`` to a temporary sibling, fsync it, then ``os.replace`` it onto ``path`` (creating
+    its folder), so ``path`` holds the old or the new content, never part. OSError propagates."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "wb") as f:
@@ -165,6 +168,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: Path, tree: Any) -> None:
+    """Write ``tree`` as indented JSON through :func:`atomic_write_bytes`."""
     atomic_write_bytes(path, (json.dumps(tree, indent=4) + "\n").encode())
 
 
@@ -176,6 +180,49 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+@contextmanager
+def staged_destination(dst: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yield an empty hidden folder next to ``dst``; when the block succeeds it is renamed to ``dst``
+    (replacing the old one when ``overwrite``), when it raises it is deleted and ``dst`` is untouched.
+
+    Raises DatasetError naming ``dst`` if it exists and ``overwrite`` is false, or if it is something
+    other than a LeRobot dataset, an empty folder or a folder of LeRobot datasets.
+    """
+    dst = Path(dst)
+    if dst.exists() or dst.is_symlink():
+        if not overwrite:
+            raise DatasetError(f"{dst}: destination already exists; pass overwrite=True (--overwrite)")
+        if not _replaceable(dst):
+            raise DatasetError(
+                f"{dst}: refusing to overwrite: not a LeRobot dataset, an empty folder or a folder of them"
+            )
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old-{os.getpid()}")
+        os.rename(dst, old)
+        os.rename(tmp, dst)
+        shutil.rmtree(old)
+    else:
+        os.rename(tmp, dst)
+
+
+def _replaceable(path: Path) -> bool:
+    if not path.is_dir() or path.is_symlink():
+        return False
+    children = list(path.iterdir())
+    return (
+        not children or (path / INFO).is_file() or all(c.is_dir() and (c / INFO).is_file() for c in children)
+    )
 
 
 def read_json(path: Path) -> Any:
@@ -273,7 +320,8 @@ def tasks_table(tasks: list[str]) -> pa.Table:
 
 
 def tasks_from_table(table: pa.Table, path: Path) -> list[str]:
-    """Task strings ordered by task_index from a v3.0 tasks.parquet (pandas index or a ``task`` column)."""
+    """Task strings ordered by task_index from a v3.0 tasks.parquet (pandas index or a ``task`` column).
+    Raises DatasetError naming ``path`` for a missing column or a task_index out of range."""
     names = table.column_names
     if "task_index" not in names:
         raise DatasetError(f"{path}: missing column 'task_index'")

@@ -173,10 +173,12 @@ class LeRobotWriter:
     # -- writing -------------------------------------------------------------------------------------
     @property
     def num_episodes(self) -> int:
+        """Episodes in the dataset, those of a resumed dataset included."""
         return len(self.episodes)
 
     @property
     def num_frames(self) -> int:
+        """Frames in the dataset (the next episode's first ``index``)."""
         return int(self.episodes[-1]["dataset_to_index"]) if self.episodes else 0
 
     def _validate(self, frames: dict[str, np.ndarray], task: str, source: str) -> tuple[dict, int]:

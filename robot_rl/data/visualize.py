@@ -33,7 +33,6 @@ _DPI = 100
 _BLOCK = 32  # frames decoded per call, per episode and camera
 _CURSOR = np.array([220, 30, 30], np.uint8)
 _CURSOR_WIDTH = 2  # px
-_BOOKKEEPING = (keys.TIMESTAMP, keys.FRAME_INDEX, keys.EPISODE_INDEX, keys.INDEX, keys.TASK_INDEX)
 
 
 def _episodes_shown(
@@ -234,6 +233,27 @@ def _dim_names(feature: dict, dim: int) -> list[str]:
     return [str(x) for x in flat] if len(flat) == dim else [str(i) for i in range(dim)]
 
 
+def _log_episode(rr, rec, ds: LeRobotDataset, data: dict[str, np.ndarray], ep: int, n: int) -> None:
+    """Log the first ``n`` frames of episode ``ep`` to ``rec``: each dimension of each ``data`` column
+    (dataset-wide arrays) as a scalar series, each camera frame as a JPEG, on the timeline ``time``."""
+    lo = int(ds.episode_from[ep])
+    seconds = np.arange(n) / ds.fps
+    for key, values in data.items():
+        values = values[lo : lo + n].reshape(n, -1).astype(np.float64)
+        group = f"episode_{ep}/{rr.escape_entity_path_part(key.removeprefix('observation.'))}"
+        for i, name in enumerate(_dim_names(ds.features[key], values.shape[1])):
+            rec.send_columns(
+                f"{group}/{rr.escape_entity_path_part(name)}",
+                indexes=[rr.TimeColumn("time", duration=seconds)],
+                columns=rr.Scalars.columns(scalars=values[:, i]),
+            )
+    for key in ds.video_keys:
+        camera = rr.escape_entity_path_part(key.removeprefix(keys.IMAGE_PREFIX))
+        for t, frame in zip(seconds, _camera_frames(ds, key, ep, n, None), strict=True):
+            rec.set_time("time", duration=float(t))
+            rec.log(f"episode_{ep}/images/{camera}", rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY))
+
+
 def write_rerun(
     src: str | Path, out_rrd: str | Path, episodes: list[int], max_frames: int | None = None
 ) -> Path:
@@ -258,7 +278,7 @@ def write_rerun(
     ds = LeRobotDataset(src)
     try:
         episodes, lengths = _episodes_shown(ds, episodes, max_frames)
-        data = {k: v for k, v in ds.load_tabular().items() if k not in _BOOKKEEPING}
+        data = {k: v for k, v in ds.load_tabular().items() if k not in fmt.DEFAULT_FEATURES}
         out = Path(out_rrd)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}{out.suffix}")
@@ -266,25 +286,7 @@ def write_rerun(
         rec.save(tmp)
         try:
             for ep, n in zip(episodes, lengths, strict=True):
-                lo = int(ds.episode_from[ep])
-                seconds = np.arange(n) / ds.fps
-                for key, values in data.items():
-                    values = values[lo : lo + n].reshape(n, -1).astype(np.float64)
-                    group = f"episode_{ep}/{rr.escape_entity_path_part(key.removeprefix('observation.'))}"
-                    for i, name in enumerate(_dim_names(ds.features[key], values.shape[1])):
-                        rec.send_columns(
-                            f"{group}/{rr.escape_entity_path_part(name)}",
-                            indexes=[rr.TimeColumn("time", duration=seconds)],
-                            columns=rr.Scalars.columns(scalars=values[:, i]),
-                        )
-                for key in ds.video_keys:
-                    camera = rr.escape_entity_path_part(key.removeprefix(keys.IMAGE_PREFIX))
-                    for t, frame in zip(seconds, _camera_frames(ds, key, ep, n, None), strict=True):
-                        rec.set_time("time", duration=float(t))
-                        rec.log(
-                            f"episode_{ep}/images/{camera}",
-                            rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY),
-                        )
+                _log_episode(rr, rec, ds, data, ep, n)
             rec.flush()
             rec.disconnect()
             os.replace(tmp, out)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.arrays_to_lerobot import Plan, build_frames, is_rgb, state_names, write_lerobot
 from robot_rl.data.errors import DatasetError
 
@@ -38,7 +39,6 @@ LEROBOT_KEY_ATTR = "lerobot_key"  # array attribute written on export: the LeRob
 _ZARR_PREFIXES = ("observation.images.", "observation.", "next.", "complementary_info.")
 _VIDEO_BLOCK = 64  # frames decoded at a time on export
 _CHUNK_BYTES = 1 << 20  # target size of one low-dim zarr chunk
-_SKIPPED_DEFAULTS = (keys.TIMESTAMP, keys.FRAME_INDEX, keys.EPISODE_INDEX, keys.INDEX, keys.TASK_INDEX)
 
 
 # -- zarr -> LeRobot -----------------------------------------------------------------------------------
@@ -224,31 +224,38 @@ def lerobot_to_zarr(src: str | Path, dst: str | Path) -> Path:
     Returns ``dst``. Raises DatasetError naming the file for an unreadable source, an existing ``dst``,
     or two features that would share a zarr name.
     """
-    from robot_rl.data.episode_copy import staged_destination
     from robot_rl.data.lerobot_dataset import LeRobotDataset
 
     ds = LeRobotDataset(src)
     try:
-        with staged_destination(dst) as tmp:
+        with fmt.staged_destination(dst) as tmp:
             _export(ds, tmp)
     finally:
         ds.close()
     return Path(dst)
 
 
-def _export(ds, folder: Path) -> None:
-    import numcodecs
-    import zarr
-
-    exported = [k for k in ds.features if k not in _SKIPPED_DEFAULTS]
+def _export_names(ds) -> dict[str, str]:
+    """{zarr array name: LeRobot key} of every feature but the bookkeeping columns. Raises DatasetError
+    naming the dataset and both keys when two features would share a name."""
     by_name: dict[str, str] = {}
-    for key in exported:
+    for key in ds.features:
+        if key in fmt.DEFAULT_FEATURES:
+            continue
         name = _zarr_name(key)
         if name in by_name:
             raise DatasetError(
                 f"{ds.root}: features {by_name[name]!r} and {key!r} both export as data/{name}"
             )
         by_name[name] = key
+    return by_name
+
+
+def _export(ds, folder: Path) -> None:
+    import numcodecs
+    import zarr
+
+    by_name = _export_names(ds)
     # Byte shuffling helps multi-byte numbers and only costs time on uint8 pixels.
     pixels = numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.NOSHUFFLE)
     numbers = numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.SHUFFLE)
