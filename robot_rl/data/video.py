@@ -13,6 +13,7 @@ forward, and continues decoding without a seek when the next request is a little
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def codec_info_name(encoder: str) -> str:
 
 
 def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | None = None) -> None:
-    """Write ``frames`` (T, H, W, 3) uint8 RGB as an mp4 at ``fps`` frames/s, frame i at time i/fps.
+    """Write ``frames`` (T, H, W, 3) uint8 RGB as an mp4 at ``fps`` frames/s, frame i at time i/fps, with a
+    keyframe every 2 frames (as LeRobot) for cheap random access.
 
     Written to a temporary name and renamed into place, so ``path`` is either absent or complete.
     H and W must be even (yuv420p). Raises DatasetError naming ``path`` on bad input or encoder failure.
@@ -74,21 +76,38 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
         raise DatasetError(
             f"{path}: video frames must be non-empty (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}"
         )
-    height, width = frames.shape[1:3]
+    codec = codec or default_codec()
+    options = {"g": "2"}
+    if codec == "libsvtav1":
+        options.update(crf="30", preset="12")
+    elif codec in ("libx264", "h264"):
+        options.update(crf="23", preset="veryfast")
+    encode_stream(path, iter(frames), fps, frames.shape[1], frames.shape[2], codec, options)
+
+
+def encode_stream(
+    path: str | Path,
+    frames: Iterator[np.ndarray],
+    fps: int,
+    height: int,
+    width: int,
+    codec: str,
+    options: dict[str, str],
+) -> None:
+    """Encode (height, width, 3) uint8 RGB frames as they come (memory stays flat) into an mp4 at ``fps``,
+    with encoder ``codec`` and its ``options``, through a hidden temporary sibling renamed onto ``path``.
+
+    Raises DatasetError naming ``path`` for odd H or W (yuv420p) or any encoder failure.
+    """
+    path = Path(path)
     if height % 2 or width % 2:
         raise DatasetError(f"{path}: yuv420p video needs even height and width, got {height}x{width}")
-    codec = codec or default_codec()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.mp4")  # hidden: never matches file-*.mp4
     try:
-        with av.open(str(tmp), "w") as container:
+        with av.open(str(tmp), "w", format="mp4") as container:
             stream = container.add_stream(codec, rate=Fraction(fps))
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            options = {"g": "2"}  # keyframe every 2 frames, as LeRobot, for cheap random access
-            if codec == "libsvtav1":
-                options.update(crf="30", preset="12")
-            elif codec in ("libx264", "h264"):
-                options.update(crf="23", preset="veryfast")
             stream.options = options
             for frame in frames:
                 for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
@@ -96,11 +115,10 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
             for packet in stream.encode():
                 container.mux(packet)
         os.replace(tmp, path)
-    except DatasetError:
-        raise
     except Exception as err:  # noqa: BLE001 - any encoder failure is reported against the file
-        tmp.unlink(missing_ok=True)
         raise DatasetError(f"{path}: video encoding with {codec} failed: {err}") from err
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class _OpenVideo:

@@ -15,7 +15,6 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -127,30 +126,14 @@ class _Tile:
 
 def _write_mp4(out: Path, frames: Iterator[np.ndarray], fps: int, height: int, width: int) -> None:
     """Encode (height, width, 3) uint8 frames as they come, with H.264 when PyAV has it (plays everywhere),
-    else the dataset default codec; through a temporary sibling renamed onto ``out``."""
-    import av
-
-    from robot_rl.data.video import available_encoders, default_codec
+    else the dataset default codec."""
+    from robot_rl.data.video import available_encoders, default_codec, encode_stream
 
     if "libx264" in available_encoders():
         codec, options = "libx264", {"crf": "23", "preset": "veryfast"}
     else:
         codec, options = default_codec(), {}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}{out.suffix}")
-    try:
-        with av.open(str(tmp), "w", format="mp4") as container:
-            stream = container.add_stream(codec, rate=Fraction(fps))
-            stream.height, stream.width, stream.pix_fmt = height, width, "yuv420p"
-            stream.options = options
-            for frame in frames:
-                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode():
-                container.mux(packet)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    encode_stream(out, frames, fps, height, width, codec, options)
 
 
 def write_episode_video(

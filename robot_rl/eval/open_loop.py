@@ -23,6 +23,7 @@ import torch  # noqa: E402
 
 from robot_rl.algos.base import prepare_actions  # noqa: E402
 from robot_rl.algos.batch import batch_to_torch  # noqa: E402
+from robot_rl.data.dataset_tools import evenly_spaced  # noqa: E402
 from robot_rl.data.training_set import Split, TrainingSet  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def open_loop_eval(
     same numbers and the training RNG stream is untouched.
     """
     n = len(split.rows)
-    indices = np.unique(np.linspace(0, n - 1, min(n, max_frames)).astype(np.int64))
+    indices = evenly_spaced(0, n, max_frames)
     preds, recs, valids, losses = [], [], [], []
     was_training = agent.policy.training
     agent.eval()
