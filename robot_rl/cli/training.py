@@ -38,20 +38,11 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     final validation metrics).
     """
     from robot_rl.data.loader import batches
-    from robot_rl.data.training_set import TrainingSet
     from robot_rl.policies.checkpoint import save_checkpoint
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
     budget = cfg.bc if algo == "bc" else cfg.offline
-    root = Path(cfg.data.path) if cfg.data.path else run.dataset
-    data = TrainingSet(
-        root,
-        cfg.data,
-        cfg.policy.horizon,
-        cfg.offline.gamma,
-        run.root / "frame_cache",
-        for_rl=algo != "bc",
-    )
+    data = _training_set(cfg, run, algo)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
     cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks))
     torch.manual_seed(seed)
@@ -76,7 +67,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
         "method": _method(cfg, algo),
         "seed": seed,
         "obs_keys": data.obs_keys,
-        "dataset": str(root),
+        "dataset": str(data.dataset.root),
         "fps": data.fps,
     }
     log, val_log = _CsvLog(log_path, append=start > 0), _CsvLog(val_path, append=start > 0)
@@ -115,22 +106,29 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     return metrics
 
 
+def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
+    """The dataset of ``cfg.data.path`` (else the run's own) prepared for ``algo`` (RL needs rewards)."""
+    from robot_rl.data.training_set import TrainingSet
+
+    root = Path(cfg.data.path) if cfg.data.path else run.dataset
+    frame_cache = run.root / "frame_cache"
+    return TrainingSet(
+        root, cfg.data, cfg.policy.horizon, cfg.offline.gamma, frame_cache, for_rl=algo != "bc"
+    )
+
+
 def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> dict[str, float]:
     """Score the run's trained ``algo`` checkpoint open loop on ``cfg.data.val_episodes`` of the dataset;
     writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises ConfigError without validation episodes."""
-    from robot_rl.data.training_set import TrainingSet
-
     if not cfg.data.val_episodes:
         raise ConfigError("open-loop scoring needs held-out episodes: set data.val_episodes")
     checkpoint = run.checkpoint(algo, seed)
     if not (checkpoint / "config.json").is_file():
         raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")
     horizon = json.loads((checkpoint / "config.json").read_text())["policy"]["horizon"]
-    root = Path(cfg.data.path) if cfg.data.path else run.dataset
-    data_cfg = replace(cfg.data, horizon_s=0.0)  # the checkpoint's horizon, whatever the config says
-    data = TrainingSet(
-        root, data_cfg, horizon, cfg.offline.gamma, run.root / "frame_cache", for_rl=algo != "bc"
-    )
+    # the checkpoint's horizon, whatever the config says
+    cfg = replace(cfg, policy=replace(cfg.policy, horizon=horizon), data=replace(cfg.data, horizon_s=0.0))
+    data = _training_set(cfg, run, algo)
     return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed)
 
 

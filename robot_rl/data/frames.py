@@ -31,6 +31,11 @@ class VideoFrames:
         self.dataset = dataset
         self.size = size
 
+    def shape(self, key: str) -> tuple[int, int, int]:
+        """Per-frame shape (H, W, 3) of camera ``key`` as this store returns it."""
+        h, w, c = self.dataset.features[key]["shape"]
+        return (*self.size, c) if self.size else (h, w, c)
+
     def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
         """(len(rows),) int dataset rows -> (len(rows), H, W, 3) uint8; DatasetError names the video file."""
         rows = np.asarray(rows, dtype=np.int64)
@@ -56,15 +61,12 @@ class MemoryFrames:
     def decode(cls, source: VideoFrames, video_keys: list[str]) -> MemoryFrames:
         """Decode every frame of ``video_keys`` episode by episode (sequential decoding, no seeks)."""
         ds = source.dataset
-        arrays = {}
-        for key in video_keys:
-            arrays[key] = np.concatenate(
-                [
-                    ds.video_frames(key, np.arange(ds.episode_from[ep], ds.episode_to[ep]), size=source.size)
-                    for ep in range(ds.num_episodes)
-                ]
-            )
-        return cls(arrays)
+        return cls(
+            {
+                key: np.concatenate([ds.episode_video(ep, key, source.size) for ep in range(ds.num_episodes)])
+                for key in video_keys
+            }
+        )
 
     def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
         return self.arrays[key][rows]
@@ -114,17 +116,12 @@ class ZarrFrameCache:
         ds = source.dataset
         group = zarr.open_group(str(tmp), mode="w")
         for key in video_keys:
-            first = ds.video_frames(key, np.arange(ds.episode_from[0], ds.episode_to[0]), size=source.size)
+            shape = source.shape(key)
             arr = group.create_array(
-                key,
-                shape=(ds.num_frames, *first.shape[1:]),
-                chunks=(CACHE_CHUNK_FRAMES, *first.shape[1:]),
-                dtype="uint8",
+                key, shape=(ds.num_frames, *shape), chunks=(CACHE_CHUNK_FRAMES, *shape), dtype="uint8"
             )
-            arr[: len(first)] = first
-            for ep in range(1, ds.num_episodes):
-                rows = np.arange(ds.episode_from[ep], ds.episode_to[ep])
-                arr[rows[0] : rows[-1] + 1] = ds.video_frames(key, rows, size=source.size)
+            for ep in range(ds.num_episodes):
+                arr[ds.episode_from[ep] : ds.episode_to[ep]] = ds.episode_video(ep, key, source.size)
         (tmp / "cache.json").write_text(json.dumps({**want, "keys": video_keys}))
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
@@ -134,13 +131,8 @@ class ZarrFrameCache:
         """(len(rows),) int rows -> (len(rows), H, W, 3) uint8, read with one orthogonal selection."""
         if self._group is None:  # opened lazily, so each DataLoader worker opens its own handle
             self._group = zarr.open_group(str(self.path), mode="r")
-        rows = np.asarray(rows, dtype=np.int64)
-        order = np.argsort(rows, kind="stable")
-        uniq, inverse = np.unique(rows[order], return_inverse=True)
-        data = self._group[key].get_orthogonal_selection((uniq,))
-        out = np.empty((len(rows), *data.shape[1:]), dtype=np.uint8)
-        out[order] = data[inverse]
-        return out
+        uniq, inverse = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
+        return self._group[key].get_orthogonal_selection((uniq,))[inverse]
 
     def __getstate__(self) -> dict:
         return {"path": self.path}

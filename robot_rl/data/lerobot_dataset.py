@@ -309,11 +309,12 @@ class LeRobotDataset(torch.utils.data.Dataset):
         order. The fast path for state-only training: no video is decoded."""
         return {k: v.copy() for k, v in self._cols.items()}
 
-    def episode_video(self, ep: int, key: str) -> np.ndarray:
-        """Every frame of episode ``ep`` for video ``key``: (T, H, W, 3) uint8 RGB."""
+    def episode_video(self, ep: int, key: str, size: tuple[int, int] | None = None) -> np.ndarray:
+        """Every frame of episode ``ep`` for video ``key``: (T, H, W, 3) uint8 RGB, native or scaled to
+        ``size`` = (H, W)."""
         if not 0 <= ep < self.num_episodes:
             raise IndexError(f"episode {ep} out of range for {self.num_episodes} episodes")
-        return self.video_frames(key, np.arange(self.episode_from[ep], self.episode_to[ep]))
+        return self.video_frames(key, np.arange(self.episode_from[ep], self.episode_to[ep]), size)
 
     def stats(self) -> dict[str, FeatureStats]:
         """Normalisation statistics from ``meta/stats.json`` (v3.0) with any missing quantiles (LeRobot

@@ -111,8 +111,7 @@ class TrainingSet:
         self.store = self._store(cfg, video, Path(cfg.cache_dir or cache_dir))
         self.obs_shapes = {k: tuple(ds.features[k]["shape"]) for k in vector_keys}
         for key in self.camera_keys:
-            h, w, c = ds.features[key]["shape"]
-            self.obs_shapes[key] = (*size, c) if size else (h, w, c)
+            self.obs_shapes[key] = video.shape(key)
         self.action_dim = int(np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1).shape[1])
         train_eps = [e for e in range(ds.num_episodes) if e not in val_eps]
         self.train = self._split(table, train_eps, vector_keys, gamma)
@@ -175,8 +174,8 @@ class TrainingSet:
             return None
         mode = cfg.frame_cache
         if mode == "auto":
-            h, w = video.size or self.dataset.features[self.camera_keys[0]]["shape"][:2]
-            decoded_gb = self.dataset.num_frames * h * w * 3 * len(self.camera_keys) / 1e9
+            frame_bytes = sum(int(np.prod(video.shape(k))) for k in self.camera_keys)
+            decoded_gb = self.dataset.num_frames * frame_bytes / 1e9
             mode = "memory" if decoded_gb <= cfg.memory_limit_gb else "zarr"
         if mode == "memory":
             return MemoryFrames.decode(video, self.camera_keys)

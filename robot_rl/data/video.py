@@ -135,7 +135,7 @@ class _OpenVideo:
         self.stream.thread_type = "SLICE"
         self.frames = None  # decode iterator
         self.last: tuple[float, av.VideoFrame] | None = None
-        self.forward_s = _FORWARD_DECODE_S  # shrinks to the widest keyframe interval seen
+        self._key_gap = 0.0  # widest interval between consecutive keyframes decoded so far (s)
         self._last_key: float | None = None
         self._converted: tuple = (None, None, None)  # (frame, size, rgb) of the last conversion
 
@@ -175,11 +175,14 @@ class _OpenVideo:
             raise DatasetError(f"{self.path}: no video frame at {t:.4f}s within {tolerance_s}s ({got})")
         return self._rgb(best[1], size)
 
+    @property
+    def forward_s(self) -> float:
+        """How far ahead (s) decoding on beats seeking: one keyframe interval once seen, capped."""
+        return min(_FORWARD_DECODE_S, self._key_gap) if self._key_gap else _FORWARD_DECODE_S
+
     def _note_keyframe(self, t: float) -> None:
         if self._last_key is not None and t > self._last_key:
-            gap = t - self._last_key
-            widest = gap if self.forward_s == _FORWARD_DECODE_S else max(self.forward_s, gap)
-            self.forward_s = min(_FORWARD_DECODE_S, widest)
+            self._key_gap = max(self._key_gap, t - self._last_key)
         self._last_key = t
 
     def _rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
