@@ -159,6 +159,58 @@ class DataConfig:
 
 
 @dataclass
+class CriticConfig:
+    """Progress critic (ALGORITHMS.md §9): what it is, what it reads, and how it is trained.
+
+    ``kind``: ``compact`` (small CNN + MiniLM task embedding, CPU-fast) or ``vlm`` (a Hugging Face
+    vision-language model with a progress/done head, LoRA-tunable). ``model``: for ``vlm`` the model id or
+    local path; for ``compact`` the sentence-transformers text model (empty = the bundled offline MiniLM).
+    ``checkpoint``: a trained critic directory to load (for label, eval, serve and rewards); empty for
+    training = ``<run_dir>/critic``. ``cameras``/``image_size``: the images it scores (H = W = image_size);
+    ``use_state`` also feeds ``observation.state``. Training: ``steps`` gradient steps of ``batch_size``
+    pairs; pair kinds by share (the rest are ordered pairs of successful demos, half of them reversed):
+    ``mismatch_frac`` (wrong task text: delta 0, done 0), ``stagnation_frac`` (a frame with itself or a
+    neighbour: delta ~0) and ``failed_frac`` (pairs from the last half of failed episodes: delta 0, done 0).
+    ``rule``: the VLAC negative-delta rule used to rebuild progress curves (``scale`` or ``mix``).
+    ``lora_rank``: LoRA rank for ``vlm`` fine-tuning (0 = train the head only).
+    """
+
+    kind: str = "compact"
+    model: str = ""
+    checkpoint: str = ""
+    cameras: list[str] = field(default_factory=lambda: ["front"])
+    image_size: int = 64
+    use_state: bool = False
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 3e-4
+    mismatch_frac: float = 0.15
+    stagnation_frac: float = 0.1
+    failed_frac: float = 0.15
+    rule: str = "scale"
+    lora_rank: int = 8
+    seed: int = 0
+
+
+@dataclass
+class RewardConfig:
+    """Where the learner's reward comes from.
+
+    ``mode``: ``success`` (the env's sparse success signal, the default), ``shaped`` (success plus
+    potential-based shaping ``scale * (gamma * Phi(s') - Phi(s))`` with Phi the critic's progress, which
+    leaves the optimal policy unchanged; Ng et al. 1999, Robo-Dopamine) or ``critic`` (no success signal:
+    the shaping term plus ``scale`` when the done head fires). ``done_threshold``: done probability that
+    ends an episode when ``critic_done`` is set.
+    """
+
+    mode: str = "success"
+    gamma: float = 0.99
+    scale: float = 1.0
+    critic_done: bool = False
+    done_threshold: float = 0.9
+
+
+@dataclass
 class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
@@ -175,6 +227,8 @@ class PipelineConfig:
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
 
