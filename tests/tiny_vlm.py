@@ -1,0 +1,104 @@
+"""A tiny, randomly initialised SmolVLM (Idefics3) model and processor, built fully offline for tests.
+
+Vision: 32x32 images, 8x8 patches, 1 layer of width 32; pixel shuffle (scale 2) leaves 4 image tokens per
+image. Text: a 2-layer Llama of width 64 with a byte-level BPE tokenizer trained on a few sentences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    Idefics3Config,
+    Idefics3ForConditionalGeneration,
+    Idefics3ImageProcessorPil,
+    Idefics3Processor,
+    PreTrainedTokenizerFast,
+)
+
+IMAGE = 32
+PATCH = 8
+SCALE = 2
+SPECIAL = ["<pad>", "<unk>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>"]
+SPECIAL += ["<global-img>"]
+
+# SmolVLM's chat template, shortened: "User:<image>...text<end_of_utterance>\nAssistant:".
+CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}: "
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{ line['text'] }}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
+CORPUS = [
+    "Task: pick up the cube. The first image is earlier, the second later.",
+    "How much closer to completing the task is the second image? User: Assistant:",
+    "open the top drawer push the red button stack the blue block",
+]
+
+
+def _tokenizer() -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<|im_start|>",
+        eos_token="<end_of_utterance>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+
+
+def build_tiny_vlm(path: str | Path, seed: int = 0) -> Path:
+    """Save a tiny Idefics3 model + processor under ``path`` (loadable with the Auto classes, offline)."""
+    path = Path(path)
+    tokenizer = _tokenizer()
+    image_processor = Idefics3ImageProcessorPil(
+        do_image_splitting=False,
+        size={"longest_edge": IMAGE},
+        max_image_size={"longest_edge": IMAGE},
+    )
+    processor = Idefics3Processor(
+        image_processor,
+        tokenizer,
+        image_seq_len=(IMAGE // PATCH) ** 2 // SCALE**2,
+        chat_template=CHAT_TEMPLATE,
+    )
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "image_size": IMAGE,
+        "patch_size": PATCH,
+    }
+    text = {
+        "model_type": "llama",
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 512,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    config = Idefics3Config(
+        vision_config=vision,
+        text_config=text,
+        scale_factor=SCALE,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    Idefics3ForConditionalGeneration(config).save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
