@@ -19,6 +19,9 @@ COMMANDS = {
     "eval": "evaluate a trained checkpoint in parallel simulated envs",
     "open-loop": "score a checkpoint open loop on the dataset's held-out episodes (data.val_episodes)",
     "pipeline": "collect -> train bc -> train offline -> eval -> report; finished stages are skipped",
+    "critic": "progress critic: train (on --data.path or the run's dataset), eval (VOC, done AUC, curves) or "
+    "serve (a batching critic server on --address)",
+    "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
 }
 
 
@@ -32,6 +35,13 @@ def _parser() -> argparse.ArgumentParser:
         if name in ("train", "eval", "open-loop"):
             p.add_argument("--algo", choices=["bc", "offline"], default="bc")
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
+        if name == "critic":
+            p.add_argument("action", choices=["train", "eval", "serve"])
+            p.add_argument("--address", default="tcp://127.0.0.1:5555", help="serve: ZeroMQ bind address")
+            p.add_argument("--max-batch", type=int, default=64, help="serve: most pairs per forward pass")
+        if name == "label":
+            p.add_argument("--output", required=True, help="folder of the labelled copy of the dataset")
+            p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
     return parser
 
@@ -50,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"robot-rl: config error: {err}", file=sys.stderr)
         return 2
     from robot_rl.data.errors import DatasetError
+    from robot_rl.rewards.base import CriticInputError, CriticScoreError
 
     try:
         _run(args, cfg)
@@ -59,13 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as err:
         print(f"robot-rl: dataset error: {err}", file=sys.stderr)
         return 1
+    except (CriticInputError, CriticScoreError) as err:
+        print(f"robot-rl: critic error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
 def _run(args: argparse.Namespace, cfg) -> None:
     from robot_rl.cli import stages  # heavy imports (torch, mujoco) only after the config is valid
 
-    if args.command == "collect":
+    if args.command in ("critic", "label"):
+        from robot_rl.cli import critic
+
+        critic.run(args, cfg)
+    elif args.command == "collect":
         stages.collect(cfg)
     elif args.command == "pipeline":
         stages.pipeline(cfg)

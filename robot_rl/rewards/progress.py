@@ -38,16 +38,18 @@ def reconstruct_progress(deltas: np.ndarray, rule: str = "scale") -> np.ndarray:
     if not np.isfinite(deltas).all():
         raise ValueError("progress deltas contain NaN/inf; a critic score must be finite to be used")
     values = np.zeros(len(deltas) + 1)
-    v = 0.0
     for t, c in enumerate(np.clip(deltas, -1.0, 1.0)):
-        if c >= 0:
-            v = v + (1.0 - v) * c
-        elif rule == "mix" and v > 0.5:
-            v = v + c / 2.0
-        else:
-            v = v * (1.0 + c)
-        values[t + 1] = v
+        values[t + 1] = vlac_step(values[t], float(c), rule)
     return values
+
+
+def vlac_step(v: float, c: float, rule: str = "scale") -> float:
+    """One VLAC update of progress ``v`` by delta ``c`` in [-1, 1] (rules in ``reconstruct_progress``)."""
+    if c >= 0:
+        return v + (1.0 - v) * c
+    if rule == "mix" and v > 0.5:
+        return v + c / 2.0
+    return v * (1.0 + c)
 
 
 def hop_labels(progress_i: np.ndarray, progress_j: np.ndarray) -> np.ndarray:

@@ -1,0 +1,173 @@
+"""``robot-rl critic train|eval`` and ``robot-rl label``: train a progress critic on a LeRobot dataset,
+evaluate it (VOC, AUC, curves), and write critic rewards into a dataset."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.config import ConfigError, PipelineConfig
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.rewards.episodes import load_episodes
+from robot_rl.run_dir import RunDir, write_json_atomic
+
+CRITIC_KINDS = ("compact", "vlm")
+
+
+def run(args, cfg: PipelineConfig) -> None:
+    """Dispatch ``robot-rl critic <action>`` and ``robot-rl label``."""
+    if args.command == "label":
+        label(cfg, args.output, args.overwrite)
+    elif args.action == "train":
+        train(cfg)
+    elif args.action == "eval":
+        evaluate(cfg)
+    else:
+        serve(cfg, args.address, args.max_batch)
+
+
+def dataset_root(cfg: PipelineConfig) -> Path:
+    """``data.path``, or the run's own dataset."""
+    return Path(cfg.data.path) if cfg.data.path else RunDir(cfg.run_dir).dataset
+
+
+def checkpoint_dir(cfg: PipelineConfig) -> Path:
+    """``critic.checkpoint``, or ``<run_dir>/critic``."""
+    return Path(cfg.critic.checkpoint) if cfg.critic.checkpoint else RunDir(cfg.run_dir).root / "critic"
+
+
+def _success_mode(cfg: PipelineConfig) -> str:
+    return "episode_end" if cfg.data.reward == "episode_end" else "dataset"
+
+
+def split_episodes(cfg: PipelineConfig, num_episodes: int) -> tuple[list[int], list[int]]:
+    """(train, held-out) episode ids: ``data.val_episodes``, else the last 10% (at least one).
+
+    Raises:
+        ConfigError: a held-out id out of range, or nothing left to train on.
+    """
+    val = list(cfg.data.val_episodes) or list(range(num_episodes - max(1, num_episodes // 10), num_episodes))
+    bad = [e for e in val if not 0 <= e < num_episodes]
+    if bad:
+        raise ConfigError(f"data.val_episodes: {bad} out of range for {num_episodes} episodes")
+    train = [e for e in range(num_episodes) if e not in set(val)]
+    if not train:
+        raise ConfigError(f"data.val_episodes holds out all {num_episodes} episodes; nothing to train on")
+    return train, val
+
+
+def build_critic(cfg: PipelineConfig, state_dim: int):
+    """A fresh critic of ``critic.kind``.
+
+    Raises:
+        ConfigError: unknown kind, or ``vlm`` without ``critic.model``.
+    """
+    kind = cfg.critic.kind
+    if kind == "compact":
+        from robot_rl.rewards.compact import CompactProgressCritic
+
+        return CompactProgressCritic(cfg.critic, state_dim=state_dim, device=cfg.device)
+    if kind == "vlm":
+        if not cfg.critic.model:
+            raise ConfigError("critic.model: a vlm critic needs a Hugging Face model id or local path")
+        from robot_rl.rewards.vlm import VLMProgressCritic
+
+        return VLMProgressCritic.from_pretrained(cfg.critic.model, cfg.critic, device=cfg.device)
+    raise ConfigError(f"critic.kind={kind!r}; expected one of {CRITIC_KINDS}")
+
+
+def train(cfg: PipelineConfig) -> dict:
+    """Train a critic on the dataset's training episodes, save it, and evaluate it on the held-out ones."""
+    from robot_rl.rewards.pairs import PairSampler
+    from robot_rl.rewards.trainable import train_critic
+
+    root = dataset_root(cfg)
+    train_eps, val_eps = split_episodes(cfg, LeRobotDataset(root).num_episodes)
+    state_key = keys.STATE if cfg.critic.use_state else None
+    image_keys = [keys.image_key(c) for c in cfg.critic.cameras]
+    start = time.time()
+    episodes = load_episodes(
+        root, image_keys, cfg.critic.image_size, state_key, train_eps, _success_mode(cfg)
+    )
+    state_dim = episodes[0].frames[state_key].shape[1] if state_key else 0
+    critic = build_critic(cfg, state_dim)
+    if state_key and hasattr(critic, "fit_state_stats"):
+        import numpy as np
+
+        critic.fit_state_stats(np.concatenate([e.frames[state_key] for e in episodes]))
+    try:
+        sampler = PairSampler(episodes, cfg.critic)
+    except ValueError as err:
+        raise ConfigError(f"{root}: {err}") from err
+    with tqdm(total=cfg.critic.steps, desc="train critic", unit="step") as bar:
+        log = train_critic(critic, sampler, cfg.critic.steps, progress=bar.update)
+    out = checkpoint_dir(cfg)
+    critic.save(out)
+    write_json_atomic(out / "train_log.json", log)
+    train_s = time.time() - start
+    result = evaluate(cfg, critic=critic, episodes=val_eps, out_dir=out / "eval")
+    result.update(train_episodes=len(train_eps), train_wall_time_s=train_s, final=log[-1] if log else {})
+    write_json_atomic(out / "eval" / "summary.json", result)
+    return result
+
+
+def evaluate(
+    cfg: PipelineConfig, critic=None, episodes: list[int] | None = None, out_dir: Path | None = None
+) -> dict:
+    """Score held-out episodes (``data.val_episodes``, default all) and write eval.json and progress.png."""
+    from robot_rl.rewards.evaluate import plot_progress, score_episodes
+    from robot_rl.rewards.trainable import load_critic
+
+    critic = critic or load_critic(checkpoint_dir(cfg), cfg.device)
+    root = dataset_root(cfg)
+    if episodes is None:
+        episodes = list(cfg.data.val_episodes) or None
+    eps = load_episodes(
+        root, list(critic.image_keys), critic.image_size[0], critic.state_key, episodes, _success_mode(cfg)
+    )
+    start = time.time()
+    result = score_episodes(critic, eps, cfg.critic.rule)
+    out_dir = out_dir or checkpoint_dir(cfg) / f"eval_{root.name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / "eval.json", result)
+    plot_progress(result, out_dir / "progress.png")
+    summary = {"dataset": str(root), "episodes": [e.index for e in eps], **result["summary"]}
+    summary["eval_wall_time_s"] = time.time() - start
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
+    """Label the dataset with the trained critic's progress and ``reward.mode`` rewards into ``output``.
+
+    Raises:
+        ConfigError: ``reward.mode`` is not shaped or critic.
+    """
+    from robot_rl.rewards.label import label_dataset
+    from robot_rl.rewards.trainable import load_critic
+
+    if cfg.reward.mode not in ("shaped", "critic"):
+        raise ConfigError(f"reward.mode={cfg.reward.mode!r}: label writes 'shaped' or 'critic' rewards")
+    critic = load_critic(checkpoint_dir(cfg), cfg.device)
+    root = dataset_root(cfg)
+    with tqdm(total=LeRobotDataset(root).num_episodes, desc="label", unit="ep") as bar:
+        summary = label_dataset(critic, root, output, cfg.reward, cfg.critic.rule, overwrite, bar.update)
+    print(json.dumps({k: v for k, v in summary.items() if k != "voc"}, indent=2))
+    return summary
+
+
+def serve(cfg: PipelineConfig, address: str, max_batch: int) -> None:
+    """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server)."""
+    from robot_rl.rewards.server import serve as serve_critic
+    from robot_rl.rewards.trainable import load_critic
+
+    critic = load_critic(checkpoint_dir(cfg), cfg.device)
+    print(f"critic server on {address} (max batch {max_batch}); Ctrl-C stops it", flush=True)
+    try:
+        serve_critic(critic, address, max_batch=max_batch)
+    except KeyboardInterrupt:
+        pass

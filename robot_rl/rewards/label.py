@@ -1,0 +1,80 @@
+"""``robot-rl label``: write critic progress and rewards into a copy of a LeRobot dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.config import RewardConfig
+from robot_rl.data.columns import with_columns
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.rewards.base import ProgressCritic
+from robot_rl.rewards.episodes import load_episodes
+from robot_rl.rewards.metrics import voc
+from robot_rl.rewards.shaping import episode_rewards
+
+PROGRESS = "progress"
+
+
+def label_dataset(
+    critic: ProgressCritic,
+    src: str | Path,
+    dst: str | Path,
+    cfg: RewardConfig,
+    rule: str = "scale",
+    overwrite: bool = False,
+    progress=None,
+) -> dict:
+    """Score every episode of ``src`` and write ``dst`` with ``progress`` (N,) float32 (the critic's
+    per-frame progress) and ``next.reward`` (N,) float32 from ``episode_rewards`` (and ``next.done`` when
+    ``cfg.critic_done``). Episodes are decoded one at a time, so memory stays at one episode.
+
+    Returns:
+        {"episodes", "frames", "voc": per-episode VOC list, "mean_reward", "done_frames"}.
+
+    Raises:
+        DatasetError: from reading ``src`` or writing ``dst`` (names the path), or 'shaped' on a dataset
+            without ``next.reward``.
+        ValueError: an unknown reward mode, or 'success' (nothing to label).
+        CriticScoreError: the critic produced NaN/inf; nothing is written.
+    """
+    ds = LeRobotDataset(src)
+    table = ds.load_tabular()
+    n_eps, n = ds.num_episodes, ds.num_frames
+    bounds = [(int(ds.episode_from[e]), int(ds.episode_to[e])) for e in range(n_eps)]
+    ds.close()
+    env_reward = table.get(keys.REWARD)
+    if cfg.mode == "shaped" and env_reward is None:
+        raise DatasetError(f"{src}: reward.mode=shaped adds shaping to next.reward, which this dataset lacks")
+    out_progress = np.zeros(n, dtype=np.float32)
+    out_reward = np.zeros(n, dtype=np.float32)
+    out_done = np.zeros(n, dtype=bool)
+    vocs = []
+    for ep, (lo, hi) in enumerate(bounds):
+        (episode,) = load_episodes(
+            src, list(critic.image_keys), critic.image_size[0], critic.state_key, [ep], "episode_end"
+        )
+        phi = critic.episode_progress(episode.frames, episode.task, rule=rule)
+        done_prob = critic.episode_done(episode.frames, episode.task)
+        ep_reward = None if env_reward is None else np.asarray(env_reward[lo:hi]).reshape(-1)
+        reward, done = episode_rewards(cfg, phi, done_prob, ep_reward)
+        out_progress[lo:hi], out_reward[lo:hi] = phi, reward
+        if done is not None:
+            out_done[lo:hi] = done
+        vocs.append(voc(phi))
+        if progress is not None:
+            progress(1)
+    columns = {PROGRESS: out_progress, keys.REWARD: out_reward}
+    if cfg.critic_done:
+        columns[keys.DONE] = out_done
+    with_columns(src, dst, columns, overwrite=overwrite)
+    return {
+        "episodes": n_eps,
+        "frames": n,
+        "voc": [round(v, 4) for v in vocs],
+        "mean_reward": float(out_reward.mean()),
+        "done_frames": int(out_done.sum()),
+    }
