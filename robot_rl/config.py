@@ -131,6 +131,8 @@ class DataConfig:
 
     ``path``: dataset root; empty means the run's own dataset (``<run_dir>/dataset``, written by collect).
     ``cameras``: camera names to use (``cam_high`` for ``observation.images.cam_high``); empty = all.
+    ``images``: False trains on the vector features only, ignoring every camera (a state policy on a
+    dataset whose video serves a progress critic).
     ``image_size``: training resolution [H, W] of every camera (area-scaled while decoding); empty = native.
     ``horizon_s``: chunk duration in seconds; when > 0 it sets the horizon h = horizon_s * fps, which
     must be a whole number of frames (else a ConfigError).
@@ -146,6 +148,7 @@ class DataConfig:
 
     path: str = ""
     cameras: list[str] = field(default_factory=list)
+    images: bool = True
     image_size: list[int] = field(default_factory=list)
     horizon_s: float = 0.0
     val_episodes: list[int] = field(default_factory=list)

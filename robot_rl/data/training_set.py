@@ -96,7 +96,7 @@ class TrainingSet:
         self._task_index = np.asarray(table[keys.TASK_INDEX]).reshape(-1)
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
-        self.camera_keys = self._cameras(ds, cfg.cameras)
+        self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
         vector_keys = sorted(k for k in table if k.startswith("observation."))
         self.obs_keys = vector_keys + self.camera_keys
         if not self.obs_keys:

@@ -8,6 +8,8 @@ kind-specific fields) and ``model.safetensors`` (the trainable weights). ``load_
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from abc import abstractmethod
 from dataclasses import asdict
@@ -20,7 +22,6 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.config import CriticConfig
-from robot_rl.data.lerobot_format import staged_destination
 from robot_rl.rewards.base import CriticInputError, ProgressCritic
 from robot_rl.rewards.pairs import PairBatch, PairSampler
 
@@ -47,8 +48,16 @@ class TrainableCritic(ProgressCritic):
         """The weights saved in ``model.safetensors`` (default: the whole module)."""
         return self.module.state_dict()
 
-    def save(self, path: str | Path, overwrite: bool = True) -> Path:
-        """Write the checkpoint folder atomically (staged, then renamed)."""
+    def save(self, path: str | Path) -> Path:
+        """Write the checkpoint folder atomically: staged beside ``path``, then swapped in. An existing
+        critic checkpoint at ``path`` is replaced; any other existing folder is refused.
+
+        Raises:
+            CriticInputError: ``path`` exists and is not a critic checkpoint.
+        """
+        path = Path(path)
+        if path.exists() and not (path / META_FILE).is_file():
+            raise CriticInputError(f"{path}: exists and is not a critic checkpoint; refusing to replace it")
         meta = {
             "kind": self.kind,
             "config": asdict(self.cfg),
@@ -57,12 +66,18 @@ class TrainableCritic(ProgressCritic):
             "state_key": self.state_key,
             **self.extra_meta(),
         }
-        with staged_destination(path, overwrite=overwrite) as stage:
-            stage.mkdir(parents=True, exist_ok=True)
-            (stage / META_FILE).write_text(json.dumps(meta, indent=2))
-            tensors = {k: v.detach().cpu().contiguous() for k, v in self.trainable_state().items()}
-            save_file(tensors, str(stage / WEIGHTS_FILE))
-        return Path(path)
+        stage = path.parent / f".{path.name}.partial-{os.getpid()}"
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        (stage / META_FILE).write_text(json.dumps(meta, indent=2))
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.trainable_state().items()}
+        save_file(tensors, str(stage / WEIGHTS_FILE))
+        old = path.parent / f".{path.name}.old-{os.getpid()}"
+        if path.exists():
+            os.replace(path, old)
+        os.replace(stage, path)
+        shutil.rmtree(old, ignore_errors=True)
+        return path
 
 
 def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], CriticConfig, dict[str, torch.Tensor]]:

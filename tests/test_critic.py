@@ -1,0 +1,230 @@
+"""Progress critic: VLAC arithmetic, metrics, input checks, the compact critic trained on real sim demos,
+critic eval, dataset labelling and online shaping (ALGORITHMS.md §9)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from robot_rl import keys
+from robot_rl.cli.main import main
+from robot_rl.config import RewardConfig
+from robot_rl.rewards.base import CriticInputError, CriticOutput, CriticScoreError, ProgressCritic
+from robot_rl.rewards.metrics import done_auc, negative_delta_rate, voc
+from robot_rl.rewards.progress import hop_labels, reconstruct_progress, time_progress
+from robot_rl.rewards.shaping import episode_rewards, shaping_terms
+
+FRONT = keys.image_key("front")
+
+
+def test_hop_labels_and_vlac_reconstruction_are_inverses():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        curve = np.concatenate([[0.0], rng.uniform(0, 1, size=30)])  # goes up and down
+        deltas = hop_labels(curve[:-1], curve[1:])
+        assert np.all(np.abs(deltas) <= 1)
+        np.testing.assert_allclose(reconstruct_progress(deltas), curve, atol=1e-5)
+    demo = time_progress(11, 8)
+    assert demo[0] == 0 and demo[8] == 1 and demo[-1] == 1 and np.all(np.diff(demo) >= 0)
+
+
+def test_mix_rule_forgives_a_late_drop_and_bad_input_is_refused():
+    deltas = np.array([0.5, 0.5, -0.4])  # V: 0.5, 0.75, then a drop
+    assert reconstruct_progress(deltas, "scale")[-1] == pytest.approx(0.75 * 0.6)
+    assert reconstruct_progress(deltas, "mix")[-1] == pytest.approx(0.75 - 0.2)
+    with pytest.raises(ValueError, match="NaN"):
+        reconstruct_progress(np.array([0.1, np.nan]))
+    with pytest.raises(ValueError, match="rule"):
+        reconstruct_progress(deltas, "average")
+
+
+def test_voc_negative_rate_and_auc():
+    assert voc(np.arange(10.0)) == pytest.approx(1.0)
+    assert voc(np.arange(10.0)[::-1]) == pytest.approx(-1.0)
+    assert voc(np.ones(5)) == 0.0
+    assert negative_delta_rate(np.array([0.1, -0.2, 0.0, -0.5])) == 0.5
+    assert done_auc(np.array([0.1, 0.2, 0.9]), np.array([0, 0, 1])) == 1.0
+    assert done_auc(np.array([0.1, 0.2]), np.array([0, 0])) is None
+
+
+def test_shaping_telescopes_so_it_is_policy_invariant():
+    """sum_t gamma^t F_t = gamma^(T-1) Phi_(T-1) - Phi_0: shaping cannot change which policy is optimal."""
+    rng = np.random.default_rng(1)
+    phi, gamma = rng.uniform(0, 1, 25), 0.97
+    terms = shaping_terms(phi, gamma)
+    assert np.sum(gamma ** np.arange(25) * terms) == pytest.approx(gamma**24 * phi[-1] - phi[0], abs=1e-5)
+    reward, done = episode_rewards(RewardConfig(mode="shaped", gamma=gamma), phi, np.zeros(25), np.ones(25))
+    np.testing.assert_allclose(reward, 1 + terms, atol=1e-6)
+    assert done is None
+    fired = np.r_[np.zeros(20), np.ones(5)]
+    reward, done = episode_rewards(RewardConfig(mode="critic", critic_done=True), phi, fired, None)
+    assert done.sum() == 6 and not done[18] and done[19]  # row t reads the done head on frame t + 1
+    with pytest.raises(ValueError, match="shaped"):
+        episode_rewards(RewardConfig(mode="shaped"), phi, fired, None)
+
+
+class _ConstantCritic(ProgressCritic):
+    """A critic with a fixed answer, to test the interface's checks (not a model)."""
+
+    image_keys, image_size = (FRONT,), (8, 8)
+
+    def __init__(self, delta: float):
+        self.delta = delta
+
+    def _score(self, obs_i, obs_j, tasks):
+        n = len(tasks)
+        return CriticOutput(np.full(n, self.delta), np.zeros(n))
+
+
+def _obs(n: int, size: int = 8) -> dict:
+    return {FRONT: np.zeros((n, size, size, 3), np.uint8)}
+
+
+def test_bad_critic_inputs_are_named():
+    critic = _ConstantCritic(0.1)
+    assert critic.predict(_obs(2), _obs(2), "pick up the cube").delta.shape == (2,)
+    with pytest.raises(CriticInputError, match="8x8"):
+        critic.predict(_obs(2, 16), _obs(2, 16), "pick")
+    with pytest.raises(CriticInputError, match="channel-first"):
+        critic.predict({FRONT: np.zeros((2, 3, 8, 8), np.uint8)}, _obs(2), "pick")
+    with pytest.raises(CriticInputError, match="uint8"):
+        critic.predict({FRONT: np.zeros((2, 8, 8, 3), np.float32)}, _obs(2), "pick")
+    with pytest.raises(CriticInputError, match="empty task"):
+        critic.predict(_obs(2), _obs(2), "  ")
+    with pytest.raises(CriticInputError, match="observation.images.front"):
+        critic.predict({}, _obs(2), "pick")
+    with pytest.raises(CriticScoreError, match="NaN"):
+        _ConstantCritic(float("nan")).predict(_obs(2), _obs(2), "pick")
+
+
+def test_text_model_not_available_offline_names_it():
+    from robot_rl.rewards.text import TextEmbedder
+
+    with pytest.raises(CriticInputError, match="no-such-org/no-such-model"):
+        TextEmbedder("no-such-org/no-such-model")(["pick up the cube"])
+
+
+# -- the compact critic on real simulated demos ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """24 noisy-expert demos with a 64 px front camera, and a compact critic trained on 20 of them."""
+    run = tmp_path_factory.mktemp("critic_run")
+    common = [f"--run_dir={run}", "--env.cameras=[front]", "--collect.num_episodes=24", "--env.num_envs=2"]
+    assert main(["collect", *common]) == 0
+    critic_args = [*common, "--critic.steps=400", "--data.val_episodes=[20,21,22,23]"]
+    assert main(["critic", "train", *critic_args]) == 0
+    return run, critic_args
+
+
+@pytest.mark.slow
+def test_compact_critic_orders_held_out_demos(sim_run):
+    run, _ = sim_run
+    summary = json.loads((run / "critic" / "eval" / "summary.json").read_text())
+    assert summary["episodes"] == [20, 21, 22, 23]
+    assert (run / "critic" / "eval" / "progress.png").stat().st_size > 1000
+    success, reversed_ = summary["success"], summary["reversed"]
+    # held-out successful demos rise; the same demos played backwards do not
+    assert success["voc_mean"] > 0.5
+    assert success["voc_mean"] > reversed_["voc_mean"] + 0.4
+    assert summary["done_auc"] is None or summary["done_auc"] > 0.7
+
+
+@pytest.mark.slow
+def test_critic_checkpoint_round_trip_and_eval_cli(sim_run, capsys):
+    from robot_rl.rewards.trainable import load_critic
+
+    run, args = sim_run
+    critic = load_critic(run / "critic")
+    rng = np.random.default_rng(0)
+    obs = {FRONT: rng.integers(0, 255, (3, 64, 64, 3), dtype=np.uint8)}
+    a = critic.predict(obs, obs, "pick up the cube")
+    b = load_critic(run / "critic").predict(obs, obs, "pick up the cube")
+    np.testing.assert_array_equal(a.delta, b.delta)
+    assert main(["critic", "eval", *args]) == 0
+    printed = capsys.readouterr().out
+    assert '"voc_mean"' in printed
+    assert (run / "critic" / "eval_dataset" / "eval.json").is_file()
+
+
+@pytest.mark.slow
+def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
+    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.validate import validate_dataset
+
+    run, args = sim_run
+    out = tmp_path / "labelled"
+    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--reward.gamma=0.9"]) == 0
+    assert validate_dataset(out) == []
+    src, dst = LeRobotDataset(run / "dataset").load_tabular(), LeRobotDataset(out).load_tabular()
+    eps = dst[keys.EPISODE_INDEX]
+    for ep in (0, 5):
+        rows = eps == ep
+        phi = dst["progress"][rows].reshape(-1)
+        assert phi[0] == 0 and np.all((phi >= 0) & (phi <= 1))
+        expect = src[keys.REWARD][rows].reshape(-1) + shaping_terms(phi, 0.9)
+        np.testing.assert_allclose(dst[keys.REWARD][rows].reshape(-1), expect, atol=1e-6)
+    np.testing.assert_array_equal(dst[keys.ACTION], src[keys.ACTION])
+    # refusing to overwrite, and refusing a mode with nothing to label
+    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped"]) == 1
+    assert main(["label", *args, f"--output={tmp_path / 'x'}"]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_online_critic_reward_in_the_sim(sim_run):
+    import gymnasium as gym
+
+    from robot_rl.config import EnvConfig
+    from robot_rl.rewards.shaping import CriticRewardWrapper
+    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.sim import make_env
+    from robot_rl.sim.expert import PickCubeExpert
+
+    run, _ = sim_run
+    critic = load_critic(run / "critic")
+    env = make_env(EnvConfig(cameras=["front"], max_episode_steps=60))
+    cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5)
+    wrapped = CriticRewardWrapper(env, critic, cfg, task=env.unwrapped.task)
+    expert = PickCubeExpert(noise=0.0, seed=3)
+    expert.reset(seed=3)
+    obs, info = wrapped.reset(seed=3)
+    progress, env_rewards, rewards = [info["progress"]], [], []
+    for _ in range(60):
+        obs, reward, terminated, truncated, info = wrapped.step(expert.act(obs))
+        progress.append(info["progress"])
+        rewards.append(reward)
+        env_rewards.append(info["env_reward"])
+        if terminated or truncated:
+            break
+    assert np.isfinite(rewards).all() and all(0 <= p <= 1 for p in progress)
+    assert voc(np.array(progress)) > 0.5  # an expert episode scored online rises
+    assert progress[-1] > 0.5
+    # a critic that returns NaN is rejected: no critic reward, progress held, never NaN
+    bad = CriticRewardWrapper(env, _NanCritic(critic), RewardConfig(mode="shaped"), task="pick up the cube")
+    bad.reset(seed=4)
+    with pytest.warns(UserWarning, match="rejected"):
+        _, reward, *_, info = bad.step(np.zeros(env.action_space.shape, np.float32))
+    assert info["critic_rejected"] and np.isfinite(reward) and info["progress"] == 0.0
+    assert isinstance(wrapped, gym.Wrapper)
+    env.close()
+
+
+class _NanCritic(ProgressCritic):
+    """Wraps a real critic and corrupts its scores, as a broken model would."""
+
+    def __init__(self, inner):
+        self.image_keys, self.image_size, self.state_key = inner.image_keys, inner.image_size, inner.state_key
+
+    def _score(self, obs_i, obs_j, tasks):
+        return CriticOutput(np.full(len(tasks), np.nan), np.zeros(len(tasks)))
+
+
+def test_critic_cli_errors(tmp_path, capsys):
+    assert main(["critic", "eval", f"--critic.checkpoint={tmp_path / 'none'}", f"--run_dir={tmp_path}"]) == 1
+    assert "not a critic checkpoint" in capsys.readouterr().err
+    assert main(["critic", "train", "--critic.kind=gpt", f"--run_dir={tmp_path}"]) in (1, 2)
+    assert main(["critic", "train", "--critic.colour=red"]) == 2
