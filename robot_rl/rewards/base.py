@@ -94,24 +94,29 @@ class ProgressCritic(ABC):
         length = self.check_observations(frames, "frames")
         deltas = [
             self.predict(
-                {k: v[s : s + batch_size] for k, v in frames.items()},
-                {k: v[s + 1 : s + 1 + batch_size] for k, v in frames.items()},
+                {k: v[:-1][s : s + batch_size] for k, v in frames.items()},
+                {k: v[1:][s : s + batch_size] for k, v in frames.items()},
                 task,
             ).delta
             for s in range(0, length - 1, batch_size)
         ]
         return reconstruct_progress(np.concatenate(deltas) if deltas else np.zeros(0), rule)
 
-    def episode_done(self, frames: dict[str, np.ndarray], task: str, batch_size: int = 64) -> np.ndarray:
-        """Done probability (T,) float32 of every frame, each scored against the episode's first frame."""
+    def against_first(self, frames: dict[str, np.ndarray], task: str, batch_size: int = 64) -> CriticOutput:
+        """Every frame scored against the episode's first: (T,) delta and done, float32.
+
+        With the first frame as the 0% anchor (GVL), the hop c(o_0, o_t) is the progress of frame t itself,
+        so ``delta`` is a per-frame value in [-1, 1] that does not accumulate errors along the episode;
+        it is negative when frame t looks further from completion than the first frame (a reversed clip).
+        """
         length = self.check_observations(frames, "frames")
         first = {k: v[:1] for k, v in frames.items()}
-        out = []
+        outs = []
         for s in range(0, length, batch_size):
             chunk = {k: v[s : s + batch_size] for k, v in frames.items()}
             n = len(next(iter(chunk.values())))
-            out.append(self.predict({k: np.repeat(v, n, 0) for k, v in first.items()}, chunk, task).done)
-        return np.concatenate(out)
+            outs.append(self.predict({k: np.repeat(v, n, 0) for k, v in first.items()}, chunk, task))
+        return CriticOutput(np.concatenate([o.delta for o in outs]), np.concatenate([o.done for o in outs]))
 
     def check_observations(self, obs: dict[str, np.ndarray], name: str) -> int:
         """Check keys, image shape/dtype/channel order and state dims; returns the batch size B."""

@@ -20,10 +20,15 @@ def score_episodes(critic: ProgressCritic, episodes: list[CriticEpisode], rule: 
     """Score every episode as it happened, and each successful one reversed and under a wrong task.
 
     Returns:
-        {"summary": {kind: {"episodes", "voc_mean", "voc_min", "negative_delta_rate"}, "done_auc": float |
-        None, "done_frames": int}, "episodes": [{"episode", "kind", "voc", "negative_delta_rate",
-        "progress": [T floats]}]}. Done AUC is over every frame of the as-recorded episodes, labelled 1 from
-        the success step on (0 throughout a failed episode), each frame scored against the first one.
+        {"summary": {kind: {"episodes", "voc_mean", "voc_min", "voc_anchor_mean", "final_progress_mean",
+        "negative_delta_rate"}, "done_auc": float | None, "done_frames": int}, "episodes": [{"episode",
+        "kind", "voc", "voc_anchor", "negative_delta_rate", "progress": [T], "anchored": [T]}]}.
+        ``voc`` ranks the VLAC curve rebuilt from consecutive deltas (``episode_progress``); it starts at 0
+        by construction, so on a reversed or wrong-task clip small positive noise still ranks upward, and
+        ``final_progress_mean`` (near 0 there) is the better tell. ``voc_anchor`` ranks c(o_0, o_t), each
+        frame against the first (GVL's 0% anchor), which goes negative on a reversed clip. Done AUC is over
+        every frame of the as-recorded episodes, labelled 1 from the success step on (0 throughout a failed
+        episode), each frame scored against the first one.
     """
     rows: list[dict] = []
     probs, labels = [], []
@@ -33,8 +38,11 @@ def score_episodes(critic: ProgressCritic, episodes: list[CriticEpisode], rule: 
             runs.append(("reversed", {k: v[::-1] for k, v in ep.frames.items()}, ep.task))
             runs.append(("wrong_task", ep.frames, next(t for t in DISTRACTOR_TASKS if t != ep.task)))
         for kind, frames, task in runs:
-            rows.append(_score(critic, ep.index, kind, frames, task, rule))
-        probs.append(critic.episode_done(ep.frames, ep.task))
+            row = _score(critic, ep.index, kind, frames, task, rule)
+            done_prob = row.pop("done_prob")
+            if kind in ("success", "failed"):  # as recorded
+                probs.append(done_prob)
+            rows.append(row)
         label = np.zeros(ep.length)
         if ep.success_step is not None:
             label[ep.success_step :] = 1
@@ -48,6 +56,8 @@ def score_episodes(critic: ProgressCritic, episodes: list[CriticEpisode], rule: 
                 "episodes": len(sel),
                 "voc_mean": float(np.mean(vocs)),
                 "voc_min": float(np.min(vocs)),
+                "voc_anchor_mean": float(np.mean([r["voc_anchor"] for r in sel])),
+                "final_progress_mean": float(np.mean([r["progress"][-1] for r in sel])),
                 "negative_delta_rate": float(np.mean([r["negative_delta_rate"] for r in sel])),
             }
     all_probs = np.concatenate(probs) if probs else np.zeros(0)
@@ -61,12 +71,16 @@ def _score(critic: ProgressCritic, index: int, kind: str, frames: dict, task: st
         {k: v[:-1] for k, v in frames.items()}, {k: v[1:] for k, v in frames.items()}, task
     ).delta
     progress = reconstruct_progress(deltas, rule)
+    anchored = critic.against_first(frames, task)
     return {
         "episode": index,
         "kind": kind,
         "voc": voc(progress),
+        "voc_anchor": voc(anchored.delta),
         "negative_delta_rate": negative_delta_rate(deltas),
         "progress": [round(float(p), 4) for p in progress],
+        "anchored": [round(float(p), 4) for p in anchored.delta],
+        "done_prob": anchored.done,
     }
 
 

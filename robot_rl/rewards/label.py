@@ -58,7 +58,7 @@ def label_dataset(
             src, list(critic.image_keys), critic.image_size[0], critic.state_key, [ep], "episode_end"
         )
         phi = critic.episode_progress(episode.frames, episode.task, rule=rule)
-        done_prob = critic.episode_done(episode.frames, episode.task)
+        done_prob = critic.against_first(episode.frames, episode.task).done
         ep_reward = None if env_reward is None else np.asarray(env_reward[lo:hi]).reshape(-1)
         reward, done = episode_rewards(cfg, phi, done_prob, ep_reward)
         out_progress[lo:hi], out_reward[lo:hi] = phi, reward
