@@ -244,3 +244,22 @@ def test_episode_progress_batches_line_up():
     for length, batch in [(1, 4), (5, 4), (9, 4), (4, 64)]:
         curve = critic.episode_progress(_obs(length), "pick", batch_size=batch)
         np.testing.assert_allclose(curve, 1 - 0.5 ** np.arange(length))
+
+
+@pytest.mark.slow
+def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
+    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.rewards.evaluate import episode_vocs
+    from robot_rl.rewards.trainable import load_critic
+
+    run, _ = sim_run
+    src, out, critic = run / "dataset", tmp_path / "kept", run / "critic"
+    vocs = episode_vocs(load_critic(critic), src)
+    threshold = float(np.median(vocs))
+    args = ["dataset", "filter", str(src), "--out", str(out), "--critic", str(critic)]
+    assert main([*args, "--min-voc", str(threshold)]) == 0
+    assert LeRobotDataset(out).num_episodes == sum(v >= threshold for v in vocs) < len(vocs)
+    assert main([*args, "--min-voc", "1.5", "--overwrite"]) == 1  # nothing passes: nothing written
+    assert "no episode has VOC" in capsys.readouterr().err
+    assert main(["dataset", "filter", str(src), "--out", str(tmp_path / "y"), "--min-voc", "0"]) == 1
+    assert not (tmp_path / "y").exists()

@@ -171,19 +171,40 @@ def _split(args: argparse.Namespace) -> int:
 def _filter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help=_PATH_HELP)
     p.add_argument("--out", required=True, help="the filtered v3.0 dataset's folder")
-    p.add_argument(
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument(
         "--success",
         action="store_true",
-        required=True,
         help="keep episodes with next.success true at any frame (else next.reward > 0 at the last frame)",
     )
+    how.add_argument(
+        "--min-voc",
+        type=float,
+        help="keep episodes whose progress-critic VOC (each frame against the first, GVL) is at least this",
+    )
+    p.add_argument("--critic", help="trained critic checkpoint folder, for --min-voc")
     p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
 
 
 def _filter(args: argparse.Namespace) -> int:
     from robot_rl.data.dataset_ops import filter_success
 
-    _wrote(filter_success(args.path, args.out, args.overwrite))
+    if args.success:
+        _wrote(filter_success(args.path, args.out, args.overwrite))
+        return 0
+    from robot_rl.data.episode_copy import copy_episodes
+    from robot_rl.data.errors import DatasetError
+    from robot_rl.rewards.evaluate import episode_vocs
+    from robot_rl.rewards.trainable import load_critic
+
+    if not args.critic:
+        raise ValueError("--min-voc needs --critic <trained critic checkpoint folder>")
+    vocs = episode_vocs(load_critic(args.critic), args.path)
+    keep = [ep for ep, v in enumerate(vocs) if v >= args.min_voc]
+    print(f"VOC per episode: {[round(v, 3) for v in vocs]}; keeping {len(keep)} of {len(vocs)}")
+    if not keep:
+        raise DatasetError(f"{args.path}: no episode has VOC >= {args.min_voc}; nothing written")
+    _wrote(copy_episodes([(args.path, keep)], args.out, args.overwrite))
     return 0
 
 
@@ -303,7 +324,10 @@ ACTIONS: dict[str, Action] = {
         _split,
     ),
     "filter": Action(
-        "keep only the successful episodes (--success) in a new v3.0 dataset", _filter_args, _filter
+        "keep the successful episodes (--success), or those a progress critic ranks in order (--min-voc), "
+        "in a new v3.0 dataset",
+        _filter_args,
+        _filter,
     ),
     "convert": Action(
         "LeRobot v2.1 -> v3.0 (videos copied), LeRobot -> zarr (--to zarr), zarr or HDF5 -> LeRobot v3.0",

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.rewards.base import ProgressCritic
-from robot_rl.rewards.episodes import CriticEpisode
+from robot_rl.rewards.episodes import CriticEpisode, load_episodes
 from robot_rl.rewards.metrics import done_auc, negative_delta_rate, voc
 from robot_rl.rewards.pairs import DISTRACTOR_TASKS
 from robot_rl.rewards.progress import reconstruct_progress
@@ -64,6 +64,20 @@ def score_episodes(critic: ProgressCritic, episodes: list[CriticEpisode], rule: 
     summary["done_auc"] = done_auc(all_probs, np.concatenate(labels)) if probs else None
     summary["done_frames"] = int(sum(lab.sum() for lab in labels))
     return {"summary": summary, "episodes": rows}
+
+
+def episode_vocs(critic: ProgressCritic, root: str | Path) -> list[float]:
+    """VOC of every episode of the dataset at ``root``: Spearman of c(o_0, o_t) against t (GVL's anchored
+    form, which does not accumulate errors). Episodes are decoded one at a time."""
+    from robot_rl.data.lerobot_dataset import LeRobotDataset
+
+    out = []
+    for ep in range(LeRobotDataset(root).num_episodes):
+        (episode,) = load_episodes(
+            root, list(critic.image_keys), critic.image_size[0], critic.state_key, [ep], "episode_end"
+        )
+        out.append(voc(critic.against_first(episode.frames, episode.task).delta))
+    return out
 
 
 def _score(critic: ProgressCritic, index: int, kind: str, frames: dict, task: str, rule: str) -> dict:
