@@ -212,7 +212,7 @@ def test_a_failure_while_writing_leaves_nothing(small, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(fmt, "write_stats_json", broken)
+    monkeypatch.setattr(fmt, "stats_json_tree", broken)  # the last step, after the data files
     with pytest.raises(OSError, match="disk full"):
         with_columns(small, tmp_path / "out", {"progress": np.ones(sum(LENGTHS), np.float32)})
     assert _no_trace(tmp_path / "out")

@@ -7,12 +7,13 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, PipelineConfig
 from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.rewards.episodes import load_episodes
+from robot_rl.rewards.episodes import critic_episodes, iter_episodes
 from robot_rl.run_dir import RunDir, write_json_atomic
 
 CRITIC_KINDS = ("compact", "vlm")
@@ -90,14 +91,12 @@ def train(cfg: PipelineConfig) -> dict:
     state_key = keys.STATE if cfg.critic.use_state else None
     image_keys = [keys.image_key(c) for c in cfg.critic.cameras]
     start = time.time()
-    episodes = load_episodes(
-        root, image_keys, cfg.critic.image_size, state_key, train_eps, _success_mode(cfg)
+    episodes = list(
+        iter_episodes(root, image_keys, cfg.critic.image_size, state_key, train_eps, _success_mode(cfg))
     )
     state_dim = episodes[0].frames[state_key].shape[1] if state_key else 0
     critic = build_critic(cfg, state_dim)
     if state_key and hasattr(critic, "fit_state_stats"):
-        import numpy as np
-
         critic.fit_state_stats(np.concatenate([e.frames[state_key] for e in episodes]))
     try:
         sampler = PairSampler(episodes, cfg.critic)
@@ -126,9 +125,7 @@ def evaluate(
     root = dataset_root(cfg)
     if episodes is None:
         episodes = list(cfg.data.val_episodes) or None
-    eps = load_episodes(
-        root, list(critic.image_keys), critic.image_size[0], critic.state_key, episodes, _success_mode(cfg)
-    )
+    eps = list(critic_episodes(critic, root, episodes, _success_mode(cfg)))
     start = time.time()
     result = score_episodes(critic, eps, cfg.critic.rule)
     out_dir = out_dir or checkpoint_dir(cfg) / f"eval_{root.name}"
@@ -162,12 +159,6 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
 
 def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float) -> None:
     """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server)."""
-    from robot_rl.rewards.server import serve as serve_critic
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.server import serve_checkpoint
 
-    critic = load_critic(checkpoint_dir(cfg), cfg.device)
-    print(f"critic server on {address} (max batch {max_batch}); Ctrl-C stops it", flush=True)
-    try:
-        serve_critic(critic, address, max_batch=max_batch, max_wait_ms=max_wait_ms)
-    except KeyboardInterrupt:
-        pass
+    serve_checkpoint(checkpoint_dir(cfg), address, cfg.device, max_batch, max_wait_ms)

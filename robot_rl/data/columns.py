@@ -61,9 +61,9 @@ def with_columns(
         _write_columns(tmp, arrays, features)
         stats_path = tmp / fmt.STATS
         old = fmt.read_json(stats_path) if stats_path.is_file() else {}
-        # write_stats_json writes only the keys it is given: write the new ones, then restore the rest
-        fmt.write_stats_json(stats_path, compute_stats(arrays), ds.num_frames)
-        fmt.atomic_write_json(stats_path, {**old, **fmt.read_json(stats_path)})
+        fmt.atomic_write_json(
+            stats_path, {**old, **fmt.stats_json_tree(compute_stats(arrays), ds.num_frames)}
+        )
     return Path(dst)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -133,13 +133,18 @@ def stats_columns(stats: dict[str, FeatureStats], length: int) -> dict[str, Any]
     return row
 
 
-def write_stats_json(path: Path, stats: dict[str, FeatureStats], counts: int | dict[str, int]) -> None:
-    """Write ``meta/stats.json`` atomically in LeRobot's layout: per key the statistics and ``count``
-    ([frames the statistics cover]; ``counts`` is one number for every key or one per key)."""
+def stats_json_tree(stats: dict[str, FeatureStats], counts: int | dict[str, int]) -> dict[str, Any]:
+    """``meta/stats.json`` content in LeRobot's layout: per key the statistics and ``count`` ([frames the
+    statistics cover]; ``counts`` is one number for every key or one per key)."""
     tree = stats_to_json(stats)
     for key, entry in tree.items():
         entry["count"] = [counts if isinstance(counts, int) else counts[key]]
-    atomic_write_json(path, tree)
+    return tree
+
+
+def write_stats_json(path: Path, stats: dict[str, FeatureStats], counts: int | dict[str, int]) -> None:
+    """Write ``meta/stats.json`` atomically with ``stats_json_tree(stats, counts)``."""
+    atomic_write_json(path, stats_json_tree(stats, counts))
 
 
 def check_episode_ids(root: Path | str, episodes: Sequence[int], num_episodes: int) -> list[int]:
@@ -183,21 +188,26 @@ def atomic_write_parquet(path: Path, table: pa.Table) -> None:
 
 
 @contextmanager
-def staged_destination(dst: str | Path, overwrite: bool = False) -> Iterator[Path]:
+def staged_destination(
+    dst: str | Path,
+    overwrite: bool = False,
+    replaceable: Callable[[Path], bool] | None = None,
+    kind: str = "a LeRobot dataset, an empty folder or a folder of them",
+) -> Iterator[Path]:
     """Yield an empty hidden folder next to ``dst``; when the block succeeds it is renamed to ``dst``
     (replacing the old one when ``overwrite``), when it raises it is deleted and ``dst`` is untouched.
 
-    Raises DatasetError naming ``dst`` if it exists and ``overwrite`` is false, or if it is something
-    other than a LeRobot dataset, an empty folder or a folder of LeRobot datasets.
+    ``replaceable(dst)`` says whether an existing ``dst`` may be replaced, and ``kind`` names what may
+    be; the default accepts a LeRobot dataset, an empty folder or a folder of LeRobot datasets.
+
+    Raises DatasetError naming ``dst`` if it exists and ``overwrite`` is false, or if it is not replaceable.
     """
     dst = Path(dst)
     if dst.exists() or dst.is_symlink():
         if not overwrite:
             raise DatasetError(f"{dst}: destination already exists; pass overwrite=True (--overwrite)")
-        if not _replaceable(dst):
-            raise DatasetError(
-                f"{dst}: refusing to overwrite: not a LeRobot dataset, an empty folder or a folder of them"
-            )
+        if not (replaceable or _replaceable)(dst):
+            raise DatasetError(f"{dst}: refusing to overwrite: not {kind}")
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)

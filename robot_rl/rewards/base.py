@@ -72,12 +72,26 @@ class ProgressCritic(ABC):
                 sizes, or an empty task string.
             CriticScoreError: the model produced NaN/inf.
         """
+        tasks = self.check_pairs(obs_i, obs_j, tasks)
+        return check_scores(self._score(obs_i, obs_j, tasks), len(tasks))
+
+    @property
+    def input_keys(self) -> list[str]:
+        """Every observation key the critic reads: its image keys, then the state key if any."""
+        return list(self.image_keys) + ([self.state_key] if self.state_key else [])
+
+    def check_pairs(
+        self, obs_i: dict[str, np.ndarray], obs_j: dict[str, np.ndarray], tasks: list[str] | str
+    ) -> list[str]:
+        """Check B pairs and their tasks as ``predict`` does; returns the B task strings.
+
+        Raises:
+            CriticInputError: see ``predict``.
+        """
         batch = self.check_observations(obs_i, "obs_i")
         if self.check_observations(obs_j, "obs_j") != batch:
             raise CriticInputError(f"obs_i has {batch} observations but obs_j a different number")
-        tasks = check_tasks(tasks, batch)
-        out = self._score(obs_i, obs_j, tasks)
-        return check_scores(out, batch)
+        return check_tasks(tasks, batch)
 
     def episode_progress(
         self, frames: dict[str, np.ndarray], task: str, batch_size: int = 64, rule: str = "scale"

@@ -111,8 +111,7 @@ class CompactProgressCritic(TrainableCritic):
         self.module.state_std.copy_(torch.as_tensor(states.std(0) + 1e-6))
 
     def _tensors(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        wanted = list(self.image_keys) + ([self.state_key] if self.state_key else [])
-        return {k: torch.as_tensor(np.ascontiguousarray(obs[k])).to(self.device) for k in wanted}
+        return {k: torch.as_tensor(np.ascontiguousarray(obs[k])).to(self.device) for k in self.input_keys}
 
     def _text(self, tasks: list[str]) -> torch.Tensor:
         return torch.as_tensor(self.text(tasks)).to(self.device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
+from robot_rl.rewards.base import ProgressCritic
 
 
 @dataclass
@@ -34,15 +36,25 @@ class CriticEpisode:
         return len(next(iter(self.frames.values())))
 
 
-def load_episodes(
+def critic_episodes(
+    critic: ProgressCritic, root: str | Path, episodes: list[int] | None = None, success: str = "dataset"
+) -> Iterator[CriticEpisode]:
+    """``iter_episodes`` with what ``critic`` reads: its cameras at its image size, and its state key."""
+    return iter_episodes(
+        root, list(critic.image_keys), critic.image_size[0], critic.state_key, episodes, success
+    )
+
+
+def iter_episodes(
     root: str | Path,
     image_keys: list[str],
     image_size: int,
     state_key: str | None = None,
     episodes: list[int] | None = None,
     success: str = "dataset",
-) -> list[CriticEpisode]:
-    """Decode ``episodes`` (default: all) of the dataset at ``root`` at image_size x image_size.
+) -> Iterator[CriticEpisode]:
+    """Decode ``episodes`` (default: all) of the dataset at ``root`` at image_size x image_size, one at a
+    time from one open dataset (memory stays at one episode).
 
     Args:
         success: ``dataset`` reads ``next.success`` (a dataset without it is an error); ``episode_end``
@@ -71,15 +83,13 @@ def load_episodes(
         bad = [e for e in chosen if not 0 <= e < ds.num_episodes]
         if bad:
             raise DatasetError(f"{ds.root}: episodes {bad} out of range for {ds.num_episodes} episodes")
-        out = []
         for ep in chosen:
             lo, hi = int(ds.episode_from[ep]), int(ds.episode_to[ep])
             frames = {k: ds.episode_video(ep, k, (image_size, image_size)) for k in image_keys}
             if state_key is not None:
                 frames[state_key] = np.asarray(table[state_key][lo:hi], dtype=np.float32)
             task = ds.tasks[int(table[keys.TASK_INDEX][lo])]
-            out.append(CriticEpisode(ep, frames, task, _success_step(table, lo, hi, success)))
-        return out
+            yield CriticEpisode(ep, frames, task, _success_step(table, lo, hi, success))
     finally:
         ds.close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.rewards.base import ProgressCritic
-from robot_rl.rewards.episodes import CriticEpisode, load_episodes
+from robot_rl.rewards.episodes import CriticEpisode, critic_episodes
 from robot_rl.rewards.metrics import done_auc, negative_delta_rate, voc
 from robot_rl.rewards.pairs import DISTRACTOR_TASKS
 from robot_rl.rewards.progress import reconstruct_progress
@@ -69,15 +69,10 @@ def score_episodes(critic: ProgressCritic, episodes: list[CriticEpisode], rule: 
 def episode_vocs(critic: ProgressCritic, root: str | Path) -> list[float]:
     """VOC of every episode of the dataset at ``root``: Spearman of c(o_0, o_t) against t (GVL's anchored
     form, which does not accumulate errors). Episodes are decoded one at a time."""
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
-
-    out = []
-    for ep in range(LeRobotDataset(root).num_episodes):
-        (episode,) = load_episodes(
-            root, list(critic.image_keys), critic.image_size[0], critic.state_key, [ep], "episode_end"
-        )
-        out.append(voc(critic.against_first(episode.frames, episode.task).delta))
-    return out
+    return [
+        voc(critic.against_first(ep.frames, ep.task).delta)
+        for ep in critic_episodes(critic, root, success="episode_end")
+    ]
 
 
 def _score(critic: ProgressCritic, index: int, kind: str, frames: dict, task: str, rule: str) -> dict:

@@ -12,7 +12,7 @@ from robot_rl.data.columns import with_columns
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.rewards.base import ProgressCritic
-from robot_rl.rewards.episodes import load_episodes
+from robot_rl.rewards.episodes import critic_episodes
 from robot_rl.rewards.metrics import voc
 from robot_rl.rewards.shaping import episode_rewards
 
@@ -53,10 +53,7 @@ def label_dataset(
     out_reward = np.zeros(n, dtype=np.float32)
     out_done = np.zeros(n, dtype=bool)
     vocs = []
-    for ep, (lo, hi) in enumerate(bounds):
-        (episode,) = load_episodes(
-            src, list(critic.image_keys), critic.image_size[0], critic.state_key, [ep], "episode_end"
-        )
+    for (lo, hi), episode in zip(bounds, critic_episodes(critic, src, success="episode_end"), strict=True):
         phi = critic.episode_progress(episode.frames, episode.task, rule=rule)
         done_prob = critic.against_first(episode.frames, episode.task).done
         ep_reward = None if env_reward is None else np.asarray(env_reward[lo:hi]).reshape(-1)

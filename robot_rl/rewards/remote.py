@@ -174,8 +174,8 @@ class RemoteCritic(ProgressCritic):
         self, obs_i: dict[str, np.ndarray], obs_j: dict[str, np.ndarray], tasks: list[str]
     ) -> CriticOutput:
         """Send the pairs (only the keys the critic reads) and return the server's (B,) scores."""
-        keys = list(self.image_keys) + ([self.state_key] if self.state_key else [])
-        head, frames = self.request({"op": "predict", "tasks": list(tasks)}, encode_pairs(obs_i, obs_j, keys))
+        blob = encode_pairs(obs_i, obs_j, self.input_keys)
+        head, frames = self.request({"op": "predict", "tasks": list(tasks)}, blob)
         try:
             arrays = st_load(bytes(frames[0]))
             return CriticOutput(arrays["delta"], arrays["done"])

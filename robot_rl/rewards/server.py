@@ -27,13 +27,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic, check_tasks
+from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic
 
 try:
     import zmq
@@ -157,7 +158,7 @@ class _Server:
     def __init__(self, critic: ProgressCritic, sock: zmq.Socket, max_batch: int, max_wait_ms: float) -> None:
         self.critic, self.sock = critic, sock
         self.max_batch, self.max_wait_s = max_batch, max_wait_ms / 1000.0
-        self.keys = list(critic.image_keys) + ([critic.state_key] if critic.state_key else [])
+        self.keys = critic.input_keys
         self.pending: list[_Request] = []
         self.pending_pairs = 0
         self.deadline = 0.0
@@ -225,18 +226,15 @@ class _Server:
         if len(body) != 2:
             raise CriticProtocolError("a predict request needs [header, arrays] frames")
         obs_i, obs_j = decode_pairs(body[1])
-        batch = self.critic.check_observations(obs_i, "obs_i")
-        if self.critic.check_observations(obs_j, "obs_j") != batch:
-            raise CriticInputError(f"obs_i has {batch} observations but obs_j a different number")
-        if batch < 1:
-            raise CriticInputError("a predict request needs at least one observation pair")
         tasks = header.get("tasks")
         if not isinstance(tasks, list | str):
-            raise CriticInputError(f"'tasks' must be a list of {batch} strings, got {type(tasks).__name__}")
-        tasks = check_tasks(tasks, batch)
+            raise CriticInputError(f"'tasks' must be a list of strings, got {type(tasks).__name__}")
+        tasks = self.critic.check_pairs(obs_i, obs_j, tasks)
+        if not tasks:
+            raise CriticInputError("a predict request needs at least one observation pair")
         obs_i = {k: obs_i[k] for k in self.keys}
         obs_j = {k: obs_j[k] for k in self.keys}
-        return _Request(envelope, request_id, obs_i, obs_j, tasks, batch, received)
+        return _Request(envelope, request_id, obs_i, obs_j, tasks, len(tasks), received)
 
     def queue(self, request: _Request) -> None:
         if not self.pending:
@@ -372,20 +370,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=2.0)
     args = parser.parse_args(argv)
+    serve_checkpoint(args.checkpoint, args.address, args.device, args.max_batch, args.max_wait_ms)
+
+
+def serve_checkpoint(
+    checkpoint: str | Path, address: str, device: str = "cpu", max_batch: int = 64, max_wait_ms: float = 2.0
+) -> None:
+    """Load a saved critic and ``serve`` it; prints ``serving <endpoint> ...`` once it accepts requests,
+    and returns on SIGTERM or Ctrl-C. Used by ``robot-rl critic serve`` and by this module's ``main``."""
     from robot_rl.rewards.trainable import load_critic
 
-    critic = load_critic(args.checkpoint, args.device)
+    critic = load_critic(checkpoint, device)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def ready(endpoint: str) -> None:
+        print(f"serving {endpoint} (max batch {max_batch}); Ctrl-C or SIGTERM stops it", flush=True)
+
     try:
-        serve(
-            critic,
-            args.address,
-            args.max_batch,
-            args.max_wait_ms,
-            stop,
-            ready=lambda endpoint: print(f"serving {endpoint}", flush=True),
-        )
+        serve(critic, address, max_batch, max_wait_ms, stop, ready=ready)
     except KeyboardInterrupt:
         pass
 

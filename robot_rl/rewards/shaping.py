@@ -94,8 +94,7 @@ class CriticRewardWrapper(gym.Wrapper):
         self.rejected = 0
 
     def _view(self, obs: dict) -> dict[str, np.ndarray]:
-        wanted = list(self.critic.image_keys) + ([self.critic.state_key] if self.critic.state_key else [])
-        return {k: np.asarray(obs[k])[None] for k in wanted}
+        return {k: np.asarray(obs[k])[None] for k in self.critic.input_keys}
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)

@@ -8,8 +8,6 @@ kind-specific fields) and ``model.safetensors`` (the trainable weights). ``load_
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from abc import abstractmethod
 from dataclasses import asdict
@@ -22,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.config import CriticConfig
+from robot_rl.data.lerobot_format import staged_destination
 from robot_rl.rewards.base import CriticInputError, ProgressCritic
 from robot_rl.rewards.pairs import PairBatch, PairSampler
 
@@ -66,17 +65,12 @@ class TrainableCritic(ProgressCritic):
             "state_key": self.state_key,
             **self.extra_meta(),
         }
-        stage = path.parent / f".{path.name}.partial-{os.getpid()}"
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
-        (stage / META_FILE).write_text(json.dumps(meta, indent=2))
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.trainable_state().items()}
-        save_file(tensors, str(stage / WEIGHTS_FILE))
-        old = path.parent / f".{path.name}.old-{os.getpid()}"
-        if path.exists():
-            os.replace(path, old)
-        os.replace(stage, path)
-        shutil.rmtree(old, ignore_errors=True)
+        with staged_destination(
+            path, True, lambda p: (p / META_FILE).is_file(), "a critic checkpoint"
+        ) as stage:
+            (stage / META_FILE).write_text(json.dumps(meta, indent=2))
+            tensors = {k: v.detach().cpu().contiguous() for k, v in self.trainable_state().items()}
+            save_file(tensors, str(stage / WEIGHTS_FILE))
         return path
 
 
