@@ -217,10 +217,10 @@ def test_bad_requests_get_errors_and_others_are_served(server, local):
             bad._score(obs_i, obs_j, [" "])
         header = {"op": "predict", "protocol": PROTOCOL, "id": 7, "tasks": ["stack"]}
         reply = _raw(server, [encode_header(header), b"\x00not safetensors"])
-        assert reply["ok"] is False and reply["type"] == "CriticProtocolError" and reply["id"] == 7
+        assert reply["ok"] is False and reply["type"] == "ProtocolError" and reply["id"] == 7
         assert "safetensors" in reply["error"]
         reply = _raw(server, [b"\xff\xfe garbage"])
-        assert reply["type"] == "CriticProtocolError" and "JSON" in reply["error"]
+        assert reply["type"] == "ProtocolError" and "JSON" in reply["error"]
         reply = _raw(server, [encode_header({"op": "train", "protocol": PROTOCOL})])
         assert "unknown op 'train'" in reply["error"]
         reply = _raw(server, [encode_header({"op": "info", "protocol": 99})])

@@ -19,7 +19,6 @@ Run one with ``robot-rl critic serve`` or ``python -m robot_rl.rewards.server CH
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import threading
@@ -31,10 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load as st_load
-from safetensors.numpy import save as st_save
 
 from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic
+from robot_rl.transport import (
+    ProtocolError,
+    decode_arrays,
+    decode_header,
+    encode_arrays,
+    encode_header,
+    error_header,
+    split_envelope,
+)
 
 try:
     import zmq
@@ -49,61 +55,25 @@ LATENCY_WINDOW = 1024  # requests kept for the latency percentiles
 log = logging.getLogger(__name__)
 
 
-class CriticProtocolError(RuntimeError):
-    """A message that does not follow the critic wire protocol (garbage, unknown op, other version)."""
-
-
 def encode_pairs(obs_i: dict[str, np.ndarray], obs_j: dict[str, np.ndarray], keys: list[str]) -> bytes:
     """Safetensors blob with ``i/<key>`` and ``j/<key>`` for each of ``keys`` (arrays made C-contiguous)."""
-    arrays = {}
-    for prefix, obs in (("i", obs_i), ("j", obs_j)):
-        for key in keys:
-            arrays[f"{prefix}/{key}"] = np.ascontiguousarray(obs[key])
-    return st_save(arrays)
+    return encode_arrays({f"{p}/{key}": obs[key] for p, obs in (("i", obs_i), ("j", obs_j)) for key in keys})
 
 
 def decode_pairs(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Inverse of ``encode_pairs``: (obs_i, obs_j).
 
     Raises:
-        CriticProtocolError: the blob is not safetensors, or holds a name without an ``i/`` or ``j/`` prefix.
+        ProtocolError: the blob is not safetensors, or holds a name without an ``i/`` or ``j/`` prefix.
     """
-    try:
-        arrays = st_load(bytes(blob))
-    except Exception as err:  # safetensors raises its own error type on garbage
-        raise CriticProtocolError(f"request arrays are not a safetensors blob: {err}") from err
+    arrays = decode_arrays(blob)
     obs: dict[str, dict[str, np.ndarray]] = {"i": {}, "j": {}}
     for name, value in arrays.items():
         prefix, _, key = name.partition("/")
         if prefix not in obs or not key:
-            raise CriticProtocolError(f"request array {name!r}: names must be 'i/<key>' or 'j/<key>'")
+            raise ProtocolError(f"request array {name!r}: names must be 'i/<key>' or 'j/<key>'")
         obs[prefix][key] = value
     return obs["i"], obs["j"]
-
-
-def encode_header(header: dict[str, Any]) -> bytes:
-    """UTF-8 JSON bytes of a header dict."""
-    return json.dumps(header).encode()
-
-
-def decode_header(frame: bytes) -> dict[str, Any]:
-    """Parse a JSON header frame.
-
-    Raises:
-        CriticProtocolError: not UTF-8 JSON, or not a JSON object.
-    """
-    try:
-        header = json.loads(bytes(frame).decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise CriticProtocolError(f"header is not UTF-8 JSON: {err}") from err
-    if not isinstance(header, dict):
-        raise CriticProtocolError(f"header must be a JSON object, got {type(header).__name__}")
-    return header
-
-
-def error_header(err: BaseException, request_id: Any = None) -> dict[str, Any]:
-    """Error reply header: ``{"ok": false, "id", "error": message, "type": exception class name}``."""
-    return {"ok": False, "id": request_id, "error": str(err), "type": type(err).__name__}
 
 
 @dataclass
@@ -191,23 +161,21 @@ class _Server:
     def handle(self, frames: list[bytes]) -> None:
         """Answer an info/stats/ping request at once, or check a predict request and queue it."""
         received = time.perf_counter()
-        # ROUTER prefixes the sender's identity; a REQ client adds an empty delimiter frame after it.
-        split = 2 if len(frames) > 1 and frames[1] == b"" else 1
-        envelope, body = frames[:split], frames[split:]
+        envelope, body = split_envelope(frames)
         request_id = None
         try:
             if len(body) not in (1, 2):
-                raise CriticProtocolError(f"expected [header, arrays] frames, got {len(body)} frames")
+                raise ProtocolError(f"expected [header, arrays] frames, got {len(body)} frames")
             header = decode_header(body[0])
             request_id = header.get("id")
             version = header.get("protocol")
             if version != PROTOCOL:
-                raise CriticProtocolError(
+                raise ProtocolError(
                     f"protocol {version!r} not supported; this server speaks protocol {PROTOCOL}"
                 )
             op = header.get("op")
             if op not in OPS:
-                raise CriticProtocolError(f"unknown op {op!r}; expected one of {list(OPS)}")
+                raise ProtocolError(f"unknown op {op!r}; expected one of {list(OPS)}")
             if op == "ping":
                 self.send(envelope, {"ok": True, "id": request_id})
             elif op == "info":
@@ -224,7 +192,7 @@ class _Server:
     ) -> _Request:
         """Decode and check one predict request against the critic (before it joins a batch)."""
         if len(body) != 2:
-            raise CriticProtocolError("a predict request needs [header, arrays] frames")
+            raise ProtocolError("a predict request needs [header, arrays] frames")
         obs_i, obs_j = decode_pairs(body[1])
         tasks = header.get("tasks")
         if not isinstance(tasks, list | str):
@@ -281,7 +249,7 @@ class _Server:
         for r in batch:
             part = slice(offset, offset + r.pairs)
             offset += r.pairs
-            blob = st_save({"delta": out.delta[part].copy(), "done": out.done[part].copy()})
+            blob = encode_arrays({"delta": out.delta[part], "done": out.done[part]})
             self.send(r.envelope, {"ok": True, "id": r.request_id, "pairs": r.pairs}, blob)
             self.stats.requests += 1
             self.stats.pairs += r.pairs

@@ -1,0 +1,185 @@
+"""Request/reply messaging over ZeroMQ with no pickle: a JSON header frame plus an optional safetensors blob.
+
+Used by the critic server (``robot_rl.rewards.server``) and the online learner link
+(``robot_rl.runtime.link``). A request is ``[header, blob?]`` where ``header`` is UTF-8 JSON carrying
+``op``, ``protocol`` and a request ``id``; the reply echoes the ``id`` with ``ok`` true, or ``ok`` false
+with ``error`` and ``type``. Arrays travel as safetensors (numpy) bytes, so a peer on another machine
+never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import zmq
+from safetensors.numpy import load as st_load
+from safetensors.numpy import save as st_save
+
+
+class ProtocolError(RuntimeError):
+    """A message that does not follow the wire protocol (garbage, unknown op, other version)."""
+
+
+class PeerUnavailableError(ConnectionError):
+    """The peer did not answer within the timeout (not running, unreachable, or stuck)."""
+
+
+def encode_header(header: dict[str, Any]) -> bytes:
+    """UTF-8 JSON bytes of a header dict."""
+    return json.dumps(header).encode()
+
+
+def decode_header(frame: bytes) -> dict[str, Any]:
+    """Parse a JSON header frame.
+
+    Raises:
+        ProtocolError: not UTF-8 JSON, or not a JSON object.
+    """
+    try:
+        header = json.loads(bytes(frame).decode())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ProtocolError(f"header is not UTF-8 JSON: {err}") from err
+    if not isinstance(header, dict):
+        raise ProtocolError(f"header must be a JSON object, got {type(header).__name__}")
+    return header
+
+
+def error_header(err: BaseException, request_id: Any = None) -> dict[str, Any]:
+    """Error reply header: ``{"ok": false, "id", "error": message, "type": exception class name}``."""
+    return {"ok": False, "id": request_id, "error": str(err), "type": type(err).__name__}
+
+
+def encode_arrays(arrays: dict[str, np.ndarray]) -> bytes:
+    """Safetensors bytes of named numpy arrays (made C-contiguous; bool is kept as bool)."""
+    return st_save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+
+
+def decode_arrays(blob: bytes) -> dict[str, np.ndarray]:
+    """Inverse of :func:`encode_arrays`.
+
+    Raises:
+        ProtocolError: the blob is not safetensors.
+    """
+    try:
+        return st_load(bytes(blob))
+    except Exception as err:  # safetensors raises its own error type on garbage
+        raise ProtocolError(f"payload is not a safetensors blob: {err}") from err
+
+
+def split_envelope(frames: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """ROUTER frames -> (envelope, body): the sender identity, plus the empty delimiter a REQ peer adds."""
+    split = 2 if len(frames) > 1 and frames[1] == b"" else 1
+    return frames[:split], frames[split:]
+
+
+class RpcClient:
+    """A DEALER socket doing one bounded request/reply round trip at a time.
+
+    Args:
+        address: the server's ZeroMQ endpoint, e.g. ``tcp://127.0.0.1:5560``.
+        protocol: protocol version stamped on every request.
+        timeout_s: longest wait (s) for each reply.
+        errors: server-side exception class names re-raised as these classes on the client; any other
+            error type becomes a RuntimeError carrying the server's message.
+        name: what the peer is, for messages (``"critic server"``, ``"learner"``).
+
+    One instance may be shared by threads (calls are serialised). After a timeout the socket is replaced
+    (a new identity), so a late reply to an old request is never taken for the reply to the next one.
+
+    Raises:
+        ValueError: ``timeout_s`` <= 0 or ``address`` is not a ZeroMQ endpoint.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        protocol: int,
+        timeout_s: float = 5.0,
+        errors: dict[str, type[Exception]] | None = None,
+        name: str = "server",
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.address, self.protocol, self.timeout_s, self.name = address, protocol, timeout_s, name
+        self.errors = {"ProtocolError": ProtocolError, **(errors or {})}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._sock: zmq.Socket | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDTIMEO, int(1000 * self.timeout_s))
+        try:
+            sock.connect(self.address)
+        except zmq.ZMQError as err:
+            sock.close()
+            raise ValueError(
+                f"{self.name} address {self.address!r} is not a ZeroMQ endpoint like tcp://127.0.0.1:5560: "
+                f"{err}"
+            ) from err
+        self._sock = sock
+
+    def reset(self) -> None:
+        """A fresh socket: nothing stale stays queued for a restarted server."""
+        if self._sock is not None:
+            self._sock.close(linger=0)
+        self._connect()
+
+    def close(self) -> None:
+        """Close the socket; the client cannot be used afterwards."""
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_sock", None) is not None:
+            self.close()
+
+    def request(
+        self, header: dict[str, Any], blob: bytes | None = None, timeout_s: float | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        """One round trip: send ``[header (+ protocol, id), blob]``; return (reply header, extra frames).
+
+        Raises:
+            PeerUnavailableError: no reply within the timeout (the socket is then recreated).
+            ProtocolError or a class of ``errors``: the server's error of that class.
+            RuntimeError: any other server-side error, with the server's message.
+        """
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        with self._lock:
+            if self._sock is None:
+                raise PeerUnavailableError(f"client of {self.name} {self.address} was closed")
+            request_id = next(self._ids)
+            frames = [encode_header({**header, "protocol": self.protocol, "id": request_id})]
+            if blob is not None:
+                frames.append(blob)
+            deadline = time.monotonic() + timeout
+            try:
+                self._sock.send_multipart(frames)
+                while True:
+                    left_ms = int(1000 * (deadline - time.monotonic()))
+                    if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
+                        raise TimeoutError
+                    reply = self._sock.recv_multipart()
+                    head = decode_header(reply[0])
+                    if head.get("id") == request_id:
+                        break  # anything else is a stale reply to an earlier request
+            except (TimeoutError, zmq.Again) as err:
+                self.reset()
+                raise PeerUnavailableError(
+                    f"{self.name} {self.address} did not answer {header.get('op')!r} within {timeout:g} s"
+                ) from err
+        if not head.get("ok", False):
+            kind = str(head.get("type", "RuntimeError"))
+            message = f"{self.name} {self.address}: {head.get('error', 'unknown error')}"
+            raise self.errors.get(kind, RuntimeError)(
+                message if kind in self.errors else f"{message} ({kind})"
+            )
+        return head, reply[1:]
