@@ -13,17 +13,20 @@ import draccus
 import torch
 from torch import nn
 
-from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent
+from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
-from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig
+from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, SACConfig
 from robot_rl.data.normalize import FeatureStats
 
 from .checkpoint import check_compatible, load_checkpoint, load_extra_state, require_shapes, save_checkpoint
 from .encoders import ObservationEncoder
 from .flow import FlowChunkPolicy
+from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql")
+METHODS = ("bc", "qc", "qc_fql", "sac")
+# config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
+_ALGO_SECTIONS = {"bc": ("bc", BCConfig), "sac": ("sac", SACConfig)}
 EncoderFactory = Callable[[], nn.Module]
 
 
@@ -55,22 +58,23 @@ def build_policy(
 def build_agent(
     method: str,
     policy_cfg: PolicyConfig,
-    offline_cfg: OfflineRLConfig | BCConfig,
+    offline_cfg: OfflineRLConfig | BCConfig | SACConfig,
     obs_shapes: dict[str, tuple[int, ...]],
     action_dim: int,
     stats: dict[str, FeatureStats] | None = None,
     encoder_factory: EncoderFactory | None = None,
     device: str | torch.device = "cpu",
 ) -> Agent:
-    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``qc`` (QCAgent) or
-    ``qc_fql`` (QCFQLAgent). Each network (policy, critic, one-step policy) gets its own encoder from
+    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``qc`` (QCAgent),
+    ``qc_fql`` (QCFQLAgent) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
+    must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
     ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
 
     Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
     ``PipelineConfig`` (same as :func:`build_agent_from_config`).
 
     Raises:
-        ValueError: unknown method.
+        ValueError: unknown method; ``sac`` with ``policy.horizon`` != 1.
     """
     if isinstance(policy_cfg, PipelineConfig):  # build_agent(method, cfg, obs_shapes, action_dim, stats)
         return build_agent_from_config(
@@ -83,6 +87,8 @@ def build_agent(
     factory = encoder_factory or default_encoder_factory(
         obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
     )
+    if method == "sac":
+        return _build_sac(policy_cfg, offline_cfg, action_dim, stats, factory, device)
     policy = build_policy(policy_cfg, obs_shapes, action_dim, stats, factory).to(device)
     if method == "bc":
         return FlowBC(policy, offline_cfg)
@@ -102,6 +108,25 @@ def build_agent(
     return QCFQLAgent(policy, critic, one_step, offline_cfg)
 
 
+def _build_sac(policy_cfg, sac_cfg, action_dim, stats, factory, device) -> SACAgent:
+    if policy_cfg.horizon != 1:
+        raise ValueError(
+            f"method 'sac' acts on single steps: policy.horizon must be 1, got {policy_cfg.horizon}"
+        )
+    actor = GaussianTanhPolicy(
+        factory(), action_dim, sac_cfg.actor_hidden_dims, stats, normalization=policy_cfg.normalization
+    ).to(device)
+    critic = ChunkCritic(
+        factory(),
+        action_dim,
+        1,
+        sac_cfg.critic_hidden_dims,
+        num_critics=sac_cfg.num_critics,
+        agg=sac_cfg.critic_agg,
+    ).to(device)
+    return SACAgent(actor, critic, sac_cfg)
+
+
 def build_agent_from_config(
     method: str,
     cfg,
@@ -111,9 +136,9 @@ def build_agent_from_config(
     device: str | torch.device = "cpu",
     encoder_factory: EncoderFactory | None = None,
 ) -> Agent:
-    """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``, else
-    ``cfg.offline``)."""
-    algo_cfg = cfg.bc if method == "bc" else cfg.offline
+    """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``,
+    ``cfg.sac`` for ``sac``, else ``cfg.offline``)."""
+    algo_cfg = getattr(cfg, _ALGO_SECTIONS.get(method, ("offline",))[0])
     return build_agent(method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
 
 
@@ -163,9 +188,7 @@ def load_agent(
         check_compatible(config, obs_shapes, action_dim if action_dim is not None else config["action_dim"])
     method = method or config.get("method", "bc")
     policy_cfg = _section(config, "policy", PolicyConfig)
-    algo_cfg = (
-        _section(config, "bc", BCConfig) if method == "bc" else _section(config, "offline", OfflineRLConfig)
-    )
+    algo_cfg = _section(config, *_ALGO_SECTIONS.get(method, ("offline", OfflineRLConfig)))
     shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
     agent = build_agent(method, policy_cfg, algo_cfg, shapes, int(config["action_dim"]), stats, device=device)
     for name, module in agent.modules().items():

@@ -1,4 +1,4 @@
-"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, chunked critic and targets.
+"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, SAC (HIL-SERL), chunked critic and targets.
 
 This package never imports ``robot_rl.policies`` at module level; agents receive their networks as
 constructor arguments (see :mod:`robot_rl.algos.protocols`). ``robot_rl.policies.registry.build_agent``
@@ -10,6 +10,7 @@ from robot_rl.algos.critic import ChunkCritic, aggregate_q, polyak_update
 from robot_rl.algos.flow_bc import FlowBC
 from robot_rl.algos.fql import QCFQLAgent
 from robot_rl.algos.qc import QCAgent, best_of_n
+from robot_rl.algos.sac import SACAgent
 from robot_rl.algos.targets import masked_critic_loss, qc_target
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "FlowBC",
     "QCAgent",
     "QCFQLAgent",
+    "SACAgent",
     "aggregate_q",
     "batch_to_torch",
     "best_of_n",
