@@ -214,6 +214,86 @@ class RewardConfig:
 
 
 @dataclass
+class SACConfig:
+    """The HIL-SERL online recipe as a baseline (ALGORITHMS.md §5; Luo et al. 2024, Ball et al. 2023):
+    Gaussian tanh SAC on single-step actions (chunk h = 1), a LayerNorm critic ensemble of
+    ``num_critics`` aggregated by ``critic_agg``, discount ``gamma``, temperature initialised to
+    ``init_temperature`` and tuned towards ``target_entropy`` (0 = the default -|A|/2).
+    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1)."""
+
+    lr: float = 3e-4
+    gamma: float = 0.97
+    tau: float = 0.005
+    num_critics: int = 2
+    critic_agg: str = "min"
+    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    init_temperature: float = 0.01
+    target_entropy: float = 0.0
+    critic_only_updates: int = 1
+
+
+@dataclass
+class InterventionConfig:
+    """Who can take over from the policy in the actor (ALGORITHMS.md §5; DESIGN.md §4).
+
+    ``device``: ``none``, ``sim_human`` (the scripted simulated human, for simulation), ``keyboard``,
+    ``gamepad`` or ``spacemouse`` (optional extras ``teleop``). The simulated human takes over when the
+    policy stalls (the gripper moves less than ``stall_distance_m`` over ``stall_steps`` steps) or drifts
+    (more than ``drift_distance_m`` from the scripted expert's current goal), drives with the scripted
+    expert for at least ``takeover_steps`` steps and then hands back. ``max_takeovers`` caps takeovers per
+    episode (0 = no cap). ``scale``: device deflection to action units (fraction of the action box).
+    """
+
+    device: str = "none"
+    stall_steps: int = 8
+    stall_distance_m: float = 0.005
+    drift_distance_m: float = 0.15
+    takeover_steps: int = 15
+    max_takeovers: int = 2
+    scale: float = 1.0
+
+
+@dataclass
+class OnlineConfig:
+    """Online RL with a human standing by: actors, a learner and RLPD buffers (ALGORITHMS.md §1, §3-5).
+
+    ``method``: ``qc`` / ``qc_fql`` (chunked RL with the QC critic, the flow policy extracted by
+    best-of-N or FQL; hyper-parameters from ``offline``), ``sac`` (the HIL-SERL recipe, ``sac``) or
+    ``hg_dagger`` (flow BC on demos plus interventions only). ``init``: the offline checkpoint to start
+    from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from scratch).
+    ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
+    the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
+    ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
+    0.5). ``publish_every``: updates between weight publications. ``checkpoint_every``: updates between
+    learner checkpoints. ``max_env_steps_ahead``: actors wait while their env steps exceed
+    ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
+    learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
+    ZeroMQ on ``address``) or ``ray`` (``ray_address``; empty starts a local Ray). ``num_actors``: actor
+    processes, each with ``env.num_envs`` envs. ``tensorboard``/``wandb``: extra metric sinks.
+    """
+
+    method: str = "qc"
+    init: str = ""
+    env_steps: int = 3000
+    utd_ratio: float = 1.0
+    batch_size: int = 256
+    warmup_steps: int = 0
+    demo_fraction: float = 0.5
+    publish_every: int = 50
+    checkpoint_every: int = 500
+    max_env_steps_ahead: int = 300
+    runtime: str = "local"
+    address: str = "tcp://127.0.0.1:5560"
+    ray_address: str = ""
+    num_actors: int = 1
+    log_every_s: float = 5.0
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "robot_rl"
+
+
+@dataclass
 class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
@@ -232,6 +312,9 @@ class PipelineConfig:
     data: DataConfig = field(default_factory=DataConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    online: OnlineConfig = field(default_factory=OnlineConfig)
+    sac: SACConfig = field(default_factory=SACConfig)
+    intervention: InterventionConfig = field(default_factory=InterventionConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
 
