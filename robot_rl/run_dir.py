@@ -57,6 +57,11 @@ class RunDir:
         write_json_atomic(self._marker(stage), result)
 
 
+def online_name(cfg) -> str:
+    """Checkpoint, log and stage name of an online run: ``online_<method>`` (``cfg`` a PipelineConfig)."""
+    return f"online_{cfg.online.method}"
+
+
 def write_json_atomic(path: Path, obj) -> None:
     """Write JSON to ``path`` via a temporary file and ``os.replace`` so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset
+from robot_rl.cli import dataset, online
 from robot_rl.config import ConfigError, load_config
+from robot_rl.run_dir import online_name
 
 COMMANDS = {
     "collect": "collect scripted demonstrations into a LeRobot v3.0 dataset",
@@ -21,6 +22,8 @@ COMMANDS = {
     "pipeline": "collect -> train bc -> train offline -> eval -> report; finished stages are skipped",
     "critic": "progress critic: train (on --data.path or the run's dataset), eval (VOC, done AUC, curves) or "
     "serve (a batching critic server on --address)",
+    "online": "human-in-the-loop online RL from the offline checkpoint: a learner and actors (local "
+    "processes or Ray) with a simulated or real human able to take over",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
 }
 
@@ -32,9 +35,14 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--config", help="experiment YAML (configs/*.yaml); defaults if omitted")
         p.add_argument("--quick", action="store_true", help="small budgets: minutes on 2 CPU cores")
-        if name in ("train", "eval", "open-loop"):
-            p.add_argument("--algo", choices=["bc", "offline"], default="bc")
+        if name in ("train", "eval", "open-loop", "online"):
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
+        if name in ("train", "open-loop"):
+            p.add_argument("--algo", choices=["bc", "offline"], default="bc")
+        if name == "eval":
+            p.add_argument("--algo", choices=["bc", "offline", "online"], default="bc")
+        if name == "online":
+            online.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument("--address", default="tcp://127.0.0.1:5555", help="serve: ZeroMQ bind address")
@@ -64,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from robot_rl.data.errors import DatasetError
     from robot_rl.rewards.base import CriticInputError, CriticScoreError
+    from robot_rl.runtime.intervention import DeviceError
+    from robot_rl.transport import PeerUnavailableError, ProtocolError
 
     try:
         _run(args, cfg)
@@ -75,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except (CriticInputError, CriticScoreError) as err:
         print(f"robot-rl: critic error: {err}", file=sys.stderr)
+        return 1
+    except DeviceError as err:
+        print(f"robot-rl: intervention device error: {err}", file=sys.stderr)
+        return 1
+    except (PeerUnavailableError, ProtocolError) as err:
+        print(f"robot-rl: connection error: {err}", file=sys.stderr)
         return 1
     return 0
 
@@ -93,12 +109,15 @@ def _run(args: argparse.Namespace, cfg) -> None:
     else:
         seeds = [args.seed] if args.seed is not None else cfg.seeds
         for seed in seeds:
-            if args.command == "train":
+            if args.command == "online":
+                print(online.run(args, cfg, seed))
+            elif args.command == "train":
                 stages.train(cfg, args.algo, seed)
             elif args.command == "open-loop":
                 print(stages.open_loop(cfg, args.algo, seed))
             else:
-                print(stages.evaluate(cfg, args.algo, seed)["summary"])
+                algo = online_name(cfg) if args.algo == "online" else args.algo
+                print(stages.evaluate(cfg, algo, seed)["summary"])
 
 
 if __name__ == "__main__":

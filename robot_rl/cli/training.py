@@ -56,7 +56,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     log_path, val_path = run.train_log(algo, seed), run.val_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
-        start = _restore(agent, resume_from)
+        start = int(restore(agent, resume_from)["step"])
         _truncate_log(log_path, start)
         _truncate_log(val_path, start)
     elif init_from is not None:
@@ -89,7 +89,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                 val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
                 val_log.write({"step": step + 1, **val.metrics})
             if (step + 1) % cfg.checkpoint_every == 0 and not last:
-                _save_resume(agent, resume_dir, step + 1, config, data.stats)
+                save_resume(agent, resume_dir, {"step": step + 1}, config, data.stats)
     finally:
         log.close()
         val_log.close()
@@ -191,7 +191,7 @@ def resume_checkpoint(final_dir: Path) -> Path | None:
     """The resumable checkpoint a killed training run of ``final_dir`` continues from, or None.
 
     That is ``<final_dir>_resume`` when complete, else the previous one (``<final_dir>_resume.old``),
-    which :func:`_save_resume` keeps until its successor is in place: a kill at any moment leaves one.
+    which :func:`save_resume` keeps until its successor is in place: a kill at any moment leaves one.
     """
     current = _resume_dir(final_dir)
     for path in (current, _previous(current)):
@@ -208,14 +208,15 @@ def _previous(resume_dir: Path) -> Path:
     return resume_dir.with_name(resume_dir.name + ".old")
 
 
-def _save_resume(agent, path: Path, step: int, config, stats) -> None:
-    """Write the checkpoint to a temporary folder, then swap it in; the old one is removed only after."""
+def save_resume(agent, path: Path, state: dict, config, stats) -> None:
+    """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
+    ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after."""
     from robot_rl.policies.checkpoint import save_checkpoint
 
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
     save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
-    (tmp / "learner_state.json").write_text(json.dumps({"step": step}))
+    (tmp / "learner_state.json").write_text(json.dumps(state))
     if (path / "learner_state.json").is_file():
         shutil.rmtree(old, ignore_errors=True)
         path.rename(old)
@@ -225,14 +226,15 @@ def _save_resume(agent, path: Path, step: int, config, stats) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _restore(agent, path: Path) -> int:
+def restore(agent, path: Path) -> dict:
+    """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
     from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state
 
     state, _, _ = load_checkpoint(path)
     for name, module in agent.modules().items():
         module.load_state_dict(state[name])
     agent.load_optimizer_state(load_extra_state(path))
-    return int(json.loads((path / "learner_state.json").read_text())["step"])
+    return json.loads((path / "learner_state.json").read_text())
 
 
 def load_agent(path: Path, device: str = "cpu", seed: int = 0):

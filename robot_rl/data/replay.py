@@ -156,6 +156,16 @@ class ZarrReplayBuffer:
         """Committed frames read into memory: ``{key: (N, *shape)}`` for every spec key."""
         return {key: self._arrays[key][: self._frames] for key in self.spec}
 
+    def episode(self, index: int) -> dict[str, np.ndarray]:
+        """Committed episode ``index``'s frames: ``{key: (T, *shape)}`` for every spec key.
+
+        Raises IndexError when ``index`` is not a committed episode."""
+        if not 0 <= index < self._episodes:
+            raise IndexError(f"{self.path}: episode {index} is not one of the {self._episodes} committed")
+        end = int(self._arrays[_ENDS][index])
+        start = int(self._arrays[_ENDS][index - 1]) if index else 0
+        return {key: self._arrays[key][start:end] for key in self.spec}
+
     def zarr_arrays(self) -> dict[str, zarr.Array]:
         """The underlying zarr arrays (length is the capacity; only the first ``len(self)`` rows count)."""
         return {key: self._arrays[key] for key in self.spec}

@@ -1,0 +1,78 @@
+"""``robot-rl online``: human-in-the-loop online RL from the offline checkpoint (robot_rl.runtime).
+
+Roles: ``all`` (default: the learner here plus ``online.num_actors`` actor processes, or Ray actors with
+``--runtime ray``), ``learner`` (serve and train only) and ``actor`` (act against a running learner).
+The ``all`` role is a pipeline stage: when it finishes, ``stages/online_<method>_seed<k>.json`` is
+written and a rerun skips it; a killed run resumes from the learner checkpoint and the replay on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import replace
+
+from robot_rl.config import PipelineConfig
+from robot_rl.run_dir import RunDir, online_name
+
+ROLES = ("all", "learner", "actor")
+RUNTIMES = ("local", "ray")
+
+
+def add_arguments(p) -> None:
+    """The ``online`` subcommand's own flags (the rest are config overrides)."""
+    p.add_argument("--role", choices=ROLES, default="all", help="all (default), learner or actor")
+    p.add_argument("--actor-id", type=int, default=0, help="actor: this actor's id (0..)")
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--init", default=None, help="offline checkpoint to start from (= --online.init)")
+    p.add_argument(
+        "--runtime", choices=RUNTIMES, default=None, help="local processes or ray (= --online.runtime)"
+    )
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (= --online.ray_address)")
+
+
+def apply_flags(args, cfg: PipelineConfig) -> PipelineConfig:
+    """Fold ``--init``, ``--runtime`` and ``--ray-address`` into ``cfg.online``."""
+    changes = {
+        k: v
+        for k, v in (("init", args.init), ("runtime", args.runtime), ("ray_address", args.ray_address))
+        if v is not None
+    }
+    return replace(cfg, online=replace(cfg.online, **changes)) if changes else cfg
+
+
+def run(args, cfg: PipelineConfig, seed: int) -> dict:
+    """Dispatch one role for training seed ``seed``."""
+    from robot_rl.config import ConfigError
+    from robot_rl.runtime.local import run_actor, run_learner
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    cfg = apply_flags(args, cfg)
+    if cfg.online.runtime not in RUNTIMES:
+        raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
+    if args.role == "actor":
+        return run_actor(cfg, seed, args.actor_id, args.parent_pid)
+    if args.role == "learner":
+        return run_learner(cfg, seed)
+    return online(cfg, seed)
+
+
+def online(cfg: PipelineConfig, seed: int) -> dict:
+    """The online stage: train, then mark ``online_<method>_seed<seed>`` done (skipped when already)."""
+    run = RunDir(cfg.run_dir)
+    stage = f"{online_name(cfg)}_seed{seed}"
+    if run.is_done(stage):
+        return run.result(stage)
+    start = time.time()
+    if cfg.online.runtime == "ray":
+        from robot_rl.runtime.ray_backend import run_ray
+
+        summary = run_ray(cfg, seed)
+    else:
+        from robot_rl.runtime.local import run_local
+
+        summary = run_local(cfg, seed)
+    result = {**summary, "wall_time_s": time.time() - start}
+    run.mark_done(stage, result)
+    return result

@@ -1,0 +1,373 @@
+"""The online actor: runs the policy on one env, lets a human take over, records episodes durably.
+
+Each control step (DESIGN.md §4, ALGORITHMS.md §5):
+1. the intervention device is polled; a human action wins at once and the rest of the current chunk is
+   dropped, a human success/failure label ends the episode;
+2. otherwise the next action of the current chunk runs; a new chunk is queried when it is used up, and only
+   then are newer weights swapped in (between chunks, never inside one);
+3. every executed action goes through the safety filter: a NaN/inf chunk is never sent (the episode stops
+   safely, as truncated), finite actions are clipped to the action box.
+
+A finished episode is appended to the actor's own zarr log (``actor<k>/episodes``) before it is offered
+to the learner; a background thread pushes every logged episode the learner has not acknowledged and
+polls for weights. While the learner is unreachable the actor keeps acting with its last weights, and the
+backlog is sent when the learner is back. An actor killed mid-episode loses only that unfinished episode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.config import PipelineConfig
+from robot_rl.data.normalize import save_stats, stats_from_json
+from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.intervention import DeviceError
+from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.replay import episode_spec
+from robot_rl.transport import PeerUnavailableError
+
+log = logging.getLogger(__name__)
+ONLINE_SEED_OFFSET = 2_000_000  # online env seeds; demos use 0.., evaluation 1,000,000..
+ACTOR_SEED_STRIDE = 100_000
+POLL_S = 0.1
+
+
+def episode_meta(frames: dict[str, np.ndarray], control_hz: float, version: int) -> dict[str, Any]:
+    """Per-episode metrics from recorded frames: success, steps, intervention_steps, return, cycle_time_s
+    (s from the first step to the first success, None without success) and the weight version."""
+    success = np.asarray(frames[keys.SUCCESS]).astype(bool)
+    first = int(np.argmax(success)) + 1 if success.any() else None
+    return {
+        "success": bool(success.any()),
+        "steps": int(len(success)),
+        "intervention_steps": int(np.asarray(frames[keys.INTERVENTION]).astype(bool).sum()),
+        "return": float(np.asarray(frames[keys.REWARD]).sum()),
+        "cycle_time_s": None if first is None else first / control_hz,
+        "version": int(version),
+    }
+
+
+class _Sender(threading.Thread):
+    """Pushes unacknowledged logged episodes to the learner and fetches newer weights, in the background."""
+
+    def __init__(self, actor: Actor) -> None:
+        super().__init__(name=f"actor{actor.actor_id}-sender", daemon=True)
+        self.actor = actor
+        self.closed = threading.Event()
+        self.wake = threading.Event()
+        self.connected = False
+        self.acked = -1  # unknown until hello
+        self.spec: dict | None = None
+        self.status: dict[str, Any] = {}
+        self.pending: tuple[int, bytes] | None = None
+        self.have = -1
+
+    def run(self) -> None:
+        backoff = 0.2
+        while not self.closed.is_set():
+            try:
+                self._cycle()
+                if not self.connected:
+                    log.info("actor %d: connected to the learner", self.actor.actor_id)
+                self.connected, backoff = True, 0.2
+                self.wake.wait(POLL_S)
+                self.wake.clear()
+            except PeerUnavailableError as err:
+                if self.connected or self.acked == -1:
+                    log.warning("actor %d: learner unreachable, acting on: %s", self.actor.actor_id, err)
+                self.connected = False
+                self.acked = -1
+                self.closed.wait(backoff)
+                backoff = min(2 * backoff, 5.0)
+
+    def _cycle(self) -> None:
+        link, actor = self.actor.link, self.actor
+        if self.acked < 0:
+            reply = link.hello(actor.actor_id)
+            self.spec, self.status, self.acked = reply["spec"], reply["status"], int(reply["acked"])
+            if self.acked > actor.num_logged():
+                raise RuntimeError(
+                    f"the learner holds {self.acked} episodes of actor {actor.actor_id} but its log "
+                    f"{actor.log.path} has {actor.num_logged()}: another actor uses this id, or the log was "
+                    "deleted"
+                )
+        while self.acked < actor.num_logged():
+            frames = actor.logged_episode(self.acked)
+            meta = episode_meta(frames, actor.cfg.env.control_hz, actor.versions.get(self.acked, self.have))
+            reply = link.push(actor.actor_id, self.acked, frames, meta)
+            self.acked, self.status = int(reply["acked"]), reply["status"]
+        head, blob = link.weights(self.have)
+        self.status = head["status"]
+        if blob is not None:
+            self.pending, self.have = (int(head["version"]), blob), int(head["version"])
+
+
+class Actor:
+    """Actor ``actor_id`` of online run ``cfg.run_dir`` / training seed ``seed``.
+
+    Args:
+        link: the learner link (ZeroMQ or Ray).
+        parent_pid: when given, the actor stops once that process is gone (it was started by it).
+
+    Raises:
+        robot_rl.runtime.intervention.DeviceError: the configured intervention device is unavailable.
+        ValueError: unknown ``intervention.device``.
+    """
+
+    def __init__(
+        self,
+        cfg: PipelineConfig,
+        seed: int,
+        actor_id: int,
+        link: LearnerLink,
+        parent_pid: int | None = None,
+    ) -> None:
+        from robot_rl.sim import make_env
+
+        self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
+        run = RunDir(cfg.run_dir)
+        self.dir = run.root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
+        self.env = make_env(cfg.env)
+        self.task = getattr(self.env.unwrapped, "task", getattr(self.env, "task", ""))
+        self.env = self._reward_hook(self.env)
+        space = self.env.observation_space.spaces
+        self.obs_keys = sorted(space)
+        shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}
+        self.low = self.env.action_space.low.astype(np.float32)
+        self.high = self.env.action_space.high.astype(np.float32)
+        self.log = ZarrReplayBuffer(self.dir / "episodes", episode_spec(shapes, len(self.low)))
+        self._log_lock = threading.Lock()
+        self.device = self._device()
+        self.versions: dict[int, int] = {}
+        self.version = -1
+        self.source = None  # robot_rl.cli.sources.AgentSource once weights arrived
+        self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
+        self.sender = _Sender(self)
+
+    # -- wiring --------------------------------------------------------------------------------------
+    def _reward_hook(self, env):
+        """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
+        if self.cfg.reward.mode == "success":
+            return env
+        from robot_rl.rewards.shaping import CriticRewardWrapper
+        from robot_rl.rewards.trainable import load_critic
+
+        critic_dir = self.cfg.critic.checkpoint or str(RunDir(self.cfg.run_dir).root / "critic")
+        return CriticRewardWrapper(
+            env, load_critic(critic_dir), self.cfg.reward, self.task, self.cfg.critic.rule
+        )
+
+    def _device(self):
+        if self.cfg.intervention.device == "none":
+            return None
+        from robot_rl.teleop import make_device
+
+        return make_device(self.cfg.intervention, self.low, self.high)
+
+    def num_logged(self) -> int:
+        with self._log_lock:
+            return self.log.num_episodes
+
+    def logged_episode(self, index: int) -> dict[str, np.ndarray]:
+        with self._log_lock:
+            return self.log.episode(index)
+
+    def _policy_dir(self) -> Path:
+        return self.dir / "policy"
+
+    def _load_policy(self) -> bool:
+        """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
+        the cached copy of a previous run. Returns whether a policy is ready."""
+        from robot_rl.cli.sources import AgentSource
+        from robot_rl.policies.checkpoint import MODEL_FILE
+        from robot_rl.policies.factory import load_agent
+
+        pending, self.sender.pending = self.sender.pending, None
+        spec = self.sender.spec
+        folder = self._policy_dir()
+        if pending is not None and spec is not None:
+            version, blob = pending
+            if self.source is not None:
+                from robot_rl.runtime.weights import load_weights
+
+                load_weights(self.source.agent, blob)
+            self._cache(folder, spec, blob, version)
+            self.version = version
+        if self.source is None and (folder / MODEL_FILE).is_file():
+            agent, config, _ = load_agent(folder, device=self.cfg.device)
+            agent.train()  # stochastic action sampling for exploration where the agent has it
+            self.version = int(json.loads((folder / "version.json").read_text())["version"])
+            self.source = AgentSource(
+                agent,
+                list(config["obs_keys"]),
+                self.low,
+                self.high,
+                self.cfg.device,
+                self.cfg.policy.execution,
+                self.cfg.policy.ensemble_decay,
+            )
+        return self.source is not None
+
+    @staticmethod
+    def _cache(folder: Path, spec: dict, blob: bytes, version: int) -> None:
+        """Keep the newest weights on disk (each file replaced atomically) for a restart without learner."""
+        from robot_rl.policies.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
+
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, write in (
+            (CONFIG_FILE, lambda p: p.write_text(json.dumps(spec["config"]))),
+            (NORM_FILE, lambda p: save_stats(stats_from_json(spec["stats"]), p)),
+            (MODEL_FILE, lambda p: p.write_bytes(blob)),
+            ("version.json", lambda p: p.write_text(json.dumps({"version": version}))),
+        ):
+            tmp = folder / (name + ".tmp")
+            write(tmp)
+            os.replace(tmp, folder / name)
+
+    # -- acting --------------------------------------------------------------------------------------
+    def _should_stop(self) -> bool:
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
+            return True
+        return bool(self.sender.status.get("stop")) and self.sender.connected
+
+    def _throttle(self, episode_steps: int) -> None:
+        """Simulation only (``online.max_env_steps_ahead`` > 0): wait while this actor is too far ahead of
+        the learner's updates. Never waits while the learner is unreachable."""
+        while self.sender.connected and not self.sender.closed.is_set():
+            status = self.sender.status
+            allowed = int(status.get("allowed_env_steps", -1))
+            unsent = sum(
+                int(self.counters["steps_log"][e])
+                for e in range(max(self.sender.acked, 0), self.num_logged())
+            )
+            if allowed < 0 or status.get("env_steps", 0) + unsent + episode_steps <= allowed:
+                return
+            time.sleep(0.02)
+
+    def _wait_for_policy(self, timeout_s: float = 600.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._load_policy():
+            if time.monotonic() > deadline:
+                raise PeerUnavailableError(
+                    f"actor {self.actor_id}: no policy after {timeout_s:.0f} s: the learner at "
+                    f"{self.cfg.online.address} never answered and {self._policy_dir()} has no cached weights"
+                )
+            time.sleep(POLL_S)
+
+    def run(self) -> dict[str, Any]:
+        """Act until the learner reports the env-step budget spent (or the parent is gone); then wait for
+        the backlog to be acknowledged and say bye. Returns the actor's counters.
+
+        Raises:
+            DeviceError: the intervention device failed mid-run (the episode so far is recorded first).
+        """
+        self.counters["steps_log"] = {}
+        self.sender.start()
+        try:
+            self._wait_for_policy()
+            while not self._should_stop():
+                index = self.num_logged()
+                env_seed = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE
+                env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
+                frames, error = self._episode(env_seed)
+                if frames is not None:
+                    with self._log_lock:
+                        self.log.add_episode(frames, source="online")
+                    self.versions[index] = self.version
+                    self.counters["steps_log"][index] = len(frames[keys.ACTION])
+                    self.counters["episodes"] += 1
+                    self.counters["steps"] += len(frames[keys.ACTION])
+                    self.sender.wake.set()
+                if error is not None:
+                    raise error
+            self._flush()
+        finally:
+            self.sender.closed.set()
+            self.sender.join(timeout=5)
+            if self.device is not None:
+                self.device.close()
+            self.env.close()
+        return {k: v for k, v in self.counters.items() if k != "steps_log"}
+
+    def _flush(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.sender.acked < self.num_logged() and time.monotonic() < deadline:
+            self.sender.wake.set()
+            time.sleep(POLL_S)
+        try:
+            self.link.bye(self.actor_id)
+        except PeerUnavailableError:
+            log.warning(
+                "actor %d: learner gone at shutdown; unsent episodes stay in %s", self.actor_id, self.log.path
+            )
+
+    def _episode(self, env_seed: int) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
+        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None)."""
+        obs, _ = self.env.reset(seed=env_seed)
+        if self.device is not None:
+            self.device.reset(env_seed)
+        self.source.reset(0, env_seed)
+        queue: list[np.ndarray] = []
+        steps: list[dict[str, Any]] = []
+        error = None
+        while True:
+            human = None
+            if self.device is not None:
+                try:
+                    human = self.device.poll(obs)
+                except DeviceError as err:
+                    log.error("actor %d: %s; stopping the episode safely", self.actor_id, err)
+                    error = err
+                    break
+                if human.label is not None:
+                    if steps:
+                        steps[-1][keys.SUCCESS] = steps[-1][keys.DONE] = human.label == "success"
+                        steps[-1][keys.REWARD] = np.float32(1.0 if human.label == "success" else 0.0)
+                    break
+            intervened = human is not None and human.action is not None
+            if intervened:
+                action = np.clip(np.asarray(human.action, np.float32), self.low, self.high)
+                if not np.isfinite(action).all():
+                    error = DeviceError("the intervention device sent a NaN/inf action; it was not executed")
+                    break
+                queue.clear()  # the human wins within this control step; the chunk is truncated
+            else:
+                if not queue:
+                    self._load_policy()  # between chunks: swap in newer weights
+                    self._throttle(len(steps))
+                    try:
+                        chunk = self.source(
+                            {k: np.asarray(obs[k])[None] for k in self.obs_keys}, np.array([0])
+                        )
+                    except ValueError as err:  # NaN/inf from the policy: never sent to the robot
+                        log.error("actor %d: %s; episode stopped safely", self.actor_id, err)
+                        self.counters["policy_nan_stops"] += 1
+                        break
+                    queue = list(chunk[0])
+                action = queue.pop(0)
+            next_obs, reward, terminated, truncated, info = self.env.step(action)
+            self.counters["interventions"] += int(intervened)
+            step = {k: np.asarray(obs[k]) for k in self.obs_keys}
+            step[keys.ACTION] = np.asarray(action, np.float32)
+            step[keys.REWARD] = np.float32(reward)
+            step[keys.DONE] = bool(terminated)
+            step[keys.SUCCESS] = bool(info.get("is_success", False))
+            step[keys.INTERVENTION] = intervened
+            steps.append(step)
+            obs = next_obs
+            if terminated or truncated:
+                break
+        if not steps:
+            return None, error
+        return {k: np.stack([s[k] for s in steps]) for k in steps[0]}, error

@@ -1,0 +1,128 @@
+"""Which agent the online learner trains, where it starts from, and the demonstrations it keeps using.
+
+- ``qc`` / ``qc_fql``: the chunked agent of ALGORITHMS.md §3-4, every module the init checkpoint holds
+  loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
+  starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
+  ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section.
+- ``hg_dagger``: flow BC (§2) on demos plus interventions, starting from the init checkpoint's policy.
+- ``sac``: the HIL-SERL recipe (§5) from scratch, single-step actions, normalised with the demos' stats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import draccus
+
+from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.run_dir import RunDir
+
+_ONLINE_OVERRIDES = ("lr", "gamma", "tau", "best_of_n", "critic_agg", "fql_alpha", "normalize_q_loss")
+
+
+@dataclass
+class OnlineAgent:
+    """The learner's starting point: ``agent``; ``config`` (its checkpoint ``config.json``), ``stats``,
+    ``obs_shapes`` and ``action_dim`` (the env's), chunk ``horizon`` and discount ``gamma`` of its replay
+    samples, and ``demos`` (a TrainingSet of the demonstrations, or None)."""
+
+    agent: object
+    config: dict
+    stats: dict
+    obs_shapes: dict[str, tuple[int, ...]]
+    action_dim: int
+    horizon: int
+    gamma: float
+    demos: object | None
+
+
+def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int]:
+    """The env's observation shapes and action dimension (one env is built and closed)."""
+    from robot_rl.sim import make_env
+
+    env = make_env(cfg.env)
+    try:
+        shapes = {k: tuple(int(d) for d in s.shape) for k, s in env.observation_space.spaces.items()}
+        return shapes, int(env.action_space.shape[0])
+    finally:
+        env.close()
+
+
+def _demos(cfg: PipelineConfig, run: RunDir, horizon: int, gamma: float):
+    from robot_rl.data.training_set import TrainingSet
+
+    root = Path(cfg.data.path) if cfg.data.path else run.dataset
+    if not (root / "meta" / "info.json").is_file():
+        if cfg.online.demo_fraction > 0 or cfg.online.method in ("sac", "hg_dagger"):
+            raise ConfigError(
+                f"no demonstration dataset at {root} (online.demo_fraction > 0 and {cfg.online.method} need "
+                "one): run robot-rl collect, or set data.path"
+            )
+        return None
+    return TrainingSet(root, cfg.data, horizon, gamma, run.root / "frame_cache", for_rl=True)
+
+
+def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAgent:
+    """Build the online agent for ``cfg.online.method`` (module docstring).
+
+    Raises:
+        ConfigError: the init checkpoint is missing, was trained on other observations or actions than
+            the env's (names the file and the key), or has no ``policy`` weights.
+    """
+    from robot_rl.policies.checkpoint import check_compatible, load_checkpoint
+    from robot_rl.policies.factory import build_agent
+
+    obs_shapes, action_dim = env_shapes(cfg)
+    method = cfg.online.method
+    extra = {
+        "online_method": method,
+        "obs_shapes": {k: list(v) for k, v in obs_shapes.items()},
+        "action_dim": action_dim,
+        "seed": seed,
+        "obs_keys": sorted(obs_shapes),
+        "fps": round(cfg.env.control_hz),
+    }
+    if method == "sac":
+        policy_cfg = replace(cfg.policy, horizon=1)
+        demos = _demos(cfg, run, 1, cfg.sac.gamma)
+        agent = build_agent(
+            "sac", policy_cfg, cfg.sac, obs_shapes, action_dim, demos.stats, device=cfg.device
+        )
+        config = {**config_to_dict(replace(cfg, policy=policy_cfg)), "method": "sac", **extra}
+        return OnlineAgent(agent, config, demos.stats, obs_shapes, action_dim, 1, cfg.sac.gamma, demos)
+
+    init = Path(cfg.online.init) if cfg.online.init else run.checkpoint("offline", seed)
+    if not (init / "config.json").is_file():
+        raise ConfigError(
+            f"online.init: no checkpoint at {init}; train one (robot-rl train --algo offline) or set "
+            "--online.init=<checkpoint folder>"
+        )
+    state_dicts, saved, stats = load_checkpoint(init)
+    try:
+        check_compatible(saved, obs_shapes, action_dim)
+    except ValueError as err:
+        raise ConfigError(
+            f"online.init={init}: the checkpoint does not fit env {cfg.env.id!r}: {err}"
+        ) from err
+    if "policy" not in state_dicts:
+        raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
+    policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
+    algo = "bc" if method == "hg_dagger" else method
+    offline = draccus.decode(OfflineRLConfig, saved.get("offline") or {})
+    offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
+    algo_cfg = cfg.bc if algo == "bc" else offline
+    agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
+    for name, module in agent.modules().items():
+        if name in state_dicts:
+            module.load_state_dict(state_dicts[name], strict=True)
+    if algo != "bc" and "critic" in state_dicts and "target_critic" not in state_dicts:
+        agent.modules()["target_critic"].load_state_dict(state_dicts["critic"], strict=True)
+    config = {
+        **config_to_dict(replace(cfg, policy=policy_cfg, offline=offline)),
+        "method": algo,
+        "init": str(init),
+        **extra,
+    }
+    demos = _demos(cfg, run, policy_cfg.horizon, offline.gamma)
+    return OnlineAgent(agent, config, stats, obs_shapes, action_dim, policy_cfg.horizon, offline.gamma, demos)

@@ -1,0 +1,44 @@
+"""Human interventions: what an input device reports each control step, and the arbiter that lets it win.
+
+DESIGN.md §4: a human intervention always wins over the policy; the arbiter switches to the human's action
+within one control step and truncates the current chunk. ALGORITHMS.md §5: executed human actions are
+recorded with ``complementary_info.is_intervention`` and intervened steps feed both replay buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+LABELS = ("success", "failure")
+
+
+class DeviceError(RuntimeError):
+    """An input device is missing, unsupported or was disconnected; the message names the device."""
+
+
+@dataclass
+class HumanInput:
+    """One control step of human input.
+
+    ``action``: float32 (d,) in the env's action units when the human drives this step, else None.
+    ``label``: ``"success"`` or ``"failure"`` when the human ends the episode with that outcome, else None.
+    """
+
+    action: np.ndarray | None = None
+    label: str | None = None
+
+
+class InterventionDevice(Protocol):
+    """An input source polled once per control step by the actor (keyboard, gamepad, SpaceMouse, the
+    simulated human). ``poll`` gets the current, unbatched observation (LeRobot keys) and must return
+    within a fraction of a control period. ``reset(env_seed)`` starts an episode. A device that goes away
+    mid-run raises :class:`DeviceError` from ``poll``; the actor then stops the episode safely."""
+
+    def reset(self, env_seed: int) -> None: ...
+
+    def poll(self, obs: dict[str, np.ndarray]) -> HumanInput: ...
+
+    def close(self) -> None: ...

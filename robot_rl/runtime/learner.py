@@ -1,0 +1,317 @@
+"""The online learner: ingests actors' episodes, trains on RLPD batches, publishes weights, checkpoints.
+
+ALGORITHMS.md §3-5. The agent is the chunked QC agent (best-of-N or FQL extraction) warm-started from the
+offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus interventions). The
+learner keeps ``updates <= utd_ratio * max(0, online env steps - warmup_steps)``: it waits for data
+instead of overfitting the first episodes. Weights are published every ``publish_every`` updates; a
+resumable checkpoint (modules, optimizers, counters) is written every ``checkpoint_every`` updates, and
+the replay lives in zarr, so a learner killed at any moment resumes without losing a recorded episode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl import keys
+from robot_rl.algos.batch import batch_to_torch
+from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.data.normalize import stats_to_json
+from robot_rl.run_dir import RunDir, online_name, write_json_atomic
+from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter
+from robot_rl.runtime.replay import STEP_KEYS, OnlineReplay, PriorData, rlpd_batch
+from robot_rl.runtime.weights import agent_weights
+
+log = logging.getLogger(__name__)
+METHODS = ("qc", "qc_fql", "sac", "hg_dagger")
+RUNTIME_FORMAT = 1  # learner checkpoint layout; a checkpoint of another format is refused
+
+
+class Learner:
+    """One learner for run ``cfg.run_dir`` and training seed ``seed``.
+
+    Files under ``<run_dir>/online/<name>_seed<seed>/``: ``replay/`` (zarr), ``learner/`` (resumable
+    checkpoint); the final policy goes to ``<run_dir>/checkpoints/<name>_seed<seed>`` (``name`` is
+    ``online_<method>``), metrics to ``logs/<name>_seed<seed>.csv``, TensorBoard events to ``tensorboard/``
+    and ``summary.json``.
+
+    Raises:
+        ConfigError: unknown method, no env-step budget, a missing or incompatible init checkpoint, or a
+            learner checkpoint written by another method, task or runtime format (names the file).
+    """
+
+    def __init__(self, cfg: PipelineConfig, seed: int, progress: bool = True) -> None:
+        on = cfg.online
+        if on.method not in METHODS:
+            raise ConfigError(f"online.method={on.method!r}; expected one of {METHODS}")
+        if on.env_steps <= 0:
+            raise ConfigError("online.env_steps must be > 0 (the online env-step budget)")
+        if not 0.0 <= on.demo_fraction <= 1.0:
+            raise ConfigError(f"online.demo_fraction={on.demo_fraction} must be in [0, 1]")
+        self.cfg, self.seed, self.progress = cfg, seed, progress
+        self.run = RunDir(cfg.run_dir)
+        self.name = online_name(cfg)
+        self.dir = self.run.root / "online" / f"{self.name}_seed{seed}"
+        self.lock = threading.Lock()
+        torch.manual_seed(seed)
+        from robot_rl.runtime.agents import build_online_agent
+
+        built = build_online_agent(cfg, seed, self.run)
+        self.agent, self.config, self.stats = built.agent, built.config, built.stats
+        self.obs_shapes, self.action_dim = built.obs_shapes, built.action_dim
+        self.replay = OnlineReplay(
+            self.dir / "replay", self.obs_shapes, self.action_dim, built.horizon, built.gamma
+        )
+        self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
+        self.demo_fraction = 1.0 if on.method == "hg_dagger" else on.demo_fraction
+        self.updates = self.version = 0
+        self._resume()
+        self.rng = np.random.default_rng([seed, self.updates])
+        self.window = EpisodeWindow()
+        self._published: tuple[int, bytes] = (self.version, agent_weights(self.agent))
+        self._spec = {"config": self.config, "stats": stats_to_json(self.stats)}
+        self._active: set[int] = set()
+        self._finished = False
+
+    # -- the link endpoint (called from the server thread or Ray) -------------------------------------
+    def status(self) -> dict[str, Any]:
+        on = self.cfg.online
+        allowed = (
+            on.warmup_steps + math.floor(self.updates / max(on.utd_ratio, 1e-9)) + on.max_env_steps_ahead
+        )
+        return {
+            "env_steps": self.replay.num_steps,
+            "updates": self.updates,
+            "allowed_env_steps": allowed if on.max_env_steps_ahead > 0 else -1,
+            "stop": self._finished or self.replay.num_steps >= on.env_steps,
+        }
+
+    def hello(self, actor: int) -> dict[str, Any]:
+        with self.lock:
+            self._active.add(actor)
+            return {
+                "acked": self.replay.acked.get(actor, 0),
+                "version": self._published[0],
+                "spec": self._spec,
+                "status": self.status(),
+            }
+
+    def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
+        frames = {k: v for k, v in frames.items() if k in (*self.obs_shapes, *STEP_KEYS)}
+        with self.lock:
+            self._active.add(actor)
+            if self.replay.add(actor, episode, frames):
+                self.window.add(meta, self.version)
+            return {"acked": self.replay.acked[actor], "status": self.status()}
+
+    def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
+        version, blob = self._published
+        with self.lock:
+            status = self.status()
+        return {"version": version, "status": status}, (blob if version > have else None)
+
+    def bye(self, actor: int) -> dict[str, Any]:
+        with self.lock:
+            self._active.discard(actor)
+            return {"status": self.status()}
+
+    # -- training ------------------------------------------------------------------------------------
+    def updates_allowed(self) -> int:
+        on = self.cfg.online
+        return math.floor(on.utd_ratio * max(0, self.replay.num_steps - on.warmup_steps))
+
+    def train(self, drain_s: float = 30.0, check: Callable[[], None] | None = None) -> dict:
+        """Train until the env-step budget is in and the UTD target met, then save the final policy and
+        ``summary.json``; wait up to ``drain_s`` for active actors to say bye. Returns the summary.
+
+        ``check()`` is called every loop and may raise to abort (e.g. when every actor process died); the
+        resumable checkpoint is written before the error propagates."""
+        from tqdm import tqdm
+
+        on = self.cfg.online
+        sinks = self._sinks()
+        env_rate, upd_rate = RateMeter(self.replay.num_steps), RateMeter(self.updates)
+        last_log = time.monotonic()
+        metrics: dict[str, float] = {}
+        bar = tqdm(
+            total=on.env_steps,
+            initial=min(self.replay.num_steps, on.env_steps),
+            desc=f"online {on.method} seed {self.seed}",
+            unit="step",
+            disable=not self.progress,
+        )
+        try:
+            while True:
+                with self.lock:
+                    steps, allowed = self.replay.num_steps, self.updates_allowed()
+                    done = steps >= on.env_steps and self.updates >= allowed
+                    batch = (
+                        rlpd_batch(self.replay, self.prior, on.batch_size, self.demo_fraction, self.rng)
+                        if (self.updates < allowed)
+                        else None
+                    )
+                if done:
+                    break
+                if batch is None:
+                    if check is not None:
+                        self._checked(check)
+                    time.sleep(0.01)
+                else:
+                    metrics = self.agent.update(batch_to_torch(batch, self.cfg.device))
+                    self.updates += 1
+                    if self.updates % on.publish_every == 0:
+                        self._publish()
+                    if self.updates % on.checkpoint_every == 0:
+                        self._save_resume()
+                if min(steps, on.env_steps) > bar.n:
+                    bar.update(min(steps, on.env_steps) - bar.n)
+                if time.monotonic() - last_log >= on.log_every_s:
+                    last_log = time.monotonic()
+                    row = self._row(metrics, env_rate, upd_rate)
+                    sinks.write(steps, row)
+                    bar.set_postfix(
+                        success=f"{row.get('success_rate', float('nan')):.2f}",
+                        interv=f"{row.get('intervention_rate', float('nan')):.2f}",
+                        upd_s=f"{row['updates_per_s']:.1f}",
+                    )
+            self._finished = True
+            self._publish()
+            self._save_resume()
+            sinks.write(self.replay.num_steps, self._row(metrics, env_rate, upd_rate))
+            self._drain(drain_s)
+        finally:
+            bar.close()
+            sinks.close()
+        return self._finish()
+
+    def _checked(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except Exception:
+            self._save_resume()
+            raise
+
+    def _row(self, metrics: dict, env_rate: RateMeter, upd_rate: RateMeter) -> dict[str, float]:
+        with self.lock:
+            window = self.window.snapshot()
+            steps = self.replay.num_steps
+        return {
+            **window,
+            "env_steps_per_s": env_rate.rate(steps),
+            "updates_per_s": upd_rate.rate(self.updates),
+            "updates": float(self.updates),
+            "version": float(self.version),
+            **{k: float(v) for k, v in metrics.items()},
+        }
+
+    def _sinks(self) -> MetricSinks:
+        on = self.cfg.online
+        return MetricSinks(
+            self.run.root / "logs" / f"{self.name}_seed{self.seed}.csv",
+            self.dir / "tensorboard" if on.tensorboard else None,
+            on.wandb_project if on.wandb else None,
+            run_name=f"{self.name}_seed{self.seed}",
+            config=config_to_dict(self.cfg),
+        )
+
+    def _publish(self) -> None:
+        blob = agent_weights(self.agent)
+        self.version += 1
+        self._published = (self.version, blob)
+
+    def _drain(self, drain_s: float) -> None:
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if not self._active:
+                    return
+            time.sleep(0.1)
+        log.warning("learner: actors %s did not say bye within %.0f s", sorted(self._active), drain_s)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def _counters(self) -> dict:
+        return {"updates": self.updates, "version": self.version, "format": RUNTIME_FORMAT}
+
+    def _save_resume(self) -> None:
+        from robot_rl.cli.training import save_resume
+
+        save_resume(self.agent, self.dir / "learner_resume", self._counters(), self.config, self.stats)
+
+    def _resume(self) -> None:
+        from robot_rl.cli.training import restore, resume_checkpoint
+
+        path = resume_checkpoint(self.dir / "learner")
+        if path is None:
+            return
+        saved = json.loads((path / "config.json").read_text())
+        state = json.loads((path / "learner_state.json").read_text())
+        if state.get("format") != RUNTIME_FORMAT:
+            raise ConfigError(
+                f"{path / 'learner_state.json'}: learner checkpoint format {state.get('format')!r}; this "
+                f"version reads format {RUNTIME_FORMAT}. Use another run_dir or delete {self.dir}"
+            )
+        if saved.get("method") != self.config.get("method") or saved.get("obs_shapes") != self.config.get(
+            "obs_shapes"
+        ):
+            raise ConfigError(
+                f"{path / 'config.json'}: the learner checkpoint is for method {saved.get('method')!r} with "
+                f"observations {saved.get('obs_shapes')}, not {self.config.get('method')!r} with "
+                f"{self.config.get('obs_shapes')}. Use another run_dir or delete {self.dir}"
+            )
+        restore(self.agent, path)
+        self.updates, self.version = int(state["updates"]), int(state["version"])
+        log.info(
+            "learner: resumed from %s at %d updates, %d online steps",
+            path,
+            self.updates,
+            self.replay.num_steps,
+        )
+
+    def _finish(self) -> dict:
+        from robot_rl.policies.checkpoint import save_checkpoint
+
+        final = self.run.checkpoint(self.name, self.seed)
+        self.agent.eval()
+        save_checkpoint(
+            final,
+            self.agent.modules(),
+            self.config,
+            self.stats,
+            obs_shapes=self.obs_shapes,
+            action_dim=self.action_dim,
+        )
+        summary = {**self._buffer_summary(), "updates": self.updates, "checkpoint": str(final)}
+        write_json_atomic(self.dir / "summary.json", summary)
+        return summary
+
+    def _buffer_summary(self) -> dict:
+        """Run totals read back from the replay on disk (exact after restarts)."""
+        arrays = self.replay.buffer.arrays()
+        ends = self.replay.buffer.episode_ends
+        starts = np.concatenate([[0], ends[:-1]]).astype(int)
+        success = np.asarray(arrays[keys.SUCCESS], bool)
+        interv = np.asarray(arrays[keys.INTERVENTION], bool)
+        per_ep = [(success[a:b].any(), interv[a:b].sum(), b - a) for a, b in zip(starts, ends, strict=True)]
+        n = len(per_ep)
+        return {
+            "method": self.cfg.online.method,
+            "seed": self.seed,
+            "env_steps": int(self.replay.num_steps),
+            "episodes": n,
+            "success_rate": float(np.mean([p[0] for p in per_ep])) if n else float("nan"),
+            "intervention_rate": float(interv.mean()) if len(interv) else float("nan"),
+            "last20_success_rate": float(np.mean([p[0] for p in per_ep[-20:]])) if n else float("nan"),
+            "last20_intervention_rate": (
+                float(sum(p[1] for p in per_ep[-20:]) / max(sum(p[2] for p in per_ep[-20:]), 1))
+                if n
+                else float("nan")
+            ),
+        }

@@ -1,0 +1,120 @@
+"""The local runtime: the learner in this process, each actor in its own process, ZeroMQ on localhost.
+
+No services are needed. ``robot-rl online`` (role ``all``) binds the learner's socket, starts
+``online.num_actors`` actor processes (``robot-rl online --role actor``) that connect to it, and trains.
+The roles can also be started by hand, on one machine or several: ``--role learner`` on the learning
+machine (``--online.address=tcp://*:5560``) and ``--role actor --actor-id K`` next to each robot
+(``--online.address=tcp://<learner host>:5560``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from robot_rl.config import PipelineConfig, save_config
+from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.learner import Learner
+from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+log = logging.getLogger(__name__)
+
+
+def run_learner(cfg: PipelineConfig, seed: int, check=None, on_bound=None) -> dict:
+    """Serve and train one learner until its budget is spent; returns its summary.
+
+    ``on_bound(endpoint)`` is called once the socket is bound (with the actual port when ``:0`` was
+    asked for), before training starts.
+    """
+    learner = Learner(cfg, seed)
+    server = LearnerServer(learner, cfg.online.address).start()
+    log.info("learner: serving on %s", server.address)
+    try:
+        if on_bound is not None:
+            on_bound(server.address)
+        return learner.train(check=check)
+    finally:
+        server.close()
+
+
+def run_actor(cfg: PipelineConfig, seed: int, actor_id: int, parent_pid: int | None = None) -> dict:
+    """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters."""
+    from robot_rl.runtime.actor import Actor
+
+    link = ZmqLearnerLink(cfg.online.address)
+    try:
+        return Actor(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
+    finally:
+        link.close()
+
+
+class ActorProcesses:
+    """Actor processes started from this one, each logging to ``<online dir>/actor<k>.log``."""
+
+    def __init__(self, cfg: PipelineConfig, seed: int, address: str) -> None:
+        run = RunDir(cfg.run_dir)
+        folder = run.root / "online" / f"{online_name(cfg)}_seed{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        config_path = folder / "config.yaml"
+        save_config(cfg, config_path)
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+        for k in range(cfg.online.num_actors):
+            log_path = folder / f"actor{k}.log"
+            cmd = [
+                sys.executable,
+                "-m",
+                "robot_rl.cli.main",
+                "online",
+                "--role",
+                "actor",
+                "--actor-id",
+                str(k),
+                "--seed",
+                str(seed),
+                "--parent-pid",
+                str(os.getpid()),
+                "--config",
+                str(config_path),
+                f"--online.address={address}",
+            ]
+            with open(log_path, "ab") as out:
+                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT))
+            self.logs.append(log_path)
+
+    def check(self) -> None:
+        """Raise RuntimeError when every actor has exited with an error (nobody is left to act)."""
+        codes = [p.poll() for p in self.procs]
+        if codes and all(c is not None and c != 0 for c in codes):
+            raise RuntimeError(
+                f"every actor process exited with an error (codes {codes}); see "
+                f"{', '.join(map(str, self.logs))}"
+            )
+
+    def stop(self, timeout_s: float = 60.0) -> list[int | None]:
+        """Wait for the actors to finish, then terminate any left. Returns their exit codes."""
+        for p in self.procs:
+            try:
+                p.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                p.terminate()
+                p.wait(timeout=10)
+        return [p.returncode for p in self.procs]
+
+
+def run_local(cfg: PipelineConfig, seed: int) -> dict:
+    """Learner here, ``cfg.online.num_actors`` actor processes; returns the learner's summary plus the
+    actors' exit codes."""
+    actors: list[ActorProcesses] = []
+
+    def start_actors(endpoint: str) -> None:
+        actors.append(ActorProcesses(cfg, seed, endpoint.replace("0.0.0.0", "127.0.0.1")))
+
+    try:
+        summary = run_learner(cfg, seed, check=lambda: actors[0].check(), on_bound=start_actors)
+    finally:
+        codes = actors[0].stop() if actors else []
+    return {**summary, "actor_exit_codes": codes}

@@ -1,0 +1,227 @@
+"""The learner's replay: online episodes on disk (zarr) and RLPD symmetric sampling with the demos.
+
+Every episode an actor records is appended once to a :class:`~robot_rl.data.replay.ZarrReplayBuffer`
+with two extra per-frame keys, ``runtime.actor`` and ``runtime.actor_episode``. Because a buffer append
+is atomic, what the learner has acknowledged to each actor is read back from the buffer itself after a
+crash: an episode is either in the buffer and acknowledged, or neither, so a resent episode is never
+stored twice and none is lost (DESIGN.md §4).
+
+Sampling follows RLPD (Ball et al. 2023, "Efficient Online RL with Offline Data"; ALGORITHMS.md §5):
+each batch takes ``demo_fraction`` of its chunks from the prior buffer (the demonstration dataset plus
+every online step a human drove) and the rest from all online steps. Chunks are the chunked transitions
+of ALGORITHMS.md §1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.data.sampler import ChunkSampler
+
+ACTOR_KEY = "runtime.actor"
+ACTOR_EPISODE_KEY = "runtime.actor_episode"
+STEP_KEYS = (keys.ACTION, keys.REWARD, keys.DONE, keys.SUCCESS, keys.INTERVENTION)
+
+
+def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dict:
+    """Per-frame spec of a recorded online episode: observations (images uint8, vectors float32), the
+    executed ``action`` (d,), ``next.reward``, ``next.done``, ``next.success`` and
+    ``complementary_info.is_intervention``."""
+    spec: dict = {
+        k: (tuple(s), np.uint8 if keys.is_image_key(k) else np.float32) for k, s in obs_shapes.items()
+    }
+    spec[keys.ACTION] = ((action_dim,), np.float32)
+    spec[keys.REWARD] = ((), np.float32)
+    for key in (keys.DONE, keys.SUCCESS, keys.INTERVENTION):
+        spec[key] = ((), np.bool_)
+    return spec
+
+
+def concat_batches(parts: list[dict]) -> dict:
+    """Concatenate chunk batches along the batch axis (nested observation dicts included)."""
+    parts = [p for p in parts if p]
+    out = {}
+    for key, value in parts[0].items():
+        if isinstance(value, dict):
+            out[key] = {k: np.concatenate([p[key][k] for p in parts]) for k in value}
+        else:
+            out[key] = np.concatenate([p[key] for p in parts])
+    return out
+
+
+class OnlineReplay:
+    """Online episodes from every actor, on disk and mirrored in memory for sampling.
+
+    Args:
+        path: folder of the zarr buffer (created, or resumed after a crash).
+        obs_shapes: observation key -> per-frame shape (images (H, W, 3)).
+        action_dim: d.
+        horizon: chunk length h of the sampled transitions.
+        gamma: discount of the chunked reward.
+
+    Raises:
+        DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        obs_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        horizon: int,
+        gamma: float,
+    ) -> None:
+        self.obs_keys = sorted(obs_shapes)
+        spec = episode_spec(obs_shapes, action_dim)
+        spec[ACTOR_KEY] = ((), np.int32)
+        spec[ACTOR_EPISODE_KEY] = ((), np.int64)
+        self.buffer = ZarrReplayBuffer(path, spec)
+        self.horizon, self.gamma = horizon, gamma
+        arrays = self.buffer.arrays()
+        self._parts: list[dict[str, np.ndarray]] = [arrays] if len(self.buffer) else []
+        self._episode_index = [self.buffer.episode_index] if len(self.buffer) else []
+        self._sampler: ChunkSampler | None = None
+        self._prior_rows = np.zeros(0, np.int64)
+        self.acked: dict[int, int] = {}
+        if len(self.buffer):
+            starts = np.concatenate([[0], self.buffer.episode_ends[:-1]])
+            for actor, ep in zip(arrays[ACTOR_KEY][starts], arrays[ACTOR_EPISODE_KEY][starts], strict=True):
+                self.acked[int(actor)] = max(self.acked.get(int(actor), 0), int(ep) + 1)
+
+    @property
+    def num_steps(self) -> int:
+        """Online env steps stored."""
+        return len(self.buffer)
+
+    @property
+    def num_episodes(self) -> int:
+        return self.buffer.num_episodes
+
+    def add(self, actor: int, actor_episode: int, frames: dict[str, np.ndarray]) -> bool:
+        """Store actor ``actor``'s episode number ``actor_episode`` (T frames per key of the episode spec).
+
+        Returns False (and stores nothing) when that episode is already stored: a resend after a lost
+        acknowledgement. Durable on return.
+
+        Raises:
+            DatasetError: an episode was skipped (``actor_episode`` beyond the next expected one), or the
+                frames do not match the spec (names the key) or hold NaN/inf.
+        """
+        expected = self.acked.get(actor, 0)
+        if actor_episode < expected:
+            return False
+        if actor_episode > expected:
+            raise DatasetError(
+                f"{self.buffer.path}: actor {actor} sent episode {actor_episode} but episode {expected} "
+                "is the next one expected; episodes must arrive in order"
+            )
+        length = len(frames[keys.ACTION])
+        frames = {
+            **frames,
+            ACTOR_KEY: np.full(length, actor, np.int32),
+            ACTOR_EPISODE_KEY: np.full(length, actor_episode, np.int64),
+        }
+        source = "intervention" if np.asarray(frames[keys.INTERVENTION]).any() else "online"
+        ep = self.buffer.add_episode(frames, source=source)
+        self.acked[actor] = actor_episode + 1
+        self._parts.append({k: np.asarray(v) for k, v in frames.items()})
+        self._episode_index.append(np.full(length, ep, np.int64))
+        self._sampler = None
+        return True
+
+    def _build(self) -> ChunkSampler | None:
+        if self._sampler is None and self._parts:
+            if len(self._parts) > 1:
+                self._parts = [{k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}]
+                self._episode_index = [np.concatenate(self._episode_index)]
+            arrays = self._parts[0]
+            self._sampler = ChunkSampler(
+                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma
+            )
+            self._prior_rows = np.flatnonzero(np.asarray(arrays[keys.INTERVENTION]).astype(bool))
+        return self._sampler
+
+    @property
+    def intervention_steps(self) -> int:
+        """Online steps a human drove (they also belong to the prior buffer)."""
+        self._build()
+        return len(self._prior_rows)
+
+    def sample_online(self, n: int, rng: np.random.Generator) -> dict:
+        """``n`` chunks starting at uniformly drawn online steps ({} when n == 0 or nothing is stored)."""
+        sampler = self._build()
+        if n <= 0 or sampler is None:
+            return {}
+        return sampler.get(rng.integers(0, len(sampler), size=n))
+
+    def sample_interventions(self, n: int, rng: np.random.Generator) -> dict:
+        """``n`` chunks starting at uniformly drawn human-driven online steps ({} if there are none)."""
+        sampler = self._build()
+        if n <= 0 or sampler is None or not len(self._prior_rows):
+            return {}
+        return sampler.get(self._prior_rows[rng.integers(0, len(self._prior_rows), size=n)])
+
+
+class PriorData:
+    """The demonstration side of RLPD sampling: a :class:`~robot_rl.data.training_set.TrainingSet`'s
+    training split. ``keys`` are the observation keys the learner uses (the env's)."""
+
+    def __init__(self, data, obs_keys: list[str]) -> None:
+        missing = [k for k in obs_keys if k not in data.obs_keys]
+        if missing:
+            raise DatasetError(
+                f"{data.dataset.root}: the demo dataset lacks the env's observation key {missing[0]!r}; it "
+                f"has {data.obs_keys}"
+            )
+        self.data, self.obs_keys = data, obs_keys
+
+    def sample(self, n: int, rng: np.random.Generator) -> dict:
+        if n <= 0:
+            return {}
+        out = self.data.batch(self.data.train, rng.integers(0, len(self.data.train.rows), size=n))
+        for side in ("observations", "next_observations"):
+            out[side] = {k: out[side][k] for k in self.obs_keys}
+        out.pop("source", None)
+        out.pop("is_intervention", None)
+        return out
+
+
+def rlpd_batch(
+    replay: OnlineReplay,
+    prior: PriorData | None,
+    batch_size: int,
+    demo_fraction: float,
+    rng: np.random.Generator,
+) -> dict:
+    """One RLPD batch: ``round(batch_size * demo_fraction)`` chunks from the prior buffer (demos and
+    human-driven online steps, in proportion to their sizes) and the rest from all online steps.
+
+    With ``demo_fraction`` 1 the batch is prior data only (HG-DAgger). Before any online step is stored,
+    the whole batch comes from the prior buffer.
+
+    Raises:
+        DatasetError: there is nothing to sample from.
+    """
+    n_prior = round(batch_size * demo_fraction) if replay.num_steps else batch_size
+    n_online = batch_size - n_prior
+    n_demo_rows = len(prior.data.train.rows) if prior is not None else 0
+    n_interv = replay.intervention_steps
+    if n_prior and not (n_demo_rows or n_interv):
+        if not replay.num_steps:
+            raise DatasetError("no demonstrations, interventions or online steps to sample from yet")
+        n_online, n_prior = batch_size, 0
+    from_interv = int(rng.binomial(n_prior, n_interv / (n_interv + n_demo_rows))) if n_prior else 0
+    parts = [
+        prior.sample(n_prior - from_interv, rng) if prior is not None else {},
+        replay.sample_interventions(from_interv, rng),
+        replay.sample_online(n_online, rng),
+    ]
+    batch = concat_batches(
+        [{k: v for k, v in p.items() if k not in ("source", "is_intervention")} for p in parts]
+    )
+    return batch
