@@ -4,7 +4,7 @@
 #                                           ./setup.sh test   (runtime + test tools)
 set -euo pipefail
 cd "$(dirname "$0")"
-SYSTEM_PACKAGES="libosmesa6 libegl1 libgl1 libglx-mesa0 libegl-mesa0 libgl1-mesa-dri ffmpeg"
+SYSTEM_PACKAGES="libosmesa6 libegl1 libgl1 libglx-mesa0 libegl-mesa0 libgl1-mesa-dri ffmpeg xvfb xdotool"
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=$(for p in $SYSTEM_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
   if [ -n "$missing" ]; then

@@ -1,0 +1,53 @@
+"""``make_device``: the intervention device named by ``InterventionConfig.device``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl.config import InterventionConfig
+from robot_rl.runtime.intervention import InterventionDevice
+
+DEVICES = ("none", "sim_human", "keyboard", "gamepad", "spacemouse")
+
+
+def make_device(
+    cfg: InterventionConfig, action_low: np.ndarray, action_high: np.ndarray
+) -> InterventionDevice | None:
+    """Build the device ``cfg.device`` for an env with action box ``[action_low, action_high]``.
+
+    ``none`` -> None (no intervention); ``sim_human`` -> :class:`~robot_rl.teleop.sim_human.SimulatedHuman`
+    (built-in ``robot_rl/PandaPickCube-v0`` only; thresholds from ``cfg``); ``keyboard``, ``gamepad``,
+    ``spacemouse`` -> the real device readers, with ``cfg.scale`` (fraction of the largest step at full
+    deflection). Optional packages are imported only here, when the device is built.
+
+    Raises:
+        ValueError: an unknown ``intervention.device`` (the message lists the choices), a bad action box or
+            threshold, or ``sim_human`` with an action box other than the built-in task's (4,).
+        DeviceError: the device's optional package is missing (names ``pip install 'robot-rl[teleop]'``),
+            or the device is not attached / not accessible (names the device and the fix).
+    """
+    name = cfg.device
+    if name == "none":
+        return None
+    if name == "sim_human":
+        from robot_rl.teleop.sim_human import SimulatedHuman
+
+        if np.shape(action_low) != (4,) or np.shape(action_high) != (4,):
+            raise ValueError(
+                "intervention.device=sim_human drives robot_rl/PandaPickCube-v0 (action shape (4,)); "
+                f"got an action box of shape {np.shape(action_low)}"
+            )
+        return SimulatedHuman(cfg)
+    if name == "keyboard":
+        from robot_rl.teleop.keyboard import KeyboardDevice
+
+        return KeyboardDevice(action_low, action_high, cfg.scale)
+    if name == "gamepad":
+        from robot_rl.teleop.gamepad import GamepadDevice
+
+        return GamepadDevice(action_low, action_high, cfg.scale)
+    if name == "spacemouse":
+        from robot_rl.teleop.spacemouse import SpaceMouseDevice
+
+        return SpaceMouseDevice(action_low, action_high, cfg.scale)
+    raise ValueError(f"intervention.device must be one of {', '.join(DEVICES)}; got {name!r}")

@@ -1,0 +1,163 @@
+"""A scripted simulated human for ``robot_rl/PandaPickCube-v0``: watches the observations, takes over from a
+stalling or drifting policy with the clean scripted expert, and hands back (DESIGN.md §4, ALGORITHMS.md §5).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.config import InterventionConfig
+from robot_rl.runtime.intervention import HumanInput
+from robot_rl.sim.expert import APPROACH, CLOSE, LIFT, LIFT_HEIGHT_M, PickCubeExpert
+
+LIFTED_M = 0.02
+"""The cube counts as lifted when its centre is this far above its height at the episode's first poll (m)."""
+GRASP_DONE_Z_M = LIFT_HEIGHT_M - 0.02
+"""A grasp the human started is finished once the cube centre is at least this high (m, world z)."""
+HELD_M = 0.03
+"""At takeover the cube counts as already held when within this distance of the pinch site (m) with the
+gripper more than half closed; the expert then starts in its lift phase."""
+
+
+class SimulatedHuman:
+    """Scripted intervention for the built-in pick-cube task (implements ``InterventionDevice``).
+
+    It sees only the observation passed to :meth:`poll` each control step (pinch site
+    ``observation.state[14:17]``, gripper closure ``[21]``, cube position
+    ``observation.environment_state[:3]``, all m in the world frame), never the policy's action. Rule, per
+    episode (``cfg`` = :class:`~robot_rl.config.InterventionConfig`):
+
+    - **Stall:** over the last ``stall_steps`` control steps (``stall_steps + 1`` observations) no pinch
+      position is farther than ``stall_distance_m`` from the current one, and the cube is not lifted
+      (centre at most :data:`LIFTED_M` above its height at the episode's first poll).
+    - **Drift:** the pinch-to-cube distance exceeds its smallest value since the episode start (or the last
+      hand-back) by more than ``drift_distance_m``: the gripper moves away from the cube, or drops it.
+    - On either, while fewer than ``max_takeovers`` takeovers happened this episode (0 = no cap), it takes
+      over from this step on with a clean ``PickCubeExpert(noise=0)`` reset for the takeover (seeded from
+      the env seed). If the cube is already held (within :data:`HELD_M` of the pinch site, gripper closure
+      > 0.5) the expert starts lifting; otherwise it approaches.
+    - **Hand-back** (``poll`` returns ``action=None`` again) at the first step after it has driven at least
+      ``takeover_steps`` steps, unless a grasp is under way: once the expert has commanded the gripper
+      closed (its close or lift phase), the human keeps control until the cube centre reaches
+      :data:`GRASP_DONE_Z_M` (0.18 m world z, 2 cm below the expert's lift target; the env's default
+      success, 0.1 m lift held 3 steps, ends the episode before that) or the grasp is lost (the expert
+      goes back to its approach phase). Detection restarts after a hand-back (a fresh stall window and
+      drift reference).
+
+    Deterministic given the env seed and the observations. It never gives a label (the env reports
+    success). Counters for the current episode: :attr:`takeovers`, :attr:`steps_driven`;
+    :attr:`intervention_steps` lists the poll indices (0-based) it drove; :attr:`last_reason` is
+    ``"stall"``, ``"drift"`` or None.
+
+    Args:
+        cfg: thresholds (``stall_steps`` >= 1, ``stall_distance_m`` >= 0 m, ``drift_distance_m`` > 0 m,
+            ``takeover_steps`` >= 1, ``max_takeovers`` >= 0); default ``InterventionConfig()``.
+
+    Raises:
+        ValueError: a threshold out of range (the message names the ``intervention.`` key).
+    """
+
+    def __init__(self, cfg: InterventionConfig | None = None) -> None:
+        cfg = cfg or InterventionConfig()
+        checks = {
+            "stall_steps": cfg.stall_steps >= 1,
+            "stall_distance_m": cfg.stall_distance_m >= 0,
+            "drift_distance_m": cfg.drift_distance_m > 0,
+            "takeover_steps": cfg.takeover_steps >= 1,
+            "max_takeovers": cfg.max_takeovers >= 0,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"intervention.{name} out of range: {getattr(cfg, name)!r}")
+        self.cfg = cfg
+        self.expert = PickCubeExpert(noise=0.0, seed=0)
+        self.reset(0)
+
+    @property
+    def driving(self) -> bool:
+        """True while the simulated human controls the robot."""
+        return self._driving
+
+    def reset(self, env_seed: int) -> None:
+        """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives."""
+        self.env_seed = int(env_seed)
+        self.takeovers = 0
+        self.steps_driven = 0
+        self.intervention_steps: list[int] = []
+        self.last_reason: str | None = None
+        self._t = 0
+        self._rest_z: float | None = None
+        self._driving = False
+        self._driven = 0
+        self._grasping = False
+        self._watch_restart()
+
+    def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
+        """The expert's float32 (4,) action while the simulated human drives this step, else ``action=None``.
+
+        Raises:
+            KeyError: ``obs`` lacks ``observation.state`` or ``observation.environment_state``.
+        """
+        state = np.asarray(obs[keys.STATE], dtype=np.float64)
+        cube = np.asarray(obs[keys.ENV_STATE], dtype=np.float64)[:3]
+        pinch = state[14:17]
+        if self._rest_z is None:
+            self._rest_z = float(cube[2])
+        t, self._t = self._t, self._t + 1
+        if self._driving and self._hand_back(cube):
+            self._driving = False
+            self._watch_restart()
+        if not self._driving:
+            reason = self._trigger(pinch, cube)
+            if reason is None:
+                return HumanInput()
+            self._take_over(reason, pinch, cube, float(state[21]))
+        action = self.expert.act(obs)
+        if self.expert.phase in (CLOSE, LIFT):
+            self._grasping = True
+        self._driven += 1
+        self.steps_driven += 1
+        self.intervention_steps.append(t)
+        return HumanInput(action=action)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _watch_restart(self) -> None:
+        self._history: deque[np.ndarray] = deque(maxlen=self.cfg.stall_steps + 1)
+        self._min_dist = np.inf
+
+    def _trigger(self, pinch: np.ndarray, cube: np.ndarray) -> str | None:
+        self._history.append(pinch.copy())
+        dist = float(np.linalg.norm(pinch - cube))
+        self._min_dist = min(self._min_dist, dist)
+        if self.cfg.max_takeovers and self.takeovers >= self.cfg.max_takeovers:
+            return None
+        lifted = cube[2] - self._rest_z > LIFTED_M
+        window = self._history
+        if not lifted and len(window) == window.maxlen:
+            moved = max(float(np.linalg.norm(p - pinch)) for p in window)
+            if moved < self.cfg.stall_distance_m:
+                return "stall"
+        if dist > self._min_dist + self.cfg.drift_distance_m:
+            return "drift"
+        return None
+
+    def _take_over(self, reason: str, pinch: np.ndarray, cube: np.ndarray, closure: float) -> None:
+        self.expert.reset([abs(self.env_seed), self.takeovers])
+        if closure > 0.5 and np.linalg.norm(cube - pinch) < HELD_M:
+            self.expert.phase, self.expert.phase_steps = LIFT, 0
+        self.takeovers += 1
+        self.last_reason = reason
+        self._driving, self._driven, self._grasping = True, 0, False
+
+    def _hand_back(self, cube: np.ndarray) -> bool:
+        if self._grasping:
+            if self.expert.phase == APPROACH:  # the grasp was lost; the expert starts over
+                self._grasping = False
+            elif cube[2] < GRASP_DONE_Z_M:
+                return False
+        return self._driven >= self.cfg.takeover_steps
