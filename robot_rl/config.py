@@ -272,7 +272,9 @@ class OnlineConfig:
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
     ZeroMQ on ``address``) or ``ray`` (``ray_address``; empty starts a local Ray). ``num_actors``: actor
-    processes, each with ``env.num_envs`` envs. ``tensorboard``/``wandb``: extra metric sinks.
+    processes (one env each). ``connect_timeout_s``: how long a starting actor with no cached weights waits
+    for the learner before it gives up. ``log_every_s``: seconds between metric rows.
+    ``tensorboard``/``wandb``: extra metric sinks.
     """
 
     method: str = "qc"
@@ -289,6 +291,7 @@ class OnlineConfig:
     address: str = "tcp://127.0.0.1:5560"
     ray_address: str = ""
     num_actors: int = 1
+    connect_timeout_s: float = 120.0
     log_every_s: float = 5.0
     tensorboard: bool = True
     wandb: bool = False

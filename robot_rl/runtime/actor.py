@@ -255,7 +255,8 @@ class Actor:
                 return
             time.sleep(0.02)
 
-    def _wait_for_policy(self, timeout_s: float = 600.0) -> None:
+    def _wait_for_policy(self) -> None:
+        timeout_s = self.cfg.online.connect_timeout_s
         deadline = time.monotonic() + timeout_s
         while not self._load_policy():
             if time.monotonic() > deadline:
