@@ -17,6 +17,8 @@ LIFTED_M = 0.02
 """The cube counts as lifted when its centre is this far above its height at the episode's first poll (m)."""
 GRASP_DONE_Z_M = LIFT_HEIGHT_M - 0.02
 """A grasp the human started is finished once the cube centre is at least this high (m, world z)."""
+LIFT_WEIGHT = 5.0
+"""Weight of the cube's lift (m) against the pinch-to-cube distance (m) in the stall rule's progress."""
 HELD_M = 0.03
 """At takeover the cube counts as already held when within this distance of the pinch site (m) with the
 gripper more than half closed; the expert then starts in its lift phase."""
@@ -30,9 +32,11 @@ class SimulatedHuman:
     ``observation.environment_state[:3]``, all m in the world frame), never the policy's action. Rule, per
     episode (``cfg`` = :class:`~robot_rl.config.InterventionConfig`):
 
-    - **Stall:** over the last ``stall_steps`` control steps (``stall_steps + 1`` observations) no pinch
-      position is farther than ``stall_distance_m`` from the current one, and the cube is not lifted
-      (centre at most :data:`LIFTED_M` above its height at the episode's first poll).
+    - **Stall (no progress):** task progress ``P = -|pinch - cube| + LIFT_WEIGHT * max(0, lift)`` (m;
+      ``lift`` is the cube centre's height above its height at the episode's first poll) has not beaten its
+      best value before the last ``stall_steps`` steps by more than ``stall_distance_m``, and the cube is
+      not lifted (``lift`` at most :data:`LIFTED_M`). This catches a policy that stands still and one
+      that jitters or circles near the cube without getting closer.
     - **Drift:** the pinch-to-cube distance exceeds its smallest value since the episode start (or the last
       hand-back) by more than ``drift_distance_m``: the gripper moves away from the cube, or drops it.
     - On either, while fewer than ``max_takeovers`` takeovers happened this episode (0 = no cap), it takes
@@ -127,21 +131,22 @@ class SimulatedHuman:
         """Nothing to release."""
 
     def _watch_restart(self) -> None:
-        self._history: deque[np.ndarray] = deque(maxlen=self.cfg.stall_steps + 1)
+        self._recent: deque[float] = deque(maxlen=self.cfg.stall_steps)
+        self._best_before = -np.inf
         self._min_dist = np.inf
 
     def _trigger(self, pinch: np.ndarray, cube: np.ndarray) -> str | None:
-        self._history.append(pinch.copy())
         dist = float(np.linalg.norm(pinch - cube))
+        lift = float(cube[2] - self._rest_z)
+        if len(self._recent) == self._recent.maxlen:
+            self._best_before = max(self._best_before, self._recent[0])
+        self._recent.append(-dist + LIFT_WEIGHT * max(0.0, lift))
         self._min_dist = min(self._min_dist, dist)
         if self.cfg.max_takeovers and self.takeovers >= self.cfg.max_takeovers:
             return None
-        lifted = cube[2] - self._rest_z > LIFTED_M
-        window = self._history
-        if not lifted and len(window) == window.maxlen:
-            moved = max(float(np.linalg.norm(p - pinch)) for p in window)
-            if moved < self.cfg.stall_distance_m:
-                return "stall"
+        stalled = max(self._recent) < self._best_before + self.cfg.stall_distance_m
+        if lift <= LIFTED_M and np.isfinite(self._best_before) and stalled:
+            return "stall"
         if dist > self._min_dist + self.cfg.drift_distance_m:
             return "drift"
         return None

@@ -67,7 +67,8 @@ def test_takes_over_drifting_policy(env):
         side = -1.0 if obs["observation.environment_state"][1] > 0 else 1.0
         return np.array([0.0, 0.03 * side, 0.0, 0.0], dtype=np.float32)
 
-    human = SimulatedHuman(InterventionConfig(max_takeovers=1))
+    # a long stall window, so only the drift rule can fire (moving away is also no progress)
+    human = SimulatedHuman(InterventionConfig(max_takeovers=1, stall_steps=40))
     _, _, driven = run_episode(env, human, away, seed=3)
     assert human.takeovers == 1 and human.last_reason == "drift"
     assert any(driven)
