@@ -1,0 +1,93 @@
+"""A tiny offline run (real demos, real BC and QC training with small networks) that online tests start from,
+and helpers to run and inspect real `robot-rl online` processes."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import zarr
+
+from robot_rl.cli import stages
+from robot_rl.config import load_config
+
+CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
+
+TINY = [
+    "--collect.num_episodes=6",
+    "--env.num_envs=1",
+    "--bc.steps=10",
+    "--offline.steps=10",
+    "--bc.batch_size=32",
+    "--offline.batch_size=32",
+    "--policy.hidden_dims=[32,32]",
+    "--offline.critic_hidden_dims=[32,32]",
+    "--offline.best_of_n=2",
+    "--sac.critic_hidden_dims=[32,32]",
+    "--sac.actor_hidden_dims=[32,32]",
+    "--seeds=[0]",
+    "--data.num_workers=0",
+    "--online.batch_size=32",
+    "--online.env_steps=120",
+    "--online.publish_every=5",
+    "--online.checkpoint_every=20",
+    "--online.log_every_s=0.5",
+    "--online.max_env_steps_ahead=0",
+    "--online.connect_timeout_s=60",
+    "--intervention.device=sim_human",
+    "--eval.episodes_per_seed=2",
+]
+
+
+def overrides(run_dir: Path, *extra: str) -> list[str]:
+    return [f"--run_dir={run_dir}", *TINY, *extra]
+
+
+def build_offline_run(run_dir: Path) -> None:
+    """Collect 6 demos and train BC then QC for 10 steps each (tiny networks)."""
+    cfg = load_config(None, overrides(run_dir))
+    stages.collect(cfg)
+    stages.train(cfg, "offline", 0)
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    """A private copy of the offline run (dataset and checkpoints only)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src / "dataset", dst / "dataset")
+    shutil.copytree(src / "checkpoints", dst / "checkpoints")
+    return dst
+
+
+def free_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def start(*args: str, log: Path | None = None) -> subprocess.Popen:
+    """A real ``robot-rl`` process in its own process group (a kill takes its children too)."""
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-c", CODE, *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def committed_episodes(buffer: Path) -> int:
+    """Episodes committed in a zarr replay buffer folder (0 if it does not exist yet); read-only."""
+    try:
+        return int(zarr.open_group(str(buffer), mode="r").attrs["committed"]["episodes"])
+    except (FileNotFoundError, KeyError, zarr.errors.GroupNotFoundError):
+        return 0
+
+
+def wait_for(condition, timeout_s: float = 240.0, procs: tuple = (), what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        for p in procs:
+            assert p.poll() is None, f"process {p.args[3:6]} exited ({p.returncode}) before: {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for: {what}"
+        time.sleep(0.1)

@@ -1,0 +1,222 @@
+"""Online RL runtime: real learner and actor processes on localhost (and Ray), the simulated human, RLPD
+replay, and the bad inputs of issue 3 (unreachable learner, mismatched checkpoints, NaN policy, a device
+that disconnects)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from online_setup import CODE, committed_episodes, copy_run, free_address, overrides
+
+from robot_rl import keys
+from robot_rl.config import ConfigError, load_config
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.runtime.intervention import DeviceError, HumanInput
+from robot_rl.runtime.replay import ACTOR_EPISODE_KEY, ACTOR_KEY, OnlineReplay, rlpd_batch
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _episode(length: int, intervened: bool = False, value: float = 0.0) -> dict[str, np.ndarray]:
+    return {
+        keys.STATE: np.full((length, 3), value, np.float32),
+        keys.ACTION: np.full((length, 2), value, np.float32),
+        keys.REWARD: np.zeros(length, np.float32),
+        keys.DONE: np.zeros(length, bool),
+        keys.SUCCESS: np.zeros(length, bool),
+        keys.INTERVENTION: np.full(length, intervened),
+    }
+
+
+def test_replay_stores_each_episode_once_and_resumes(tmp_path):
+    replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=2, gamma=0.9)
+    assert replay.add(0, 0, _episode(4))
+    assert not replay.add(0, 0, _episode(4))  # a resend after a lost acknowledgement
+    assert replay.add(1, 0, _episode(3, intervened=True, value=1.0))
+    with pytest.raises(DatasetError, match="actor 0 sent episode 2 but episode 1"):
+        replay.add(0, 2, _episode(2))
+    assert (replay.num_episodes, replay.num_steps, replay.intervention_steps) == (2, 7, 3)
+    again = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=2, gamma=0.9)
+    assert again.acked == {0: 1, 1: 1} and again.num_steps == 7
+    arrays = again.buffer.arrays()
+    assert arrays[ACTOR_KEY].tolist() == [0] * 4 + [1] * 3 and arrays[ACTOR_EPISODE_KEY].max() == 0
+    rng = np.random.default_rng(0)
+    batch = rlpd_batch(again, None, 64, 0.5, rng)  # prior half: interventions only (no demos)
+    assert batch["actions"].shape == (64, 2, 2)
+    assert (batch["observations"][keys.STATE][:32] == 1.0).all()  # the intervened episode's states
+
+
+def _online_csv(run: Path, name: str) -> list[dict]:
+    with open(run / "logs" / f"{name}_seed0.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_online_local_trains_with_simulated_human_and_evaluates(tiny_offline_run, tmp_path):
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = overrides(run, f"--online.address={free_address()}")
+    done = _cli("online", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = run / "online" / "online_qc_seed0"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["env_steps"] >= 120 and summary["updates"] >= summary["env_steps"]  # UTD 1
+    assert summary["intervention_rate"] > 0  # the tiny policy stalls; the simulated human takes over
+    assert (run / "stages" / "online_qc_seed0.json").is_file()
+    # every episode the actor recorded reached the learner, once
+    log = ZarrReplayBuffer(folder / "actor0" / "episodes")
+    replay = ZarrReplayBuffer(folder / "replay")
+    assert replay.num_episodes == log.num_episodes > 0
+    np.testing.assert_array_equal(replay.arrays()[keys.ACTION], log.arrays()[keys.ACTION])
+    assert replay.arrays()[keys.INTERVENTION].any()
+    rows = _online_csv(run, "online_qc")
+    for column in ("success_rate", "intervention_rate", "env_steps_per_s", "updates_per_s", "weight_lag"):
+        assert column in rows[-1], column
+    assert list((folder / "tensorboard").glob("events.out.tfevents.*"))
+    # the final policy is a regular checkpoint: evaluate it like any other
+    evaluated = _cli("eval", "--algo", "online", *args)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert (run / "eval" / "online_qc_seed0.json").is_file()
+    # a rerun skips the finished stage
+    assert _cli("online", *args).returncode == 0
+    assert ZarrReplayBuffer(folder / "replay").num_episodes == replay.num_episodes
+
+
+@pytest.mark.parametrize("method", ["sac", "hg_dagger", "qc_fql"])
+def test_baselines_run_on_the_same_runtime(tiny_offline_run, tmp_path, method):
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = overrides(
+        run, f"--online.method={method}", "--online.env_steps=60", f"--online.address={free_address()}"
+    )
+    done = _cli("online", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    config = json.loads((run / "checkpoints" / f"online_{method}_seed0" / "config.json").read_text())
+    assert config["online_method"] == method
+    assert config["policy"]["horizon"] == (1 if method == "sac" else 5)
+    evaluated = _cli("eval", "--algo", "online", *args)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+
+
+def test_ray_runtime_with_two_actors(tiny_offline_run, tmp_path):
+    pytest.importorskip("ray")
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    done = _cli("online", *overrides(run, "--online.num_actors=2"), "--runtime", "ray")
+    assert done.returncode == 0, done.stderr[-3000:]
+    replay = ZarrReplayBuffer(run / "online" / "online_qc_seed0" / "replay")
+    actors = set(replay.arrays()[ACTOR_KEY].tolist())
+    assert actors == {0, 1}
+    for k in (0, 1):
+        log = run / "online" / "online_qc_seed0" / f"actor{k}" / "episodes"
+        assert committed_episodes(log) == int(
+            (replay.arrays()[ACTOR_KEY][replay.episode_ends - 1] == k).sum()
+        )
+
+
+def test_unreachable_learner_fails_clearly(tmp_path):
+    address = free_address()
+    done = _cli(
+        "online",
+        "--role",
+        "actor",
+        *overrides(tmp_path, f"--online.address={address}", "--online.connect_timeout_s=1"),
+    )
+    assert done.returncode == 1
+    assert address in done.stderr and "no cached weights" in done.stderr
+
+
+def test_mismatched_checkpoints_are_refused(tiny_offline_run, tmp_path):
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    config_path = run / "checkpoints" / "offline_seed0" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["obs_shapes"]["observation.state"] = [99]
+    config_path.write_text(json.dumps(config))
+    done = _cli("online", *overrides(run, f"--online.address={free_address()}"))
+    assert done.returncode == 2
+    assert str(run / "checkpoints" / "offline_seed0") in done.stderr and "observation.state" in done.stderr
+
+    from robot_rl.runtime.learner import Learner
+
+    run = copy_run(tiny_offline_run, tmp_path / "run2")
+    cfg = load_config(None, overrides(run))
+    learner = Learner(cfg, 0, progress=False)
+    learner._save_resume()
+    state = learner.dir / "learner_resume" / "learner_state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "format": 99}))
+    with pytest.raises(ConfigError, match="learner_state.json: learner checkpoint format 99"):
+        Learner(cfg, 0, progress=False)
+
+
+def _learner_and_actor(run: Path, *extra: str, connect: bool = True):
+    """An in-process learner served on localhost and an actor connected to it over the real socket."""
+    from robot_rl.runtime.actor import Actor
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *extra))
+    learner = Learner(cfg, 0, progress=False)
+    server = LearnerServer(learner, cfg.online.address).start()
+    link = ZmqLearnerLink(server.address)
+    actor = Actor(cfg, 0, 0, link)
+    if connect:  # else Actor.run connects
+        actor.sender.start()
+        actor._wait_for_policy()
+    return learner, server, actor
+
+
+def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
+    learner, server, actor = _learner_and_actor(
+        copy_run(tiny_offline_run, tmp_path / "run"), "--intervention.device=none"
+    )
+    try:
+        with torch.no_grad():
+            for p in learner.agent.policy.parameters():
+                p.fill_(float("nan"))
+        learner._publish()
+        threading.Event().wait(0.5)  # the sender fetches the new weights
+        frames, error = actor._episode(env_seed=5)  # the env itself raises on a NaN action
+        assert error is None and frames is None  # stopped before the first step: nothing was executed
+        assert actor.counters["policy_nan_stops"] == 1 and actor.version == learner.version
+    finally:
+        actor.sender.closed.set()
+        server.close()
+
+
+class _UnpluggedAfter:
+    """Stands in for a teleop device whose USB cable is pulled after ``steps`` polls."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.polls = steps, 0
+
+    def reset(self, env_seed: int) -> None:
+        self.polls = 0
+
+    def poll(self, obs) -> HumanInput:
+        self.polls += 1
+        if self.polls > self.steps:
+            raise DeviceError("gamepad 0 was disconnected")
+        return HumanInput()
+
+    def close(self) -> None:
+        pass
+
+
+def test_device_disconnect_stops_safely_and_keeps_the_episode(tiny_offline_run, tmp_path):
+    learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"), connect=False)
+    actor.device = _UnpluggedAfter(steps=7)
+    try:
+        with pytest.raises(DeviceError, match="disconnected"):
+            actor.run()
+        assert actor.log.num_episodes == 1 and len(actor.log) == 7  # the steps before the unplug
+    finally:
+        server.close()
