@@ -1,0 +1,101 @@
+"""Durability of online RL: SIGKILL real learner and actor processes mid-run, restart them, and count every
+recorded transition (DESIGN.md §4: after a crash both resume and no recorded transition is lost)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from online_setup import committed_episodes, copy_run, free_address, overrides, start, wait_for
+
+from robot_rl import keys
+from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.runtime.replay import ACTOR_EPISODE_KEY
+
+pytestmark = pytest.mark.slow
+
+
+def _kill(proc) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _assert_no_loss(folder, actors=(0,)) -> None:
+    """The learner's replay holds exactly the episodes each actor logged: same count, same actions, in
+    order, none twice."""
+    replay = ZarrReplayBuffer(folder / "replay")
+    arrays = replay.arrays()
+    starts = np.concatenate([[0], replay.episode_ends[:-1]]).astype(int)
+    for k in actors:
+        log = ZarrReplayBuffer(folder / f"actor{k}" / "episodes")
+        mine = [i for i, s in enumerate(starts) if arrays["runtime.actor"][s] == k]
+        assert len(mine) == log.num_episodes > 0
+        assert [int(arrays[ACTOR_EPISODE_KEY][starts[i]]) for i in mine] == list(range(log.num_episodes))
+        for i, ep in enumerate(mine):
+            a, b = starts[ep], replay.episode_ends[ep]
+            np.testing.assert_array_equal(arrays[keys.ACTION][a:b], log.episode(i)[keys.ACTION])
+
+
+def test_kill_actor_then_learner_then_resume(tiny_offline_run, tmp_path):
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = overrides(run, f"--online.address={free_address()}", "--online.env_steps=400")
+    folder = run / "online" / "online_qc_seed0"
+    actor_log, replay = folder / "actor0" / "episodes", folder / "replay"
+    learner = start("online", "--role", "learner", *args, log=tmp_path / "learner.log")
+    actor = start("online", "--role", "actor", *args, log=tmp_path / "actor.log")
+    try:
+        wait_for(lambda: committed_episodes(actor_log) >= 2, procs=(learner, actor), what="2 actor episodes")
+        _kill(actor)  # mid-episode: only the unfinished episode is lost
+        logged = committed_episodes(actor_log)
+        actor = start("online", "--role", "actor", *args, log=tmp_path / "actor.log")
+        wait_for(
+            lambda: (
+                (folder / "learner_resume" / "learner_state.json").is_file()
+                and committed_episodes(replay) >= logged + 1
+            ),
+            procs=(learner, actor),
+            what="a learner checkpoint and the restarted actor's first episode",
+        )
+        _kill(learner)
+        stored = committed_episodes(replay)
+        before = committed_episodes(actor_log)
+        wait_for(
+            lambda: committed_episodes(actor_log) >= before + 2, procs=(actor,), what="acting without learner"
+        )
+        assert committed_episodes(replay) == stored  # nobody is ingesting
+        updates_at_kill = json.loads((folder / "learner_resume" / "learner_state.json").read_text())[
+            "updates"
+        ]
+        learner = start("online", "--role", "learner", *args, log=tmp_path / "learner.log")
+        assert learner.wait(timeout=600) == 0, (tmp_path / "learner.log").read_text()[-3000:]
+        assert actor.wait(timeout=120) == 0, (tmp_path / "actor.log").read_text()[-3000:]
+    finally:
+        for p in (learner, actor):
+            if p.poll() is None:
+                _kill(p)
+    assert "resumed from" in (tmp_path / "learner.log").read_text()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["updates"] >= max(updates_at_kill, summary["env_steps"])  # UTD 1, counters kept
+    _assert_no_loss(folder)
+
+
+def test_kill_whole_run_then_rerun(tiny_offline_run, tmp_path):
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = ["online", *overrides(run, f"--online.address={free_address()}", "--online.env_steps=300")]
+    folder = run / "online" / "online_qc_seed0"
+    proc = start(*args, log=tmp_path / "run.log")
+    try:
+        wait_for(lambda: committed_episodes(folder / "replay") >= 3, procs=(proc,), what="3 stored episodes")
+        _kill(proc)  # the learner, and the actor through its process group
+        time.sleep(0.5)
+        proc = start(*args, log=tmp_path / "run.log")
+        assert proc.wait(timeout=600) == 0, (tmp_path / "run.log").read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+    assert (run / "stages" / "online_qc_seed0.json").is_file()
+    _assert_no_loss(folder)
