@@ -260,10 +260,12 @@ class InterventionConfig:
 class OnlineConfig:
     """Online RL with a human standing by: actors, a learner and RLPD buffers (ALGORITHMS.md §1, §3-5).
 
-    ``method``: ``qc`` / ``qc_fql`` (chunked RL with the QC critic, the flow policy extracted by
-    best-of-N or FQL; hyper-parameters from ``offline``), ``sac`` (the HIL-SERL recipe, ``sac``) or
-    ``hg_dagger`` (flow BC on demos plus interventions only). ``init``: the offline checkpoint to start
-    from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from scratch).
+    ``in_pipeline``: ``robot-rl pipeline`` runs this online stage (after offline RL, before evaluation)
+    and evaluates its policy next to BC and offline RL. ``method``: ``qc`` / ``qc_fql`` (chunked RL with
+    the QC critic, the flow policy extracted by best-of-N or FQL; hyper-parameters from ``offline``),
+    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus interventions
+    only). ``init``: the offline checkpoint to start from (empty = ``<run_dir>/checkpoints/
+    offline_seed<seed>``; ``sac`` starts from scratch).
     ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
@@ -278,6 +280,7 @@ class OnlineConfig:
     """
 
     method: str = "qc"
+    in_pipeline: bool = False
     init: str = ""
     env_steps: int = 3000
     utd_ratio: float = 1.0

@@ -25,7 +25,7 @@ from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_co
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
-from robot_rl.run_dir import RunDir, write_json_atomic
+from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 
 
 def collect(cfg: PipelineConfig) -> dict:
@@ -163,10 +163,16 @@ def pipeline(cfg: PipelineConfig) -> dict:
     save_config(cfg, run.root / "config.yaml")
     collected = collect(cfg)
     walls = {"collect": collected["wall_time_s"], "train": 0.0, "eval": 0.0}
-    per_method: dict[str, dict[int, list[EpisodeResult]]] = {"bc": {}, "offline": {}}
+    algos = ["bc", "offline"] + ([online_name(cfg)] if cfg.online.in_pipeline else [])
+    per_method: dict[str, dict[int, list[EpisodeResult]]] = {algo: {} for algo in algos}
     for seed in cfg.seeds:
-        for algo in ("bc", "offline"):
-            walls["train"] += train(cfg, algo, seed)["wall_time_s"]
+        for algo in algos:
+            if algo.startswith("online"):
+                from robot_rl.cli.online import online
+
+                walls["online"] = walls.get("online", 0.0) + online(cfg, seed)["wall_time_s"]
+            else:
+                walls["train"] += train(cfg, algo, seed)["wall_time_s"]
             evaluated = evaluate(cfg, algo, seed)
             walls["eval"] += evaluated["wall_time_s"]
             per_method[algo][seed] = [EpisodeResult(**e) for e in evaluated["episodes"]]

@@ -247,4 +247,6 @@ def load_agent(path: Path, device: str = "cpu", seed: int = 0):
     torch.manual_seed(seed)
     agent, config, _ = _load(path, device=device)
     agent.eval()
+    if hasattr(agent, "deterministic"):  # SAC: evaluate the mean action, not exploration samples
+        agent.deterministic = True
     return agent, list(config["obs_keys"])

@@ -12,7 +12,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from robot_rl.run_dir import write_json_atomic  # noqa: E402
 
-METHOD_TITLES = {"bc": "Flow BC", "offline": "Chunked offline RL"}
+METHOD_TITLES = {
+    "bc": "Flow BC",
+    "offline": "Chunked offline RL",
+    "online_qc": "Online HIL RL (QC)",
+    "online_qc_fql": "Online HIL RL (QC-FQL)",
+    "online_sac": "Online HIL-SERL SAC",
+    "online_hg_dagger": "HG-DAgger",
+}
 
 
 def read_log(path: Path) -> dict[str, list[float]]:
