@@ -13,6 +13,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 [ -d .venv ] || python3 -m venv .venv
 extra=""
-[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla]"
+[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla,ray,teleop]"
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt -e ".${extra}"
