@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.data.normalize import stats_to_json
@@ -79,6 +78,7 @@ class Learner:
         self._published: tuple[int, bytes] = (self.version, agent_weights(self.agent))
         self._spec = {"config": self.config, "stats": stats_to_json(self.stats)}
         self._active: set[int] = set()
+        self._reached_90: dict | None = None  # when the last 20 episodes first were >= 90% autonomous
         self._finished = False
 
     # -- the link endpoint (called from the server thread or Ray) -------------------------------------
@@ -139,6 +139,7 @@ class Learner:
         on = self.cfg.online
         sinks = self._sinks()
         env_rate, upd_rate = RateMeter(self.replay.num_steps), RateMeter(self.updates)
+        self._start = time.monotonic()
         last_log = time.monotonic()
         metrics: dict[str, float] = {}
         bar = tqdm(
@@ -203,8 +204,13 @@ class Learner:
         with self.lock:
             window = self.window.snapshot()
             steps = self.replay.num_steps
+        elapsed = time.monotonic() - self._start
+        full = len(self.window.recent) == self.window.recent.maxlen
+        if self._reached_90 is None and full and window.get("autonomous_success_rate", 0.0) >= 0.9:
+            self._reached_90 = {"elapsed_s": elapsed, "env_steps": steps}
         return {
             **window,
+            "elapsed_s": elapsed,
             "env_steps_per_s": env_rate.rate(steps),
             "updates_per_s": upd_rate.rate(self.updates),
             "updates": float(self.updates),
@@ -288,30 +294,26 @@ class Learner:
             obs_shapes=self.obs_shapes,
             action_dim=self.action_dim,
         )
-        summary = {**self._buffer_summary(), "updates": self.updates, "checkpoint": str(final)}
+        summary = {
+            **self._buffer_summary(),
+            "updates": self.updates,
+            "autonomous_90": self._reached_90,
+            "checkpoint": str(final),
+        }
         write_json_atomic(self.dir / "summary.json", summary)
         return summary
 
     def _buffer_summary(self) -> dict:
-        """Run totals read back from the replay on disk (exact after restarts)."""
-        arrays = self.replay.buffer.arrays()
-        ends = self.replay.buffer.episode_ends
-        starts = np.concatenate([[0], ends[:-1]]).astype(int)
-        success = np.asarray(arrays[keys.SUCCESS], bool)
-        interv = np.asarray(arrays[keys.INTERVENTION], bool)
-        per_ep = [(success[a:b].any(), interv[a:b].sum(), b - a) for a, b in zip(starts, ends, strict=True)]
-        n = len(per_ep)
+        """Run totals and last-20-episode rates read back from the replay on disk (exact after restarts)."""
+        from robot_rl.runtime.actor import episode_meta
+
+        window = EpisodeWindow()
+        for index in range(self.replay.num_episodes):
+            window.add(episode_meta(self.replay.buffer.episode(index), self.cfg.env.control_hz, 0), 0)
         return {
             "method": self.cfg.online.method,
             "seed": self.seed,
             "env_steps": int(self.replay.num_steps),
-            "episodes": n,
-            "success_rate": float(np.mean([p[0] for p in per_ep])) if n else float("nan"),
-            "intervention_rate": float(interv.mean()) if len(interv) else float("nan"),
-            "last20_success_rate": float(np.mean([p[0] for p in per_ep[-20:]])) if n else float("nan"),
-            "last20_intervention_rate": (
-                float(sum(p[1] for p in per_ep[-20:]) / max(sum(p[2] for p in per_ep[-20:]), 1))
-                if n
-                else float("nan")
-            ),
+            **window.totals(),
+            **{f"last20_{k}": v for k, v in window.snapshot().items() if k != "weight_lag"},
         }

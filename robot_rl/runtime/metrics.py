@@ -23,17 +23,29 @@ class EpisodeWindow:
 
     def __init__(self, size: int = WINDOW) -> None:
         self.recent: deque[dict] = deque(maxlen=size)
-        self.episodes = self.successes = self.steps = self.intervention_steps = 0
+        self.episodes = self.successes = self.autonomous = self.steps = self.intervention_steps = 0
 
     def add(self, meta: dict, version_now: int) -> None:
         self.recent.append({**meta, "weight_lag": version_now - int(meta.get("version", version_now))})
         self.episodes += 1
         self.successes += bool(meta["success"])
+        self.autonomous += bool(meta["success"]) and not meta["intervention_steps"]
         self.steps += int(meta["steps"])
         self.intervention_steps += int(meta["intervention_steps"])
 
+    def totals(self) -> dict[str, float]:
+        """Whole-run ``episodes``, ``success_rate``, ``autonomous_success_rate`` and ``intervention_rate``."""
+        n = max(self.episodes, 1)
+        return {
+            "episodes": self.episodes,
+            "success_rate": self.successes / n,
+            "autonomous_success_rate": self.autonomous / n,
+            "intervention_rate": self.intervention_steps / max(self.steps, 1),
+        }
+
     def snapshot(self) -> dict[str, float]:
-        """``success_rate``, ``intervention_rate`` (share of steps a human drove), ``episode_return``,
+        """``success_rate``, ``autonomous_success_rate`` (successes without any human step),
+        ``intervention_rate`` (share of steps a human drove), ``episode_return``,
         ``cycle_time_s`` (mean over successes) and ``weight_lag`` (publications) over the window."""
         if not self.recent:
             return {}
@@ -42,6 +54,9 @@ class EpisodeWindow:
         cycles = [e["cycle_time_s"] for e in eps if e.get("cycle_time_s") is not None]
         return {
             "success_rate": float(np.mean([e["success"] for e in eps])),
+            "autonomous_success_rate": float(
+                np.mean([e["success"] and not e["intervention_steps"] for e in eps])
+            ),
             "intervention_rate": sum(e["intervention_steps"] for e in eps) / max(steps, 1),
             "episode_return": float(np.mean([e["return"] for e in eps])),
             "cycle_time_s": float(np.mean(cycles)) if cycles else float("nan"),
