@@ -15,14 +15,14 @@ from robot_rl.algos.base import check_finite
 from robot_rl.algos.mlp import build_mlp
 from robot_rl.config import PolicyConfig
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.keys import ACTION
 
+from .action_norm import ActionNormalization
 from .encoders import ObservationEncoder
 
 NORMALIZATIONS = ("quantile", "mean_std")
 
 
-class FlowChunkPolicy(nn.Module):
+class FlowChunkPolicy(ActionNormalization, nn.Module):
     """Args:
     cfg: PolicyConfig (horizon h, flow_steps K, hidden_dims, image_features, normalization).
     obs_shapes: observation key -> per-sample shape.
@@ -42,8 +42,6 @@ class FlowChunkPolicy(nn.Module):
         super().__init__()
         if cfg.normalization not in NORMALIZATIONS:
             raise ValueError(f"unknown normalization {cfg.normalization!r}; expected one of {NORMALIZATIONS}")
-        if ACTION not in stats:
-            raise ValueError(f"no normalization statistics for {ACTION!r}")
         if cfg.horizon < 1 or cfg.flow_steps < 1:
             raise ValueError(f"horizon and flow_steps must be >= 1, got {cfg.horizon}, {cfg.flow_steps}")
         self.cfg = cfg
@@ -52,27 +50,12 @@ class FlowChunkPolicy(nn.Module):
             int(action_dim),
             int(cfg.flow_steps),
         )
-        offset, scale = stats[ACTION].affine(cfg.normalization)
-        offset = torch.as_tensor(offset, dtype=torch.float32).reshape(-1)
-        scale = torch.as_tensor(scale, dtype=torch.float32).reshape(-1)
-        if offset.shape != (action_dim,):
-            raise ValueError(f"action statistics have shape {tuple(offset.shape)}, expected ({action_dim},)")
-        self.register_buffer("action_offset", offset)
-        self.register_buffer("action_scale", scale)
+        self.register_action_stats(stats, cfg.normalization, action_dim)
         self.encoder = (
             encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)
         )
         flat = self.horizon * self.action_dim
         self.velocity = build_mlp(int(self.encoder.out_dim) + flat + 1, cfg.hidden_dims, flat)
-
-    # --- normalisation -------------------------------------------------------------------------------
-    def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Robot units (..., d) -> normalised (..., d) (quantile: q01 -> -1, q99 -> +1)."""
-        return (actions - self.action_offset) / self.action_scale
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Normalised (..., d) -> robot units (..., d)."""
-        return actions * self.action_scale + self.action_offset
 
     # --- network -------------------------------------------------------------------------------------
     def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -21,13 +21,14 @@ from torch import nn
 
 from robot_rl.algos.mlp import build_mlp
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.keys import ACTION
+
+from .action_norm import ActionNormalization
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-class GaussianTanhPolicy(nn.Module):
+class GaussianTanhPolicy(ActionNormalization, nn.Module):
     """pi(a|s) = tanh(N(mu(s), diag sigma(s)^2)) over d action dims, chunk h = 1.
 
     Args:
@@ -55,32 +56,13 @@ class GaussianTanhPolicy(nn.Module):
         log_std_max: float = LOG_STD_MAX,
     ):
         super().__init__()
-        if ACTION not in stats:
-            raise ValueError(f"no normalization statistics for {ACTION!r}")
         if not log_std_min < log_std_max:
             raise ValueError(f"log_std_min ({log_std_min}) must be < log_std_max ({log_std_max})")
         self.action_dim = int(action_dim)
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
-        offset, scale = stats[ACTION].affine(normalization)
-        offset = torch.as_tensor(offset, dtype=torch.float32).reshape(-1)
-        scale = torch.as_tensor(scale, dtype=torch.float32).reshape(-1)
-        if offset.shape != (self.action_dim,):
-            raise ValueError(
-                f"action statistics have shape {tuple(offset.shape)}, expected ({self.action_dim},)"
-            )
-        self.register_buffer("action_offset", offset)
-        self.register_buffer("action_scale", scale)
+        self.register_action_stats(stats, normalization, self.action_dim)
         self.encoder = encoder
         self.net = build_mlp(int(encoder.out_dim), hidden_dims, 2 * self.action_dim)
-
-    # --- normalisation (same maps as FlowChunkPolicy) -----------------------------------------------
-    def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Robot units (..., d) -> normalised (..., d)."""
-        return (actions - self.action_offset) / self.action_scale
-
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Normalised (..., d) -> robot units (..., d)."""
-        return actions * self.action_scale + self.action_offset
 
     # --- distribution --------------------------------------------------------------------------------
     def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
