@@ -220,3 +220,34 @@ def test_device_disconnect_stops_safely_and_keeps_the_episode(tiny_offline_run, 
         assert actor.log.num_episodes == 1 and len(actor.log) == 7  # the steps before the unplug
     finally:
         server.close()
+
+
+class _LabelsAfter:
+    """A device whose operator presses the success (or failure) key at poll ``steps``."""
+
+    def __init__(self, steps: int, label: str) -> None:
+        self.steps, self.label, self.polls = steps, label, 0
+
+    def reset(self, env_seed: int) -> None:
+        self.polls = 0
+
+    def poll(self, obs) -> HumanInput:
+        self.polls += 1
+        return HumanInput(label=self.label if self.polls == self.steps else None)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("label", ["success", "failure"])
+def test_human_label_ends_the_episode(tiny_offline_run, tmp_path, label):
+    learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"))
+    actor.device = _LabelsAfter(steps=4, label=label)
+    try:
+        frames, error = actor._episode(env_seed=3)
+    finally:
+        actor.sender.closed.set()
+        server.close()
+    assert error is None and len(frames[keys.ACTION]) == 3  # the label at the 4th poll ends it
+    assert frames[keys.SUCCESS][-1] == frames[keys.DONE][-1] == (label == "success")
+    assert frames[keys.REWARD][-1] == (1.0 if label == "success" else 0.0)
