@@ -78,6 +78,7 @@ class Learner:
         self._published: tuple[int, bytes] = (self.version, agent_weights(self.agent))
         self._spec = {"config": self.config, "stats": stats_to_json(self.stats)}
         self._active: set[int] = set()
+        self._trained_steps = 0  # online env steps when training stopped
         self._reached_90: dict | None = None  # when the last 20 episodes first were >= 90% autonomous
         self._finished = False
 
@@ -184,6 +185,7 @@ class Learner:
                         upd_s=f"{row['updates_per_s']:.1f}",
                     )
             self._finished = True
+            self._trained_steps = steps  # episodes still in flight are stored, not trained on
             self._publish()
             self._save_resume()
             sinks.write(self.replay.num_steps, self._row(metrics, env_rate, upd_rate))
@@ -297,6 +299,7 @@ class Learner:
         summary = {
             **self._buffer_summary(),
             "updates": self.updates,
+            "env_steps_trained": self._trained_steps,
             "autonomous_90": self._reached_90,
             "checkpoint": str(final),
         }
