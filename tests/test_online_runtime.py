@@ -253,3 +253,27 @@ def test_human_label_ends_the_episode(tiny_offline_run, tmp_path, label):
     assert error is None and len(frames[keys.ACTION]) == 3  # the label at the 4th poll ends it
     assert frames[keys.SUCCESS][-1] == frames[keys.DONE][-1] == (label == "success")
     assert frames[keys.REWARD][-1] == (1.0 if label == "success" else 0.0)
+
+
+def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp_path):
+    import shutil
+    import time
+
+    from robot_rl.runtime.actor import Actor
+
+    learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"))
+    try:
+        frames, _ = actor._episode(env_seed=1)
+        actor.log.add_episode(frames, source="online")
+        actor.sender.wake.set()
+        deadline = time.monotonic() + 30
+        while learner.replay.num_episodes < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        actor.sender.closed.set()
+        actor.sender.join(5)
+        shutil.rmtree(actor.dir / "episodes")  # the actor's log is gone, the learner holds its episode
+        again = Actor(actor.cfg, 0, 0, actor.link)
+        with pytest.raises(RuntimeError, match=r"holds 1 episodes of actor 0 but its log .* has 0"):
+            again.run()
+    finally:
+        server.close()

@@ -71,6 +71,7 @@ class _Sender(threading.Thread):
         self.status: dict[str, Any] = {}
         self.pending: tuple[int, bytes] | None = None
         self.have = -1
+        self.error: Exception | None = None
 
     def run(self) -> None:
         backoff = 0.2
@@ -82,7 +83,12 @@ class _Sender(threading.Thread):
                 self.connected, backoff = True, 0.2
                 self.wake.wait(POLL_S)
                 self.wake.clear()
-            except PeerUnavailableError as err:
+            except Exception as err:  # the learner refused something: stop the actor, loudly
+                if not isinstance(err, PeerUnavailableError):
+                    log.error("actor %d: the learner link failed: %s", self.actor.actor_id, err)
+                    self.error = err
+                    self.closed.set()
+                    return
                 if self.connected or self.acked == -1:
                     log.warning("actor %d: learner unreachable, acting on: %s", self.actor.actor_id, err)
                 self.connected = False
@@ -236,6 +242,8 @@ class Actor:
 
     # -- acting --------------------------------------------------------------------------------------
     def _should_stop(self) -> bool:
+        if self.sender.error is not None:
+            raise self.sender.error
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
             return True
@@ -259,6 +267,8 @@ class Actor:
         timeout_s = self.cfg.online.connect_timeout_s
         deadline = time.monotonic() + timeout_s
         while not self._load_policy():
+            if self.sender.error is not None:
+                raise self.sender.error
             if time.monotonic() > deadline:
                 raise PeerUnavailableError(
                     f"actor {self.actor_id}: no policy after {timeout_s:.0f} s: the learner at "
