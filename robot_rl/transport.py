@@ -71,6 +71,21 @@ def decode_arrays(blob: bytes) -> dict[str, np.ndarray]:
         raise ProtocolError(f"payload is not a safetensors blob: {err}") from err
 
 
+def check_request(header: dict[str, Any], protocol: int, ops: tuple[str, ...], server: str) -> str:
+    """The request's ``op`` after checking its protocol version and op name.
+
+    Raises:
+        ProtocolError: another protocol version, or an op not in ``ops``.
+    """
+    version = header.get("protocol")
+    if version != protocol:
+        raise ProtocolError(f"protocol {version!r} not supported; this {server} speaks protocol {protocol}")
+    op = header.get("op")
+    if op not in ops:
+        raise ProtocolError(f"unknown op {op!r}; expected one of {list(ops)}")
+    return op
+
+
 def split_envelope(frames: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     """ROUTER frames -> (envelope, body): the sender identity, plus the empty delimiter a REQ peer adds."""
     split = 2 if len(frames) > 1 and frames[1] == b"" else 1

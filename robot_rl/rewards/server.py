@@ -34,6 +34,7 @@ import numpy as np
 from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic
 from robot_rl.transport import (
     ProtocolError,
+    check_request,
     decode_arrays,
     decode_header,
     encode_arrays,
@@ -168,14 +169,7 @@ class _Server:
                 raise ProtocolError(f"expected [header, arrays] frames, got {len(body)} frames")
             header = decode_header(body[0])
             request_id = header.get("id")
-            version = header.get("protocol")
-            if version != PROTOCOL:
-                raise ProtocolError(
-                    f"protocol {version!r} not supported; this server speaks protocol {PROTOCOL}"
-                )
-            op = header.get("op")
-            if op not in OPS:
-                raise ProtocolError(f"unknown op {op!r}; expected one of {list(OPS)}")
+            op = check_request(header, PROTOCOL, OPS, "server")
             if op == "ping":
                 self.send(envelope, {"ok": True, "id": request_id})
             elif op == "info":

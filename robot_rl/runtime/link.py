@@ -25,6 +25,7 @@ import zmq
 from robot_rl.transport import (
     ProtocolError,
     RpcClient,
+    check_request,
     decode_arrays,
     decode_header,
     encode_arrays,
@@ -116,13 +117,7 @@ class LearnerServer:
                 log.warning("learner: could not deliver a reply (actor gone)")
 
     def _handle(self, header: dict, rest: list[bytes]) -> tuple[dict, bytes | None]:
-        if header.get("protocol") != PROTOCOL:
-            raise ProtocolError(
-                f"actor speaks protocol {header.get('protocol')!r}; this learner speaks {PROTOCOL}"
-            )
-        op = header.get("op")
-        if op not in OPS:
-            raise ProtocolError(f"unknown op {op!r}; expected one of {list(OPS)}")
+        op = check_request(header, PROTOCOL, OPS, "learner")
         if op == "hello":
             return self.endpoint.hello(int(header["actor"])), None
         if op == "push":
