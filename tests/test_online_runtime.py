@@ -277,3 +277,18 @@ def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp
             again.run()
     finally:
         server.close()
+
+
+def test_unsent_steps_count_episodes_left_from_an_earlier_run(tiny_offline_run, tmp_path):
+    learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"), connect=False)
+    try:
+        for length in (5, 7, 3):  # as if logged by this actor before a restart
+            actor.log.add_episode(
+                {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
+            )
+        actor.sender.acked = -1  # not connected yet: nothing acknowledged
+        assert actor._unsent_steps() == 15
+        actor.sender.acked = 1
+        assert actor._unsent_steps() == 10
+    finally:
+        server.close()

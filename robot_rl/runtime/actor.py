@@ -207,7 +207,7 @@ class Actor:
                 from robot_rl.runtime.weights import load_weights
 
                 load_weights(self.source.agent, blob)
-            self._cache(folder, spec, blob, version)
+            self._cache(folder, spec, blob, version, with_spec=self.source is None)
             self.version = version
         if self.source is None and (folder / MODEL_FILE).is_file():
             agent, config, _ = load_agent(folder, device=self.cfg.device)
@@ -225,17 +225,25 @@ class Actor:
         return self.source is not None
 
     @staticmethod
-    def _cache(folder: Path, spec: dict, blob: bytes, version: int) -> None:
-        """Keep the newest weights on disk (each file replaced atomically) for a restart without learner."""
+    def _cache(folder: Path, spec: dict, blob: bytes, version: int, with_spec: bool) -> None:
+        """Keep the newest weights on disk (each file replaced atomically) for a restart without learner;
+        ``with_spec`` also (re)writes the config and normalisation, which do not change within a run."""
         from robot_rl.policies.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
 
         folder.mkdir(parents=True, exist_ok=True)
-        for name, write in (
-            (CONFIG_FILE, lambda p: p.write_text(json.dumps(spec["config"]))),
-            (NORM_FILE, lambda p: save_stats(stats_from_json(spec["stats"]), p)),
-            (MODEL_FILE, lambda p: p.write_bytes(blob)),
+        files = (
+            [  # the model last: its presence is what marks the cache usable
+                (CONFIG_FILE, lambda p: p.write_text(json.dumps(spec["config"]))),
+                (NORM_FILE, lambda p: save_stats(stats_from_json(spec["stats"]), p)),
+            ]
+            if with_spec
+            else []
+        )
+        files += [
             ("version.json", lambda p: p.write_text(json.dumps({"version": version}))),
-        ):
+            (MODEL_FILE, lambda p: p.write_bytes(blob)),
+        ]
+        for name, write in files:
             tmp = folder / (name + ".tmp")
             write(tmp)
             os.replace(tmp, folder / name)
@@ -255,13 +263,17 @@ class Actor:
         while self.sender.connected and not self.sender.closed.is_set():
             status = self.sender.status
             allowed = int(status.get("allowed_env_steps", -1))
-            unsent = sum(
-                int(self.counters["steps_log"][e])
-                for e in range(max(self.sender.acked, 0), self.num_logged())
-            )
-            if allowed < 0 or status.get("env_steps", 0) + unsent + episode_steps <= allowed:
+            if allowed < 0 or status.get("env_steps", 0) + self._unsent_steps() + episode_steps <= allowed:
                 return
             time.sleep(0.02)
+
+    def _unsent_steps(self) -> int:
+        """Steps of the logged episodes the learner has not acknowledged (from the log itself, so episodes
+        left over from an earlier run of this actor count too)."""
+        acked = max(self.sender.acked, 0)
+        with self._log_lock:
+            sent = int(self.log.episode_ends[acked - 1]) if acked else 0
+            return len(self.log) - sent
 
     def _wait_for_policy(self) -> None:
         timeout_s = self.cfg.online.connect_timeout_s
@@ -283,7 +295,6 @@ class Actor:
         Raises:
             DeviceError: the intervention device failed mid-run (the episode so far is recorded first).
         """
-        self.counters["steps_log"] = {}
         self.sender.start()
         try:
             self._wait_for_policy()
@@ -296,7 +307,6 @@ class Actor:
                     with self._log_lock:
                         self.log.add_episode(frames, source="online")
                     self.versions[index] = self.version
-                    self.counters["steps_log"][index] = len(frames[keys.ACTION])
                     self.counters["episodes"] += 1
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
@@ -309,7 +319,7 @@ class Actor:
             if self.device is not None:
                 self.device.close()
             self.env.close()
-        return {k: v for k, v in self.counters.items() if k != "steps_log"}
+        return dict(self.counters)
 
     def _flush(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -186,8 +186,6 @@ class PriorData:
         out = self.data.batch(self.data.train, rng.integers(0, len(self.data.train.rows), size=n))
         for side in ("observations", "next_observations"):
             out[side] = {k: out[side][k] for k in self.obs_keys}
-        out.pop("source", None)
-        out.pop("is_intervention", None)
         return out
 
 
@@ -221,7 +219,7 @@ def rlpd_batch(
         replay.sample_interventions(from_interv, rng),
         replay.sample_online(n_online, rng),
     ]
-    batch = concat_batches(
+    # per-sample source / intervention flags exist on some parts only; the agents do not read them
+    return concat_batches(
         [{k: v for k, v in p.items() if k not in ("source", "is_intervention")} for p in parts]
     )
-    return batch
