@@ -133,8 +133,8 @@ class Learner:
         """Train until the env-step budget is in and the UTD target met, then save the final policy and
         ``summary.json``; wait up to ``drain_s`` for active actors to say bye. Returns the summary.
 
-        ``check()`` is called every loop and may raise to abort (e.g. when every actor process died); the
-        resumable checkpoint is written before the error propagates."""
+        ``check()`` is called whenever the learner waits for data and may raise to abort (e.g. when every
+        actor process died); the resumable checkpoint is written before the error propagates."""
         from tqdm import tqdm
 
         on = self.cfg.online
