@@ -176,7 +176,9 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def _expert_episode(env, critic, cfg: RewardConfig, task: str, seed: int = 3) -> tuple[list, list, list]:
+def _expert_episode(
+    env, critic, cfg: RewardConfig, task: str, seed: int = 3
+) -> tuple[list, list, list, dict]:
     from robot_rl.rewards.shaping import CriticRewardWrapper
     from robot_rl.sim.expert import PickCubeExpert
 
@@ -192,7 +194,8 @@ def _expert_episode(env, critic, cfg: RewardConfig, task: str, seed: int = 3) ->
         fired.append(info["critic_done"])
         if terminated or truncated:
             break
-    return progress, rewards, fired
+    end = {"terminated": terminated, "truncated": truncated, "success": info["is_success"]}
+    return progress, rewards, fired, end
 
 
 @pytest.mark.slow
@@ -206,12 +209,16 @@ def test_online_critic_reward_in_the_sim(sim_run):
     critic = load_critic(run / "critic")
     env = make_env(EnvConfig(cameras=["front"], max_episode_steps=60))
     cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5, gamma=0.95, scale=2.0)
-    progress, rewards, fired = _expert_episode(env, critic, cfg, env.unwrapped.task)
+    progress, rewards, fired, end = _expert_episode(env, critic, cfg, env.unwrapped.task)
     assert all(0 <= p <= 1 for p in progress) and np.ptp(progress) > 0
     phi = np.array(progress)
     # critic-only reward = scale * (gamma * Phi' - Phi) + 1 when the done head fires; it ends the episode
     np.testing.assert_allclose(rewards, 2.0 * (0.95 * phi[1:] - phi[:-1]) + np.array(fired), atol=1e-5)
     assert not any(fired[:-1])
+    # only the done head terminates: the simulator's success ends the episode as a truncation
+    assert end["success"], "the clean expert should lift the cube"
+    assert end["terminated"] == fired[-1]
+    assert end["truncated"] != fired[-1]
     # a critic that returns NaN is rejected: no critic reward, progress held, never NaN
     bad = CriticRewardWrapper(env, _NanCritic(critic), RewardConfig(mode="shaped"), task="pick up the cube")
     bad.reset(seed=4)

@@ -110,6 +110,41 @@ def test_baselines_run_on_the_same_runtime(tiny_offline_run, tmp_path, method):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
 
 
+def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_run, tmp_path):
+    """Issue 4 through issue 3's reward hook: the env renders a camera for the progress critic only; the
+    state policy's replay never holds it, and the learner's rewards come from the critic alone."""
+    pytest.importorskip("sentence_transformers")
+    from robot_rl.config import CriticConfig
+    from robot_rl.rewards.compact import CompactProgressCritic
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    critic_dir = tmp_path / "critic"
+    CompactProgressCritic(CriticConfig(cameras=["front"])).save(critic_dir)  # untrained: rewards ~ noise
+    args = overrides(
+        run,
+        "--online.env_steps=60",
+        "--env.cameras=[front]",
+        "--reward.mode=critic",
+        "--reward.critic_done=true",
+        f"--critic.checkpoint={critic_dir}",
+        f"--online.address={free_address()}",
+    )
+    done = _cli("online", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = run / "online" / "online_qc_seed0"
+    replay, log = (
+        ZarrReplayBuffer(folder / "replay").arrays(),
+        ZarrReplayBuffer(folder / "actor0" / "episodes"),
+    )
+    assert keys.image_key("front") in log.arrays()  # the actor keeps everything it saw
+    assert keys.image_key("front") not in replay and keys.STATE in replay
+    rewards = replay[keys.REWARD]
+    assert np.isfinite(rewards).all() and not np.isin(rewards, [0.0, 1.0]).all()  # critic terms, not 0/1
+    # no success signal reaches the learner: the untrained done head (p ~ 0.5) stays below the 0.9
+    # threshold, so no frame is terminal, not even one where the simulator reported success
+    assert not replay[keys.DONE].any()
+
+
 def test_ray_runtime_with_two_actors(tiny_offline_run, tmp_path):
     pytest.importorskip("ray")
     run = copy_run(tiny_offline_run, tmp_path / "run")

@@ -76,7 +76,10 @@ class CriticRewardWrapper(gym.Wrapper):
     After each step the critic scores (o_t, o_{t+1}) and Phi is advanced with the VLAC rule; the reward is
     the env's reward plus ``scale * (gamma * Phi' - Phi)`` ('shaped'), or that term plus 1 when the done
     head fires ('critic', no success signal reaches the learner). With ``critic_done`` the done head also
-    terminates the episode. ``info`` gains ``progress``, ``critic_done`` and ``env_reward``.
+    terminates the episode. In 'critic' mode the env's own termination (a simulator's success check) is
+    passed on as truncation, so the learner bootstraps there instead of learning from a success signal a
+    real robot would not have; only the done head terminates. ``info`` gains ``progress``, ``critic_done``
+    and ``env_reward``.
 
     A non-finite critic score is rejected (``CriticScoreError``): that step gets no critic term, Phi is
     held, a warning is issued and ``info['critic_rejected']`` is True. It is never used as a reward.
@@ -118,9 +121,13 @@ class CriticRewardWrapper(gym.Wrapper):
         new = vlac_step(self.progress, delta, self.rule)
         term = self.cfg.scale * (self.cfg.gamma * new - self.progress)
         fired = done >= self.cfg.done_threshold
-        reward = float(env_reward) + term if self.cfg.mode == "shaped" else term + float(fired)
-        if self.cfg.critic_done and fired:
-            terminated = True
+        if self.cfg.mode == "shaped":
+            reward = float(env_reward) + term
+            terminated = terminated or (self.cfg.critic_done and fired)
+        else:
+            reward = term + float(fired)
+            truncated = truncated or terminated
+            terminated = self.cfg.critic_done and fired
         self.progress, self._last = new, view
         info.update(progress=new, critic_done=fired, env_reward=float(env_reward), critic_rejected=rejected)
         return obs, reward, terminated, truncated, info

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import draccus
 
+from robot_rl import keys
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.run_dir import RunDir
 
@@ -23,9 +24,13 @@ _ONLINE_OVERRIDES = ("lr", "gamma", "tau", "best_of_n", "critic_agg", "fql_alpha
 
 @dataclass
 class OnlineAgent:
-    """The learner's starting point: ``agent``; ``config`` (its checkpoint ``config.json``), ``stats``,
-    ``obs_shapes`` and ``action_dim`` (the env's), chunk ``horizon`` and discount ``gamma`` of its replay
-    samples, and ``demos`` (a TrainingSet of the demonstrations, or None)."""
+    """The learner's starting point.
+
+    ``agent``; ``config`` (its checkpoint ``config.json``); ``stats``; ``obs_shapes``: the env
+    observations the policy reads (the init checkpoint's keys, so a camera the env renders only for a
+    progress critic stays out of the replay); ``action_dim``; chunk ``horizon`` and discount ``gamma``
+    of its replay samples; ``demos`` (a TrainingSet of the demonstrations, or None).
+    """
 
     agent: object
     config: dict
@@ -49,7 +54,7 @@ def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int]:
         env.close()
 
 
-def _demos(cfg: PipelineConfig, run: RunDir, horizon: int, gamma: float):
+def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float):
     from robot_rl.data.training_set import TrainingSet
 
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
@@ -60,7 +65,8 @@ def _demos(cfg: PipelineConfig, run: RunDir, horizon: int, gamma: float):
                 "one): run robot-rl collect, or set data.path"
             )
         return None
-    return TrainingSet(root, cfg.data, horizon, gamma, run.root / "frame_cache", for_rl=True)
+    data = cfg.data if any(keys.is_image_key(k) for k in obs_keys) else replace(cfg.data, images=False)
+    return TrainingSet(root, data, horizon, gamma, run.root / "frame_cache", for_rl=True)
 
 
 def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAgent:
@@ -73,23 +79,27 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     from robot_rl.policies.checkpoint import check_compatible, load_checkpoint
     from robot_rl.policies.factory import build_agent
 
-    obs_shapes, action_dim = env_shapes(cfg)
+    env_obs, action_dim = env_shapes(cfg)
     method = cfg.online.method
-    extra = {
-        "online_method": method,
-        "obs_shapes": {k: list(v) for k, v in obs_shapes.items()},
-        "action_dim": action_dim,
-        "seed": seed,
-        "obs_keys": sorted(obs_shapes),
-        "fps": round(cfg.env.control_hz),
-    }
+
+    def extra(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
+        return {
+            "online_method": method,
+            "obs_shapes": {k: list(v) for k, v in obs_shapes.items()},
+            "action_dim": action_dim,
+            "seed": seed,
+            "obs_keys": sorted(obs_shapes),
+            "fps": round(cfg.env.control_hz),
+        }
+
     if method == "sac":
+        obs_shapes = {k: s for k, s in env_obs.items() if cfg.data.images or not keys.is_image_key(k)}
         policy_cfg = replace(cfg.policy, horizon=1)
-        demos = _demos(cfg, run, 1, cfg.sac.gamma)
+        demos = _demos(cfg, run, sorted(obs_shapes), 1, cfg.sac.gamma)
         agent = build_agent(
             "sac", policy_cfg, cfg.sac, obs_shapes, action_dim, demos.stats, device=cfg.device
         )
-        config = {**config_to_dict(replace(cfg, policy=policy_cfg)), "method": "sac", **extra}
+        config = {**config_to_dict(replace(cfg, policy=policy_cfg)), "method": "sac", **extra(obs_shapes)}
         return OnlineAgent(agent, config, demos.stats, obs_shapes, action_dim, 1, cfg.sac.gamma, demos)
 
     init = Path(cfg.online.init) if cfg.online.init else run.checkpoint("offline", seed)
@@ -100,13 +110,14 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         )
     state_dicts, saved, stats = load_checkpoint(init)
     try:
-        check_compatible(saved, obs_shapes, action_dim)
+        check_compatible(saved, env_obs, action_dim)
     except ValueError as err:
         raise ConfigError(
             f"online.init={init}: the checkpoint does not fit env {cfg.env.id!r}: {err}"
         ) from err
     if "policy" not in state_dicts:
         raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
+    obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
     policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
     algo = "bc" if method == "hg_dagger" else method
     offline = draccus.decode(OfflineRLConfig, saved.get("offline") or {})
@@ -122,7 +133,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         **config_to_dict(replace(cfg, policy=policy_cfg, offline=offline)),
         "method": algo,
         "init": str(init),
-        **extra,
+        **extra(obs_shapes),
     }
-    demos = _demos(cfg, run, policy_cfg.horizon, offline.gamma)
+    demos = _demos(cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma)
     return OnlineAgent(agent, config, stats, obs_shapes, action_dim, policy_cfg.horizon, offline.gamma, demos)
