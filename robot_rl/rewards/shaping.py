@@ -126,8 +126,9 @@ class CriticRewardWrapper(gym.Wrapper):
             terminated = terminated or (self.cfg.critic_done and fired)
         else:
             reward = term + float(fired)
-            truncated = truncated or terminated
-            terminated = self.cfg.critic_done and fired
+            ended_by_critic = self.cfg.critic_done and fired
+            truncated = (truncated or terminated) and not ended_by_critic
+            terminated = ended_by_critic
         self.progress, self._last = new, view
         info.update(progress=new, critic_done=fired, env_reward=float(env_reward), critic_rejected=rejected)
         return obs, reward, terminated, truncated, info
