@@ -173,7 +173,8 @@ class CriticConfig:
     ``use_state`` also feeds ``observation.state``. Training: ``steps`` gradient steps of ``batch_size``
     pairs; pair kinds by share (the rest are ordered pairs of successful demos, half of them reversed):
     ``mismatch_frac`` (wrong task text: delta 0, done 0), ``stagnation_frac`` (a frame with itself or a
-    neighbour: delta ~0) and ``failed_frac`` (pairs from the last half of failed episodes: delta 0, done 0).
+    neighbour: delta ~0) and ``failed_frac`` (pairs of frames of failed episodes from ``failed_from`` x their
+    length on, 0 = the whole episode: delta 0, done 0).
     ``rule``: the VLAC negative-delta rule used to rebuild progress curves (``scale`` or ``mix``).
     ``lora_rank``: LoRA rank for ``vlm`` fine-tuning (0 = train the head only).
     """
@@ -190,6 +191,7 @@ class CriticConfig:
     mismatch_frac: float = 0.15
     stagnation_frac: float = 0.1
     failed_frac: float = 0.15
+    failed_from: float = 0.5
     rule: str = "scale"
     lora_rank: int = 8
     seed: int = 0

@@ -270,3 +270,26 @@ def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
     assert "no episode has VOC" in capsys.readouterr().err
     assert main(["dataset", "filter", str(src), "--out", str(tmp_path / "y"), "--min-voc", "0"]) == 1
     assert not (tmp_path / "y").exists()
+
+
+def test_pair_sampler_draws_failed_pairs_from_failed_from_on():
+    """Failed-episode pairs target (delta 0, done 0) from frames at or after failed_from x length, with short
+    gaps among them (episode scoring chains neighbouring frames); a failed_from outside [0, 1) is refused."""
+    from robot_rl.config import CriticConfig
+    from robot_rl.rewards.episodes import CriticEpisode
+    from robot_rl.rewards.pairs import PairSampler
+
+    def episode(index: int, length: int, success_step: int | None) -> CriticEpisode:
+        frames = np.repeat(np.arange(length, dtype=np.float32)[:, None], 2, axis=1)  # frame t holds t
+        return CriticEpisode(index, {keys.STATE: frames}, "pick up the cube", success_step)
+
+    episodes = [episode(0, 20, 19), episode(1, 60, None)]
+    cfg = CriticConfig(mismatch_frac=0.0, stagnation_frac=0.0, failed_frac=0.99, failed_from=0.25)
+    batch = PairSampler(episodes, cfg).sample(2000, np.random.default_rng(0))
+    failed = batch.delta == 0.0  # ordered pairs of the success have nonzero hops
+    t_i, t_j = batch.obs_i[keys.STATE][failed, 0], batch.obs_j[keys.STATE][failed, 0]
+    assert failed.mean() > 0.9 and (batch.done[failed] == 0).all()
+    assert t_i.min() >= 15 and t_j.min() >= 15 and max(t_i.max(), t_j.max()) <= 59
+    assert (np.abs(t_j - t_i) <= 3).mean() > 0.4 and (t_j < t_i).mean() > 0.3
+    with pytest.raises(ValueError, match="critic.failed_from"):
+        PairSampler(episodes, CriticConfig(failed_from=1.0))

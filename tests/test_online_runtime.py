@@ -75,6 +75,8 @@ def test_online_local_trains_with_simulated_human_and_evaluates(tiny_offline_run
     assert summary["env_steps"] >= summary["env_steps_trained"] >= 120
     assert summary["updates"] >= summary["env_steps_trained"]
     assert summary["intervention_rate"] > 0  # the tiny policy stalls; the simulated human takes over
+    # with the env's success as reward, an episode is terminal exactly when it succeeded
+    assert summary["last20_terminal_rate"] == summary["last20_success_rate"]
     assert (run / "stages" / "online_qc_seed0.json").is_file()
     # every episode the actor recorded reached the learner, once
     log = ZarrReplayBuffer(folder / "actor0" / "episodes")
@@ -83,7 +85,14 @@ def test_online_local_trains_with_simulated_human_and_evaluates(tiny_offline_run
     np.testing.assert_array_equal(replay.arrays()[keys.ACTION], log.arrays()[keys.ACTION])
     assert replay.arrays()[keys.INTERVENTION].any()
     rows = _online_csv(run, "online_qc")
-    for column in ("success_rate", "intervention_rate", "env_steps_per_s", "updates_per_s", "weight_lag"):
+    for column in (
+        "success_rate",
+        "terminal_rate",
+        "intervention_rate",
+        "env_steps_per_s",
+        "updates_per_s",
+        "weight_lag",
+    ):
         assert column in rows[-1], column
     assert list((folder / "tensorboard").glob("events.out.tfevents.*"))
     # the final policy is a regular checkpoint: evaluate it like any other
@@ -141,6 +150,7 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
     # no success signal reaches the learner: the untrained done head (p ~ 0.5) stays below the 0.9
     # threshold, so no frame is terminal, not even one where the simulator reported success
     assert not replay[keys.DONE].any()
+    assert json.loads((folder / "summary.json").read_text())["last20_terminal_rate"] == 0.0
 
 
 def test_ray_runtime_with_two_actors(tiny_offline_run, tmp_path):

@@ -6,7 +6,9 @@ A batch mixes (shares from ``CriticConfig``):
     frames, what episode scoring sees) or uniform over the episode, half each;
   - mismatched task text: a successful pair scored under another instruction -> delta 0, done 0;
   - stagnation: a frame paired with itself -> delta 0;
-  - failed episodes: two frames from the last half of a failed episode -> delta 0, done 0.
+  - failed episodes: two frames of a failed episode from ``failed_from`` of its length on (gaps drawn as for
+    ordered pairs, either order) -> delta 0, done 0. A failed attempt makes no lasting progress, so its
+    arm motion must not read as progress; short gaps matter because episode scoring chains neighbours.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ class PairSampler:
     """Draws ``PairBatch``es from decoded episodes; a batch is a function of the generator passed in.
 
     Raises:
-        ValueError: no successful episode to learn progress from.
+        ValueError: no successful episode to learn progress from, or ``critic.failed_from`` outside [0, 1).
     """
 
     def __init__(self, episodes: list[CriticEpisode], cfg: CriticConfig) -> None:
+        if not 0.0 <= cfg.failed_from < 1.0:
+            raise ValueError(f"critic.failed_from must be in [0, 1), got {cfg.failed_from}")
         self.cfg = cfg
         self.success = [e for e in episodes if e.success_step is not None and e.length > 1]
         self.failed = [e for e in episodes if e.success_step is None and e.length > 1]
@@ -90,10 +94,11 @@ class PairSampler:
         )
 
     def _pair(self, kind: int, rng: np.random.Generator) -> tuple[CriticEpisode, int, int, str, float, float]:
-        if kind == 3:  # failed episode, last half: no progress, not done
+        if kind == 3:  # failed episode from failed_from on: no progress, not done
             ep = self.failed[rng.integers(len(self.failed))]
-            i, j = rng.integers(ep.length // 2, ep.length, size=2)
-            return ep, int(i), int(j), ep.task, 0.0, 0.0
+            start = min(int(self.cfg.failed_from * ep.length), ep.length - 2)
+            i, j = _ordered(ep.length - start, rng)
+            return ep, start + i, start + j, ep.task, 0.0, 0.0
         n = rng.integers(len(self.success))
         ep, progress = self.success[n], self.progress[n]
         if kind == 2:  # stagnation: the same frame twice

@@ -1,8 +1,8 @@
 """Online-run metrics (DESIGN.md §3 names) and where they go: console, CSV, TensorBoard, optionally wandb.
 
-Per recorded episode the actor reports ``success``, ``steps``, ``intervention_steps``, ``return``,
-``cycle_time_s`` (s to success, None on failure) and the weight ``version`` it acted with. The learner
-keeps a rolling window of episodes and adds its own rates.
+Per recorded episode the actor reports ``success``, ``terminal``, ``steps``, ``intervention_steps``,
+``return``, ``cycle_time_s`` (s to success, None on failure) and the weight ``version`` it acted with. The
+learner keeps a rolling window of episodes and adds its own rates.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class EpisodeWindow:
 
     def snapshot(self) -> dict[str, float]:
         """``success_rate``, ``autonomous_success_rate`` (successes without any human step),
+        ``terminal_rate`` (episodes that ended on a terminal frame: with critic-only reward, those the
+        critic's done head ended, which can stop an episode before the env counts a success),
         ``intervention_rate`` (share of steps a human drove), ``episode_return``,
         ``cycle_time_s`` (mean over successes) and ``weight_lag`` (publications) over the window."""
         if not self.recent:
@@ -57,6 +59,7 @@ class EpisodeWindow:
             "autonomous_success_rate": float(
                 np.mean([e["success"] and not e["intervention_steps"] for e in eps])
             ),
+            "terminal_rate": float(np.mean([e["terminal"] for e in eps])),
             "intervention_rate": sum(e["intervention_steps"] for e in eps) / max(steps, 1),
             "episode_return": float(np.mean([e["return"] for e in eps])),
             "cycle_time_s": float(np.mean(cycles)) if cycles else float("nan"),
