@@ -174,7 +174,9 @@ class CriticConfig:
     pairs; pair kinds by share (the rest are ordered pairs of successful demos, half of them reversed):
     ``mismatch_frac`` (wrong task text: delta 0, done 0), ``stagnation_frac`` (a frame with itself or a
     neighbour: delta ~0) and ``failed_frac`` (pairs of frames of failed episodes from ``failed_from`` x their
-    length on, 0 = the whole episode: delta 0, done 0).
+    length on, 0 = the whole episode: delta 0, done 0). ``success_max_steps`` > 0 keeps only successful demos
+    that succeed within that many frames for time-progress labels: a slow demo (retries, hesitation)
+    breaks the constant-rate assumption of time labels and teaches that a failed attempt is progress.
     ``rule``: the VLAC negative-delta rule used to rebuild progress curves (``scale`` or ``mix``).
     ``lora_rank``: LoRA rank for ``vlm`` fine-tuning (0 = train the head only).
     """
@@ -192,6 +194,7 @@ class CriticConfig:
     stagnation_frac: float = 0.1
     failed_frac: float = 0.15
     failed_from: float = 0.5
+    success_max_steps: int = 0
     rule: str = "scale"
     lora_rank: int = 8
     seed: int = 0

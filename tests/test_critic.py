@@ -272,9 +272,10 @@ def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
     assert not (tmp_path / "y").exists()
 
 
-def test_pair_sampler_draws_failed_pairs_from_failed_from_on():
+def test_pair_sampler_failed_pairs_and_slow_demos():
     """Failed-episode pairs target (delta 0, done 0) from frames at or after failed_from x length, with short
-    gaps among them (episode scoring chains neighbouring frames); a failed_from outside [0, 1) is refused."""
+    gaps among them (episode scoring chains neighbouring frames); a failed_from outside [0, 1) is refused;
+    success_max_steps drops slow successful demos from the time-progress labels."""
     from robot_rl.config import CriticConfig
     from robot_rl.rewards.episodes import CriticEpisode
     from robot_rl.rewards.pairs import PairSampler
@@ -293,3 +294,8 @@ def test_pair_sampler_draws_failed_pairs_from_failed_from_on():
     assert (np.abs(t_j - t_i) <= 3).mean() > 0.4 and (t_j < t_i).mean() > 0.3
     with pytest.raises(ValueError, match="critic.failed_from"):
         PairSampler(episodes, CriticConfig(failed_from=1.0))
+    # success_max_steps keeps slow demos out of the time labels; with none left the error names the key
+    slow = [*episodes, episode(2, 45, 44)]
+    assert len(PairSampler(slow, CriticConfig(success_max_steps=30)).success) == 1
+    with pytest.raises(ValueError, match="critic.success_max_steps=15"):
+        PairSampler(slow, CriticConfig(success_max_steps=15))

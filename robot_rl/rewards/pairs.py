@@ -63,11 +63,18 @@ class PairSampler:
         if not 0.0 <= cfg.failed_from < 1.0:
             raise ValueError(f"critic.failed_from must be in [0, 1), got {cfg.failed_from}")
         self.cfg = cfg
-        self.success = [e for e in episodes if e.success_step is not None and e.length > 1]
+        limit = cfg.success_max_steps or None
+        self.success = [
+            e
+            for e in episodes
+            if e.success_step is not None and e.length > 1 and (limit is None or e.success_step < limit)
+        ]
         self.failed = [e for e in episodes if e.success_step is None and e.length > 1]
         if not self.success:
             raise ValueError(
-                "no successful episode with 2+ frames: a progress critic needs demos that succeed"
+                "no successful episode with 2+ frames"
+                + (f" that succeeds within critic.success_max_steps={limit}" if limit else "")
+                + ": a progress critic needs demos that succeed"
             )
         self.progress = [time_progress(e.length, e.success_step) for e in self.success]
         tasks = sorted({e.task for e in episodes})
