@@ -192,8 +192,8 @@ class CriticConfig:
     lr: float = 3e-4
     mismatch_frac: float = 0.15
     stagnation_frac: float = 0.1
-    failed_frac: float = 0.15
-    failed_from: float = 0.5
+    failed_frac: float = 0.3
+    failed_from: float = 0.0
     success_max_steps: int = 0
     rule: str = "scale"
     lora_rank: int = 8
