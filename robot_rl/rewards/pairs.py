@@ -56,7 +56,8 @@ class PairSampler:
     """Draws ``PairBatch``es from decoded episodes; a batch is a function of the generator passed in.
 
     Raises:
-        ValueError: no successful episode to learn progress from, or ``critic.failed_from`` outside [0, 1).
+        ValueError: no successful episode (within ``critic.success_max_steps`` when set) to learn progress
+            from, or ``critic.failed_from`` outside [0, 1).
     """
 
     def __init__(self, episodes: list[CriticEpisode], cfg: CriticConfig) -> None:
