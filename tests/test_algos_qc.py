@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from robot_rl.algos import FlowBC, QCAgent, batch_to_torch, best_of_n
+from robot_rl.algos.qc import best_of_n_target
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.keys import STATE
 from robot_rl.policies import build_agent, build_policy
@@ -33,6 +34,9 @@ class TargetCritic(nn.Module):
         q = -((actions.reshape(actions.shape[0], -1) - self.target.reshape(1, -1)) ** 2).sum(-1)
         return torch.stack([q, q + 1.0])
 
+    def forward(self, obs, actions):
+        return self.q_from_features(self.features(obs), actions)
+
     def q_agg(self, qs, mode=None):
         return qs.mean(0)
 
@@ -49,6 +53,42 @@ def test_best_of_n_picks_argmax():
     idx = dist.argmin(1)
     torch.testing.assert_close(chosen, samples[torch.arange(3), idx])
     torch.testing.assert_close(q, -dist.min(1).values + 0.5)
+
+
+def test_target_chunk_is_picked_by_the_online_critic_and_scored_by_the_target():
+    """QC (acfql.py): A' = argmax_i Q_phi(s', A_i), y uses Qbar(s', A'). Picking with Qbar overestimates."""
+    torch.manual_seed(0)
+    policy = build_policy(PCFG, SIM_OBS_SHAPES, D, fake_stats())
+    online, target = TargetCritic(torch.full((H, D), 0.5)), TargetCritic(torch.full((H, D), -0.5))
+    obs = fake_obs(4, seed=2)
+    noise = torch.randn(4, 16, H, D)
+    value = best_of_n_target(policy, online, target, obs, 16, noise)
+    picked, _ = best_of_n(policy, online, obs, 16, noise)
+    torch.testing.assert_close(value, target.q_agg(target.q_from_features(None, picked)))
+    samples = policy.sample(obs, 16, noise)
+    q_target = -((samples - (-0.5)) ** 2).sum((-1, -2)) + 0.5  # Qbar of every candidate
+    q_online = -((samples - 0.5) ** 2).sum((-1, -2))
+    expected = q_target[torch.arange(4), q_online.argmax(1)]
+    torch.testing.assert_close(value, expected)
+    assert (value < q_target.max(1).values).any()  # the max over Qbar (the old target) is larger
+
+
+def test_qc_update_target_uses_online_selection():
+    torch.manual_seed(0)
+    agent = build_agent("qc", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+    with torch.no_grad():  # make the target critic disagree with the online critic
+        for p in agent.target_critic.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    batch = fake_batch(16, H, seed=0)
+    torch.manual_seed(1)
+    noise = torch.randn(16, OCFG.best_of_n, H * D)
+    next_q = best_of_n_target(
+        agent.policy, agent.critic, agent.target_critic, batch["next_observations"], OCFG.best_of_n, noise
+    )
+    expected = batch["rewards"] + OCFG.gamma**H * batch["masks"] * next_q
+    torch.manual_seed(1)
+    metrics = agent.update(batch)
+    assert metrics["target_mean"] == pytest.approx(float(expected.mean()), rel=1e-5, abs=1e-6)
 
 
 def test_qc_update_and_act():

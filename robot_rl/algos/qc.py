@@ -2,8 +2,11 @@
 Action Chunking"; ALGORITHMS.md §3(a)).
 
 Critic target: ``y = R_t^(h) + gamma^h * mask * agg_k Qbar_k(s_{t+h}, A')`` with
-``A' = argmax_{A_i ~ pi_flow(s_{t+h}), i<N} agg Qbar(s_{t+h}, A_i)``; loss ``valid_{h-1} (Q_k - y)^2`` over
-each ensemble member. The behaviour flow is trained with the masked flow BC loss (§2) at the same time.
+``A' = argmax_{A_i ~ pi_flow(s_{t+h}), i<N} agg Q_phi(s_{t+h}, A_i)``: the **online** critic picks A' and
+the **target** critic scores it (QC's ``agents/acfql.py``). Picking with the target critic too would make
+the target a max over N noisy target values, which overestimates (the DQN max bias; van Hasselt 2010).
+Loss ``valid_{h-1} (Q_k - y)^2`` over each ensemble member. The behaviour flow is trained with the masked
+flow BC loss (§2) at the same time.
 """
 
 from __future__ import annotations
@@ -42,6 +45,24 @@ def best_of_n(
     return chunks[torch.arange(b, device=feat.device), best], q.max(dim=1).values
 
 
+@torch.no_grad()
+def best_of_n_target(
+    policy: FlowPolicy,
+    critic: ChunkCritic,
+    target_critic: ChunkCritic,
+    next_obs: Obs,
+    n: int,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """QC's bootstrap value at s' = s_{t+h}: ``agg Qbar(s', A')`` with ``A' = argmax_i agg Q_phi(s', A_i)``.
+
+    The online ``critic`` selects among ``n`` flow samples and ``target_critic`` evaluates the selected
+    chunk (ALGORITHMS.md §3; QC ``acfql.py``). ``noise``: optional (B, n, h, d). Returns (B,) float32.
+    """
+    chunks, _ = best_of_n(policy, critic, next_obs, n, noise)
+    return target_critic.q_agg(target_critic(next_obs, chunks))
+
+
 class QCAgent(Agent):
     """Best-of-N Q-chunking agent.
 
@@ -70,7 +91,9 @@ class QCAgent(Agent):
         self.policy.train()
         self.critic.train()
         with torch.no_grad():
-            _, next_q = best_of_n(self.policy, self.target_critic, next_obs, self.cfg.best_of_n)
+            next_q = best_of_n_target(
+                self.policy, self.critic, self.target_critic, next_obs, self.cfg.best_of_n
+            )
         critic_loss, q, y = critic_td_step(
             self.critic,
             self.optimizers["critic"],
