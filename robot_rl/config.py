@@ -207,12 +207,13 @@ class RewardConfig:
     ``mode``: ``success`` (the env's sparse success signal, the default), ``shaped`` (success plus
     potential-based shaping ``scale * (gamma * Phi(s') - Phi(s))`` with Phi the critic's progress, which
     leaves the optimal policy unchanged; Ng et al. 1999, Robo-Dopamine) or ``critic`` (no success signal:
-    the shaping term plus ``scale`` when the done head fires). ``done_threshold``: done probability that
-    ends an episode when ``critic_done`` is set.
+    the shaping term plus ``scale`` when the done head fires). The shaping gamma is the learner's own
+    discount (``offline.gamma``, or ``sac.gamma`` online with SAC), never a separate key: any other value
+    would pay a reward for hovering near the goal (``robot_rl.rewards.shaping``). ``done_threshold``: done
+    probability that ends an episode when ``critic_done`` is set.
     """
 
     mode: str = "success"
-    gamma: float = 0.99
     scale: float = 1.0
     critic_done: bool = False
     done_threshold: float = 0.9
