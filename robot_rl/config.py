@@ -99,6 +99,8 @@ class OfflineRLConfig:
     """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    ``terminal_chunks``: ``drop`` (QC's code) leaves chunks that end in a true termination before their
+    h-th step out of the critic loss; ``keep`` trains them on their exact partial-sum target (mask 0).
     """
 
     method: str = "qc"
@@ -113,6 +115,7 @@ class OfflineRLConfig:
     best_of_n: int = 32
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
+    terminal_chunks: str = "drop"
 
 
 @dataclass

@@ -77,6 +77,7 @@ class QCFQLAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.cfg.terminal_chunks,
         )
 
         losses = self.actor_losses(obs, actions_norm, valid)

@@ -33,7 +33,7 @@ from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
-from robot_rl.runtime.replay import episode_spec
+from robot_rl.runtime.replay import episode_spec, final_spec
 from robot_rl.transport import PeerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,9 @@ class Actor:
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}
         self.low = self.env.action_space.low.astype(np.float32)
         self.high = self.env.action_space.high.astype(np.float32)
-        self.log = ZarrReplayBuffer(self.dir / "episodes", episode_spec(shapes, len(self.low)))
+        self.log = ZarrReplayBuffer(
+            self.dir / "episodes", episode_spec(shapes, len(self.low)), final_spec(shapes)
+        )
         self._log_lock = threading.Lock()
         self.device = self._device()
         self.versions: dict[int, int] = {}
@@ -338,7 +340,9 @@ class Actor:
             )
 
     def _episode(self, env_seed: int) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
-        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None)."""
+        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None);
+        frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
+        last executed step)."""
         obs, _ = self.env.reset(seed=env_seed)
         if self.device is not None:
             self.device.reset(env_seed)
@@ -395,4 +399,6 @@ class Actor:
                 break
         if not steps:
             return None, error
-        return {k: np.stack([s[k] for s in steps]) for k in steps[0]}, error
+        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        frames.update({keys.final_key(k): np.asarray(obs[k]) for k in self.obs_keys})  # after the last step
+        return frames, error

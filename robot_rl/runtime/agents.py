@@ -19,7 +19,16 @@ from robot_rl import keys
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.run_dir import RunDir
 
-_ONLINE_OVERRIDES = ("lr", "gamma", "tau", "best_of_n", "critic_agg", "fql_alpha", "normalize_q_loss")
+_ONLINE_OVERRIDES = (
+    "lr",
+    "gamma",
+    "tau",
+    "best_of_n",
+    "critic_agg",
+    "fql_alpha",
+    "normalize_q_loss",
+    "terminal_chunks",
+)
 
 
 @dataclass

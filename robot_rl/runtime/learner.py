@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.data.normalize import stats_to_json
@@ -106,7 +107,8 @@ class Learner:
             }
 
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
-        frames = {k: v for k, v in frames.items() if k in (*self.obs_shapes, *STEP_KEYS)}
+        wanted = (*self.obs_shapes, *STEP_KEYS, *(keys.final_key(k) for k in self.obs_shapes))
+        frames = {k: v for k, v in frames.items() if k in wanted}
         with self.lock:
             self._active.add(actor)
             if self.replay.add(actor, episode, frames):
