@@ -73,6 +73,11 @@ class PolicyConfig:
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
     ``quantile`` (q01/q99 scaled to [-1, 1]) for actions. ``tasks`` is the instruction vocabulary the
     policy is conditioned on; training fills it from the dataset when it holds more than one task.
+    ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
+    policies act inside; actions are clipped to its normalised image, never to [-1, 1] (the demos'
+    q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
+    space when it trains on the run's own dataset, else the dataset's min/max are used. Set them to your
+    robot's limits.
     """
 
     horizon: int = 5
@@ -83,6 +88,8 @@ class PolicyConfig:
     execution: str = "open_loop"
     ensemble_decay: float = 0.1
     tasks: list[str] = field(default_factory=list)
+    action_low: list[float] = field(default_factory=list)
+    action_high: list[float] = field(default_factory=list)
 
 
 @dataclass
