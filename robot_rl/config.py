@@ -235,7 +235,10 @@ class SACConfig:
     Gaussian tanh SAC on single-step actions (chunk h = 1), a LayerNorm critic ensemble of
     ``num_critics`` aggregated by ``critic_agg``, discount ``gamma``, temperature initialised to
     ``init_temperature`` and tuned towards ``target_entropy`` (0 = the default -|A|/2).
-    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1)."""
+    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1), each on
+    its own freshly drawn batch of ``online.batch_size`` chunks. ``backup_entropy``: subtract
+    ``alpha * log pi(a'|s')`` from the bootstrapped value in the critic target (textbook SAC); the released
+    HIL-SERL configs set it false, so the target is ``r + gamma * mask * agg_k Qbar_k(s', a')``."""
 
     lr: float = 3e-4
     gamma: float = 0.97
@@ -247,6 +250,7 @@ class SACConfig:
     init_temperature: float = 0.01
     target_entropy: float = 0.0
     critic_only_updates: int = 1
+    backup_entropy: bool = False
 
 
 @dataclass
@@ -279,13 +283,15 @@ class OnlineConfig:
     ``in_pipeline``: ``robot-rl pipeline`` runs this online stage (after offline RL, before evaluation)
     and evaluates its policy next to BC and offline RL. ``method``: ``qc`` / ``qc_fql`` (chunked RL with
     the QC critic, the flow policy extracted by best-of-N or FQL; hyper-parameters from ``offline``),
-    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus interventions
-    only). ``init``: the offline checkpoint to start from (empty = ``<run_dir>/checkpoints/
-    offline_seed<seed>``; ``sac`` starts from scratch).
+    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus the steps a
+    human drove, never the policy's own; its batches ignore ``demo_fraction``). ``init``: the offline
+    checkpoint to start from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from
+    scratch).
     ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
-    0.5). ``publish_every``: updates between weight publications. ``checkpoint_every``: updates between
+    0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``publish_every``:
+    updates between weight publications. ``checkpoint_every``: updates between
     learner checkpoints. ``max_env_steps_ahead``: actors wait while their env steps exceed
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,

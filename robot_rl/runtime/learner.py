@@ -1,11 +1,13 @@
 """The online learner: ingests actors' episodes, trains on RLPD batches, publishes weights, checkpoints.
 
 ALGORITHMS.md §3-5. The agent is the chunked QC agent (best-of-N or FQL extraction) warm-started from the
-offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus interventions). The
-learner keeps ``updates <= utd_ratio * max(0, online env steps - warmup_steps)``: it waits for data
-instead of overfitting the first episodes. Weights are published every ``publish_every`` updates; a
-resumable checkpoint (modules, optimizers, counters) is written every ``checkpoint_every`` updates, and
-the replay lives in zarr, so a learner killed at any moment resumes without losing a recorded episode.
+offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus the human-driven steps
+of interventions). One update consumes ``agent.batches_per_update`` independently drawn RLPD batches
+(SAC: one per critic step). The learner keeps ``updates <= utd_ratio * max(0, online env steps -
+warmup_steps)``: it waits for data instead of overfitting the first episodes. Weights are published every
+``publish_every`` updates; a resumable checkpoint (modules, optimizers, counters) is written every
+``checkpoint_every`` updates, and the replay lives in zarr, so a learner killed at any moment resumes
+without losing a recorded episode.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Learner:
             self.dir / "replay", self.obs_shapes, self.action_dim, built.horizon, built.gamma
         )
         self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
-        self.demo_fraction = 1.0 if on.method == "hg_dagger" else on.demo_fraction
+        self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
         self.updates = self.version = 0
         self._resume()
         self.rng = np.random.default_rng([seed, self.updates])
@@ -157,19 +159,15 @@ class Learner:
                 with self.lock:
                     steps, allowed = self.replay.num_steps, self.updates_allowed()
                     done = steps >= on.env_steps and self.updates >= allowed
-                    batch = (
-                        rlpd_batch(self.replay, self.prior, on.batch_size, self.demo_fraction, self.rng)
-                        if (self.updates < allowed)
-                        else None
-                    )
+                    batches = self.draw_batches() if self.updates < allowed else None
                 if done:
                     break
-                if batch is None:
+                if batches is None:
                     if check is not None:
                         self._checked(check)
                     time.sleep(0.01)
                 else:
-                    metrics = self.agent.update(batch_to_torch(batch, self.cfg.device))
+                    metrics = self.agent.update(*(batch_to_torch(b, self.cfg.device) for b in batches))
                     self.updates += 1
                     if self.updates % on.publish_every == 0:
                         self._publish()
@@ -196,6 +194,20 @@ class Learner:
             bar.close()
             sinks.close()
         return self._finish()
+
+    def draw_batches(self) -> list[dict]:
+        """The ``agent.batches_per_update`` batches of one update, each drawn independently by
+        :func:`rlpd_batch` with ``online.batch_size`` chunks (numpy; ``human_only`` for HG-DAgger). Call it
+        with :attr:`lock` held while actors may push.
+
+        Raises:
+            DatasetError: nothing to sample from yet.
+        """
+        on = self.cfg.online
+        return [
+            rlpd_batch(self.replay, self.prior, on.batch_size, on.demo_fraction, self.rng, self.human_only)
+            for _ in range(self.agent.batches_per_update)
+        ]
 
     def _checked(self, check: Callable[[], None]) -> None:
         try:
