@@ -119,7 +119,7 @@ class OfflineRLConfig:
     num_critics: int = 2
     critic_agg: str = "mean"
     critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
-    best_of_n: int = 32
+    best_of_n: int = 8
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
     terminal_chunks: str = "drop"
@@ -329,6 +329,8 @@ class PipelineConfig:
 
     ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
+    ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
+    command runs (``robot_rl.threads``); set 1 when several jobs share the machine.
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -347,6 +349,7 @@ class PipelineConfig:
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
+    threads: int = 0
 
 
 # The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.
@@ -354,7 +357,6 @@ QUICK_OVERRIDES: dict[str, object] = {
     "collect.num_episodes": 100,
     "bc.steps": 1500,
     "offline.steps": 1500,
-    "offline.best_of_n": 8,  # best-of-32 runs ~1.2 QC updates/s on 2 cores; best-of-8 ~5.4 (benchmarks/)
     "seeds": [0],
     "eval.episodes_per_seed": 50,
 }

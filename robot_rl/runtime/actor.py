@@ -34,6 +34,7 @@ from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.replay import episode_spec, final_spec
+from robot_rl.threads import set_threads
 from robot_rl.transport import PeerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ class Actor:
         from robot_rl.sim import make_env
 
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
+        set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
         run = RunDir(cfg.run_dir)
         self.dir = run.root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
         self.env = make_env(cfg.env)

@@ -31,6 +31,7 @@ from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter
 from robot_rl.runtime.replay import STEP_KEYS, OnlineReplay, PriorData, rlpd_batch
 from robot_rl.runtime.weights import agent_weights
+from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
 METHODS = ("qc", "qc_fql", "sac", "hg_dagger")
@@ -59,6 +60,7 @@ class Learner:
         if not 0.0 <= on.demo_fraction <= 1.0:
             raise ConfigError(f"online.demo_fraction={on.demo_fraction} must be in [0, 1]")
         self.cfg, self.seed, self.progress = cfg, seed, progress
+        set_threads(cfg.threads, on.num_actors + 1)  # the learner shares the CPU with its actors
         self.run = RunDir(cfg.run_dir)
         self.name = online_name(cfg)
         self.dir = self.run.root / "online" / f"{self.name}_seed{seed}"
