@@ -172,8 +172,8 @@ class Actor:
         """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
         if self.cfg.reward.mode == "success":
             return env
+        from robot_rl.rewards.registry import load_critic
         from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
-        from robot_rl.rewards.trainable import load_critic
 
         critic_dir = self.cfg.critic.checkpoint or str(RunDir(self.cfg.run_dir).root / "critic")
         gamma = shaping_gamma(self.cfg, "online")
