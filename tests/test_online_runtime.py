@@ -232,6 +232,9 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
     critic_dir = tmp_path / "critic"
+    # an untrained critic whose deltas are positive: an unseeded one may score every step as no progress
+    # (VLAC keeps progress at 0 under negative deltas, so every reward would be 0)
+    torch.manual_seed(5)
     CompactProgressCritic(CriticConfig(cameras=["front"])).save(critic_dir)  # untrained: rewards ~ noise
     args = overrides(
         run,
@@ -430,9 +433,9 @@ def test_unsent_steps_count_episodes_left_from_an_earlier_run(tiny_offline_run, 
     learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"), connect=False)
     try:
         for length in (5, 7, 3):  # as if logged by this actor before a restart
-            actor.log.add_episode(
-                {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
-            )
+            frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
+            frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
+            actor.log.add_episode(frames)
         actor.sender.acked = -1  # not connected yet: nothing acknowledged
         assert actor._unsent_steps() == 15
         actor.sender.acked = 1
