@@ -52,7 +52,7 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     if cfg.online.runtime not in RUNTIMES:
         raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
     if args.role != "all":
-        preflight(cfg)
+        preflight(cfg, args.role)
     if args.role == "actor":
         return run_actor(cfg, seed, args.actor_id, args.parent_pid)
     if args.role == "learner":
@@ -60,9 +60,10 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     return online(cfg, seed)
 
 
-def preflight(cfg: PipelineConfig) -> None:
+def preflight(cfg: PipelineConfig, role: str = "all") -> None:
     """What an online run needs, checked before the learner or any actor starts: a writable run dir, the
-    optional packages its metric sinks use, and the intervention device (opened once and closed).
+    optional packages the learner's metric sinks use, and the intervention device of a local actor (opened
+    once and closed; not for ``--runtime ray``, whose actors may run on other machines).
 
     Raises:
         OSError: the run dir is not writable (names the path).
@@ -72,9 +73,10 @@ def preflight(cfg: PipelineConfig) -> None:
     from robot_rl.extras import require
 
     RunDir(cfg.run_dir).check_writable()
-    if cfg.online.wandb:
+    if role != "actor" and cfg.online.wandb:
         require("wandb", "online.wandb=true", "pip install wandb")
-    if cfg.intervention.device in ("keyboard", "gamepad", "spacemouse"):
+    local_actor = role == "actor" or (role == "all" and cfg.online.runtime == "local")
+    if local_actor and cfg.intervention.device in ("keyboard", "gamepad", "spacemouse"):
         _open_device(cfg)
 
 
