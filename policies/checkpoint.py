@@ -42,9 +42,7 @@ def _read_tensors(file: Path) -> dict[str, torch.Tensor]:
     (empty, truncated, overwritten)."""
     try:
         return load_file(str(file))
-    except (SafetensorError, OSError) as err:
-        if isinstance(err, FileNotFoundError):
-            raise
+    except SafetensorError as err:
         raise CheckpointError(
             f"{file} is corrupt or truncated ({err}); retrain it or restore the file from a backup"
         ) from err
