@@ -18,7 +18,16 @@ from robot_rl.algos.base import Agent
 from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, SACConfig
 from robot_rl.data.normalize import FeatureStats
 
-from .checkpoint import check_compatible, load_checkpoint, load_extra_state, require_shapes, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    check_compatible,
+    load_checkpoint,
+    load_extra_state,
+    load_module_state,
+    require_shapes,
+    save_checkpoint,
+    weights_mismatch,
+)
 from .encoders import ObservationEncoder
 from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
@@ -186,12 +195,18 @@ def load_agent(
     """Rebuild an agent from a checkpoint -> (agent, config dict, stats).
 
     ``method`` defaults to the checkpoint's. If ``obs_shapes``/``action_dim`` (of the env/dataset) are given
-    they are checked against the checkpoint (ValueError naming the key and both shapes).
+    they are checked against the checkpoint.
+
+    Raises:
+        FileNotFoundError: a checkpoint file is missing (named).
+        CheckpointError: a file is corrupt, the env's/dataset's shapes differ from the checkpoint's (names
+            the key and both shapes), or the weights do not fit the network its config.json describes.
     """
     state_dicts, config, stats = load_checkpoint(path)
     require_shapes(config)
     if obs_shapes is not None:
-        check_compatible(config, obs_shapes, action_dim if action_dim is not None else config["action_dim"])
+        action_dim = action_dim if action_dim is not None else config["action_dim"]
+        check_compatible(config, obs_shapes, action_dim, where=path)
     method = method or config.get("method", "bc")
     policy_cfg = _section(config, "policy", PolicyConfig)
     algo_cfg = _section(config, *_ALGO_SECTIONS.get(method, ("offline", OfflineRLConfig)))
@@ -199,8 +214,8 @@ def load_agent(
     agent = build_agent(method, policy_cfg, algo_cfg, shapes, int(config["action_dim"]), stats, device=device)
     for name, module in agent.modules().items():
         if name not in state_dicts:
-            raise KeyError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")
-        module.load_state_dict(state_dicts[name], strict=True)
+            raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")
+        load_module_state(module, state_dicts[name], f"{Path(path) / 'model.safetensors'} ({name})")
     if load_optimizer:
         extra = load_extra_state(path)
         if not extra or "optimizers" not in extra:
@@ -213,7 +228,7 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[F
     """Rebuild only the flow policy (module ``policy``) from a checkpoint -> (policy, config, stats)."""
     state_dicts, config, stats = load_checkpoint(path)
     if "policy" not in state_dicts:
-        raise KeyError(f"{Path(path) / 'model.safetensors'} has no 'policy' weights")
+        raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no 'policy' weights")
     require_shapes(config)
     policy = build_policy(
         _section(config, "policy", PolicyConfig),
@@ -221,7 +236,7 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[F
         int(config["action_dim"]),
         stats,
     ).to(device)
-    policy.load_state_dict(state_dicts["policy"], strict=True)
+    load_module_state(policy, state_dicts["policy"], f"{Path(path) / 'model.safetensors'} (policy)")
     return policy, config, stats
 
 
@@ -229,12 +244,19 @@ def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
     """Load the BC-trained flow policy weights (module ``policy`` of a BC checkpoint) into ``agent.policy``.
 
     Raises:
-        FileNotFoundError: checkpoint missing; ValueError: the BC checkpoint's obs shapes / action dim differ
-        from the agent's.
+        FileNotFoundError: checkpoint missing; CheckpointError: a file is corrupt, or the BC checkpoint's obs
+        shapes / action dim / horizon differ from the agent's (names the key and both values).
     """
     state_dicts, config, _ = load_checkpoint(bc_checkpoint)
     enc = agent.policy.encoder
-    check_compatible(config, getattr(enc, "obs_shapes", {}), agent.policy.action_dim)
+    policy = agent.policy
+    check_compatible(
+        config, getattr(enc, "obs_shapes", {}), policy.action_dim, where=bc_checkpoint, horizon=policy.horizon
+    )
+    model_file = Path(bc_checkpoint) / "model.safetensors"
     if "policy" not in state_dicts:
-        raise KeyError(f"{Path(bc_checkpoint) / 'model.safetensors'} has no 'policy' weights")
-    agent.load_policy_state(state_dicts["policy"])
+        raise CheckpointError(f"{model_file} has no 'policy' weights")
+    try:
+        agent.load_policy_state(state_dicts["policy"])
+    except RuntimeError as err:
+        raise weights_mismatch(err, f"{model_file} (policy)") from err

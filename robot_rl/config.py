@@ -12,6 +12,8 @@ from typing import Any
 import draccus
 import yaml
 
+from robot_rl.config_checks import problems
+
 
 class ConfigError(ValueError):
     """A config file or override is invalid; the message names the file and the key."""
@@ -381,8 +383,9 @@ def load_config(
     Precedence: defaults < YAML < ``--quick`` preset < command-line overrides.
 
     Raises:
-        ConfigError: the YAML file is missing or malformed, or a key (in the file or an override) is
-            unknown; the message names the file and the key.
+        ConfigError: the YAML file is missing or malformed, a key (in the file or an override) is
+            unknown, or (for a PipelineConfig) a value is out of its range (robot_rl.config_checks); the
+            message names the file and the key.
     """
     tree: dict = {}
     if path is not None:
@@ -400,11 +403,15 @@ def load_config(
             _set_dotted(tree, key, value)
     for key, value in parse_overrides(overrides or []).items():
         _set_dotted(tree, key, value)
+    where = f"{path}: " if path is not None else ""
     try:
-        return draccus.decode(cls, tree)
+        cfg = draccus.decode(cls, tree)
     except draccus.utils.DecodingError as err:
-        where = f"{path}: " if path is not None else ""
         raise ConfigError(f"{where}unknown or invalid config key: {err}") from err
+    bad = problems(cfg) if isinstance(cfg, PipelineConfig) else []
+    if bad:
+        raise ConfigError(where + "; ".join(bad))
+    return cfg
 
 
 def parse_overrides(args: list[str]) -> dict[str, object]:

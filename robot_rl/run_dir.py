@@ -56,6 +56,26 @@ class RunDir:
     def mark_done(self, stage: str, result: dict) -> None:
         write_json_atomic(self._marker(stage), result)
 
+    def check_writable(self) -> None:
+        """Create ``root`` and write (then remove) a small probe file in it, so a read-only, full or
+        forbidden run dir fails before a stage starts its work rather than when it saves its results.
+
+        Raises:
+            OSError: (EROFS, EACCES, ENOSPC, ...) with the path that could not be written.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        probe = self.root / f".write_probe.{os.getpid()}"
+        try:
+            with open(probe, "wb") as f:
+                try:
+                    f.write(b"robot_rl write probe\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                except OSError as err:
+                    raise OSError(err.errno, err.strerror, str(probe)) from err
+        finally:
+            probe.unlink(missing_ok=True)
+
 
 def online_name(cfg) -> str:
     """Checkpoint, log and stage name of an online run: ``online_<method>`` (``cfg`` a PipelineConfig)."""
@@ -63,8 +83,15 @@ def online_name(cfg) -> str:
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    """Write JSON to ``path`` via a temporary file and ``os.replace`` so readers never see half a file."""
+    """Write JSON to ``path`` via a temporary file and ``os.replace`` so readers never see half a file.
+
+    On failure (a full disk) the temporary file is removed and the OSError, naming ``path``, propagates.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=2))
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from err

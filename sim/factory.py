@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from robot_rl.config import EnvConfig
+from robot_rl.sim.gl_env import check_mujoco_gl
 
 BUILTIN_ID = "robot_rl/PandaPickCube-v0"
 
@@ -22,7 +23,9 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         ValueError: invalid built-in env settings (rates, cameras, render mode).
         KeyError: the adapter names an unknown foreign observation key.
         gymnasium.error.Error: an unregistered id.
+        RendererError: ``MUJOCO_GL`` is set to a value MuJoCo refuses (names the valid ones).
     """
+    check_mujoco_gl()  # before anything imports mujoco
     if cfg.id == BUILTIN_ID:
         from robot_rl.sim.panda_pick_cube import PandaPickCubeEnv
 

@@ -18,6 +18,8 @@ import weakref
 import mujoco
 import numpy as np
 
+from robot_rl.sim.gl_env import RendererError
+
 BACKENDS = ("egl", "osmesa")
 FIX = {"egl": "apt-get install libegl1", "osmesa": "apt-get install libosmesa6"}
 
@@ -44,10 +46,6 @@ def _close_all() -> None:
             renderer.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown: nothing useful left to report
             pass
-
-
-class RendererError(RuntimeError):
-    """No offscreen OpenGL backend works; the message names each backend tried, why, and the fix."""
 
 
 def _probe(backend: str) -> str | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, online
-from robot_rl.config import ConfigError, load_config
+from robot_rl.cli import dataset, errors, online
+from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
 COMMANDS = {
@@ -26,15 +26,18 @@ COMMANDS = {
     "processes or Ray) with a simulated or real human able to take over",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
 }
+DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--config", help="experiment YAML (configs/*.yaml); defaults if omitted")
         p.add_argument("--quick", action="store_true", help="small budgets: minutes on 2 CPU cores")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
         if name in ("train", "eval", "open-loop", "online"):
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
         if name in ("train", "open-loop"):
@@ -58,40 +61,29 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, load the config and run the subcommand. Returns the process exit code."""
+    """Parse arguments, load the config and run the subcommand. Returns the process exit code.
+
+    A known, user-fixable error (robot_rl.cli.errors) prints one line and exits non-zero (2 for a config
+    error); ``--debug`` or ``ROBOT_RL_DEBUG=1`` shows its traceback instead.
+    """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
     if args.command == "dataset":
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
         return dataset.run(args)
-    try:
-        cfg = load_config(args.config, overrides, quick=args.quick)
-    except ConfigError as err:
-        print(f"robot-rl: config error: {err}", file=sys.stderr)
-        return 2
-    from robot_rl.data.errors import DatasetError
-    from robot_rl.rewards.base import CriticInputError, CriticScoreError
-    from robot_rl.runtime.intervention import DeviceError
-    from robot_rl.transport import PeerUnavailableError, ProtocolError
-
-    try:
-        _run(args, cfg)
-    except ConfigError as err:
-        print(f"robot-rl: config error: {err}", file=sys.stderr)
-        return 2
-    except DatasetError as err:
-        print(f"robot-rl: dataset error: {err}", file=sys.stderr)
-        return 1
-    except (CriticInputError, CriticScoreError) as err:
-        print(f"robot-rl: critic error: {err}", file=sys.stderr)
-        return 1
-    except DeviceError as err:
-        print(f"robot-rl: intervention device error: {err}", file=sys.stderr)
-        return 1
-    except (PeerUnavailableError, ProtocolError) as err:
-        print(f"robot-rl: connection error: {err}", file=sys.stderr)
-        return 1
+    cfg = None
+    with errors.ThreadErrors(args.debug) as background:
+        try:
+            cfg = load_config(args.config, overrides, quick=args.quick)
+            _run(args, cfg)
+            if background.errors:  # e.g. a metrics writer thread that hit a full disk
+                raise background.errors[0]
+        except Exception as err:
+            code = errors.report(err, debug=args.debug, run_dir=cfg.run_dir if cfg is not None else None)
+            if code is None:
+                raise
+            return code
     return 0
 
 

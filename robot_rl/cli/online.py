@@ -51,6 +51,8 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     cfg = apply_flags(args, cfg)
     if cfg.online.runtime not in RUNTIMES:
         raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
+    if args.role != "all":
+        preflight(cfg, args.role)
     if args.role == "actor":
         return run_actor(cfg, seed, args.actor_id, args.parent_pid)
     if args.role == "learner":
@@ -58,12 +60,52 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     return online(cfg, seed)
 
 
+def preflight(cfg: PipelineConfig, role: str = "all") -> None:
+    """What an online run needs, checked before the learner or any actor starts: a writable run dir, the
+    optional packages the learner's metric sinks use, and the intervention device of a local actor (opened
+    once and closed; not for ``--runtime ray``, whose actors may run on other machines).
+
+    Raises:
+        OSError: the run dir is not writable (names the path).
+        MissingExtraError: ``online.wandb=true`` without wandb (names the ``pip install``).
+        DeviceError: the device named by ``intervention.device`` is missing or not accessible.
+    """
+    from robot_rl.extras import require
+
+    RunDir(cfg.run_dir).check_writable()
+    if role != "actor" and cfg.online.wandb:
+        require("wandb", "online.wandb=true", "pip install wandb")
+    local_actor = role == "actor" or (role == "all" and cfg.online.runtime == "local")
+    if local_actor and cfg.intervention.device in ("keyboard", "gamepad", "spacemouse"):
+        _open_device(cfg)
+
+
+def _open_device(cfg: PipelineConfig) -> None:
+    """Open and close ``cfg.intervention.device`` for the env's action box (one env is built and closed)."""
+    from robot_rl.cli.envs import action_bounds
+    from robot_rl.runtime.intervention import DeviceError
+    from robot_rl.sim import make_env
+    from robot_rl.teleop import make_device
+
+    env = make_env(cfg.env)
+    try:
+        low, high = action_bounds(env.action_space)
+    finally:
+        env.close()
+    try:
+        make_device(cfg.intervention, low, high).close()
+    except DeviceError as err:
+        raise DeviceError(f"intervention.device={cfg.intervention.device}: {err}") from err
+
+
 def online(cfg: PipelineConfig, seed: int) -> dict:
-    """The online stage: train, then mark ``online_<method>_seed<seed>`` done (skipped when already)."""
+    """The online stage: train, then mark ``online_<method>_seed<seed>`` done (skipped when already).
+    :func:`preflight` runs first."""
     run = RunDir(cfg.run_dir)
     stage = f"{online_name(cfg)}_seed{seed}"
     if run.is_done(stage):
         return run.result(stage)
+    preflight(cfg)
     start = time.time()
     if cfg.online.runtime == "ray":
         from robot_rl.runtime.ray_backend import run_ray

@@ -35,6 +35,7 @@ def collect(cfg: PipelineConfig) -> dict:
 
     Raises:
         ConfigError: ``cfg.env.id`` is not the built-in task; only that task ships a scripted expert.
+        OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
     from robot_rl.data.lerobot_writer import LeRobotWriter
     from robot_rl.sim import BUILTIN_ID
@@ -47,6 +48,7 @@ def collect(cfg: PipelineConfig) -> dict:
             f"env.id={cfg.env.id!r}: collect has a scripted expert only for {BUILTIN_ID}. Record your own "
             f"demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then run train"
         )
+    run.check_writable()
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
     try:
@@ -90,11 +92,15 @@ def _dataset_success_rate(run: RunDir) -> float:
 
 
 def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
-    """Train ``algo`` ('bc' or 'offline') for one seed; offline RL warm-starts from that seed's BC policy."""
+    """Train ``algo`` ('bc' or 'offline') for one seed; offline RL warm-starts from that seed's BC policy.
+
+    Raises OSError naming the path when the run dir is not writable (checked before training starts).
+    """
     run = RunDir(cfg.run_dir)
     stage = f"train_{algo}_seed{seed}"
     if run.is_done(stage):
         return run.result(stage)
+    run.check_writable()
     start = time.time()
     init = run.checkpoint("bc", seed) if algo == "offline" else None
     if init is not None and not run.is_done(f"train_bc_seed{seed}"):
@@ -111,17 +117,23 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
 
 def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     """Open-loop action error of a trained checkpoint on the dataset's held-out episodes (no simulator)."""
-    return score_checkpoint(cfg, algo, seed, RunDir(cfg.run_dir))
+    run = RunDir(cfg.run_dir)
+    run.check_writable()
+    return score_checkpoint(cfg, algo, seed, run)
 
 
 def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
-    """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs."""
+    """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs.
+
+    Raises OSError naming the path when the run dir is not writable (checked before any episode runs),
+    CheckpointError when the checkpoint is corrupt or does not fit the env.
+    """
     run = RunDir(cfg.run_dir)
     stage = f"eval_{algo}_seed{seed}"
     if run.is_done(stage):
         return run.result(stage)
+    run.check_writable()
     start = time.time()
-    agent, obs_keys = load_agent(run.checkpoint(algo, seed), cfg.device, seed=seed)
     vec = make_rollout_vec_env(cfg.env)
     results: list[EpisodeResult] = []
 
@@ -130,6 +142,8 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
 
     try:
+        space = (vec.single_observation_space, vec.single_action_space)
+        agent, obs_keys = load_agent(run.checkpoint(algo, seed), cfg.device, seed=seed, space=space)
         low, high = action_bounds(vec.single_action_space)
         source = AgentSource(
             agent,
@@ -159,7 +173,7 @@ def pipeline(cfg: PipelineConfig) -> dict:
     from robot_rl.cli.videos import record_videos
 
     run = RunDir(cfg.run_dir)
-    run.root.mkdir(parents=True, exist_ok=True)
+    run.check_writable()
     save_config(cfg, run.root / "config.yaml")
     collected = collect(cfg)
     walls = {"collect": collected["wall_time_s"], "train": 0.0, "eval": 0.0}

@@ -225,13 +225,18 @@ def _previous(resume_dir: Path) -> Path:
 
 def save_resume(agent, path: Path, state: dict, config, stats) -> None:
     """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
-    ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after."""
+    ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after.
+    Raises OSError naming ``path`` (the temporary folder removed) when writing fails."""
     from robot_rl.policies.checkpoint import save_checkpoint
 
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
-    save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
-    (tmp / "learner_state.json").write_text(json.dumps(state))
+    try:
+        save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
+        (tmp / "learner_state.json").write_text(json.dumps(state))
+    except OSError as err:  # a full disk: leave no half-written folder behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(err.errno, err.strerror, str(path)) from err
     if (path / "learner_state.json").is_file():
         shutil.rmtree(old, ignore_errors=True)
         path.rename(old)
@@ -243,24 +248,32 @@ def save_resume(agent, path: Path, state: dict, config, stats) -> None:
 
 def restore(agent, path: Path) -> dict:
     """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
-    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state
+    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state, load_module_state
 
     state, _, _ = load_checkpoint(path)
     for name, module in agent.modules().items():
-        module.load_state_dict(state[name])
+        load_module_state(module, state.get(name, {}), f"{path / 'model.safetensors'} ({name})")
     agent.load_optimizer_state(load_extra_state(path))
     return json.loads((path / "learner_state.json").read_text())
 
 
-def load_agent(path: Path, device: str = "cpu", seed: int = 0):
+def load_agent(path: Path, device: str = "cpu", seed: int = 0, space=None):
     """Rebuild a trained agent from a checkpoint folder; returns (agent in eval mode, observation keys).
 
-    Raises FileNotFoundError naming the missing checkpoint file.
+    ``space``: optional ``(observation space, action space)`` of the env it will act in (a gymnasium Dict
+    and Box); their shapes are checked against the checkpoint's.
+
+    Raises FileNotFoundError naming the missing checkpoint file, CheckpointError naming a corrupt file or a
+    key whose shape differs between the env and the checkpoint.
     """
     from robot_rl.policies.factory import load_agent as _load
 
     torch.manual_seed(seed)
-    agent, config, _ = _load(path, device=device)
+    shapes, action_dim = None, None
+    if space is not None:
+        shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
+        action_dim = int(space[1].shape[0])
+    agent, config, _ = _load(path, device=device, obs_shapes=shapes, action_dim=action_dim)
     agent.eval()
     if hasattr(agent, "deterministic"):  # SAC: evaluate the mean action, not exploration samples
         agent.deterministic = True

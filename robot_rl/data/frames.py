@@ -114,15 +114,19 @@ class ZarrFrameCache:
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         ds = source.dataset
-        group = zarr.open_group(str(tmp), mode="w")
-        for key in video_keys:
-            shape = source.shape(key)
-            arr = group.create_array(
-                key, shape=(ds.num_frames, *shape), chunks=(CACHE_CHUNK_FRAMES, *shape), dtype="uint8"
-            )
-            for ep in range(ds.num_episodes):
-                arr[ds.episode_from[ep] : ds.episode_to[ep]] = ds.episode_video(ep, key, source.size)
-        (tmp / "cache.json").write_text(json.dumps({**want, "keys": video_keys}))
+        try:
+            group = zarr.open_group(str(tmp), mode="w")
+            for key in video_keys:
+                shape = source.shape(key)
+                arr = group.create_array(
+                    key, shape=(ds.num_frames, *shape), chunks=(CACHE_CHUNK_FRAMES, *shape), dtype="uint8"
+                )
+                for ep in range(ds.num_episodes):
+                    arr[ds.episode_from[ep] : ds.episode_to[ep]] = ds.episode_video(ep, key, source.size)
+            (tmp / "cache.json").write_text(json.dumps({**want, "keys": video_keys}))
+        except OSError as err:  # a full disk: leave no half-built cache behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise OSError(err.errno, err.strerror, str(path)) from err
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
         return cls(path)

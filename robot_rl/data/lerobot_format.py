@@ -162,14 +162,19 @@ def check_episode_ids(root: Path | str, episodes: Sequence[int], num_episodes: i
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary sibling, fsync it, then ``os.replace`` it onto ``path`` (creating
-    its folder), so ``path`` holds the old or the new content, never part. OSError propagates."""
+    its folder), so ``path`` holds the old or the new content, never part. OSError (naming ``path``)
+    propagates, and the temporary file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from err
 
 
 def atomic_write_json(path: Path, tree: Any) -> None:
@@ -178,13 +183,18 @@ def atomic_write_json(path: Path, tree: Any) -> None:
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
-    """Write ``table`` to ``path`` through a temporary file and ``os.replace``."""
+    """Write ``table`` to ``path`` through a temporary file and ``os.replace``; on failure the temporary
+    file is removed and the OSError (naming ``path``) propagates."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(table, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from err
 
 
 @contextmanager

@@ -253,8 +253,12 @@ class Actor:
         ]
         for name, write in files:
             tmp = folder / (name + ".tmp")
-            write(tmp)
-            os.replace(tmp, folder / name)
+            try:
+                write(tmp)
+                os.replace(tmp, folder / name)
+            except OSError as err:
+                tmp.unlink(missing_ok=True)
+                raise OSError(err.errno, err.strerror, str(folder / name)) from err
 
     # -- acting --------------------------------------------------------------------------------------
     def _should_stop(self) -> bool:

@@ -93,8 +93,9 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     Raises:
         ConfigError: the init checkpoint is missing, was trained on other observations or actions than
             the env's (names the file and the key), or has no ``policy`` weights.
+        CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
-    from robot_rl.policies.checkpoint import check_compatible, load_checkpoint
+    from robot_rl.policies.checkpoint import check_compatible, load_checkpoint, load_module_state
     from robot_rl.policies.factory import build_agent
 
     env_obs, action_dim, env_policy = env_shapes(cfg)
@@ -142,11 +143,12 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
     algo_cfg = cfg.bc if algo == "bc" else offline
     agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
+    model_file = init / "model.safetensors"
     for name, module in agent.modules().items():
         if name in state_dicts:
-            module.load_state_dict(state_dicts[name], strict=True)
+            load_module_state(module, state_dicts[name], f"{model_file} ({name})")
     if algo != "bc" and "critic" in state_dicts and "target_critic" not in state_dicts:
-        agent.modules()["target_critic"].load_state_dict(state_dicts["critic"], strict=True)
+        load_module_state(agent.modules()["target_critic"], state_dicts["critic"], f"{model_file} (critic)")
     config = {
         **config_to_dict(replace(cfg, policy=policy_cfg, offline=offline)),
         "method": algo,

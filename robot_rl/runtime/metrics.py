@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.extras import MissingExtraError
+
 WINDOW = 20  # episodes in the rolling success / intervention window
 
 
@@ -85,7 +87,8 @@ class MetricSinks:
     event files under ``tensorboard_dir`` (when given) and to wandb (when ``wandb_project`` is given).
 
     Raises:
-        ImportError: TensorBoard or wandb is asked for and not installed (names the package to install).
+        MissingExtraError: TensorBoard or wandb is asked for and not installed (names the package to
+            install).
     """
 
     def __init__(
@@ -107,7 +110,7 @@ class MetricSinks:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as err:
-                raise ImportError(
+                raise MissingExtraError(
                     "online.tensorboard=true needs the tensorboard package: pip install tensorboard"
                 ) from err
             self.tb = SummaryWriter(str(tensorboard_dir))
@@ -116,7 +119,7 @@ class MetricSinks:
             try:
                 import wandb
             except ImportError as err:
-                raise ImportError("online.wandb=true needs wandb: pip install wandb") from err
+                raise MissingExtraError("online.wandb=true needs wandb: pip install wandb") from err
             self.wandb = wandb.init(project=wandb_project, name=run_name, config=config, resume="allow")
 
     def write(self, step: int, row: dict[str, Any]) -> None:

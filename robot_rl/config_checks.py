@@ -1,0 +1,228 @@
+"""Range checks of every numeric and choice key of a :class:`~robot_rl.config.PipelineConfig`, run at load.
+
+A value out of range (``--online.num_actors=0``, ``--online.utd_ratio=-1``, ``--offline.gamma=1.5``, a
+NaN) would otherwise be accepted and hang a run or make it do nothing; :func:`validate` names each bad
+dotted key, its value and the allowed range. ``RULES`` holds one rule per key; a list value (hidden sizes,
+seeds) has every element checked. The choice tuples mirror the modules that consume them
+(``robot_rl.algos.critic.AGGREGATIONS``, ``policies.executor.EXECUTIONS``, ...), which are not imported
+here so a bad config fails before torch and MuJoCo load.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """A closed or open interval; ``None`` bounds are unbounded. ``integer`` also requires whole numbers."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+
+    def ok(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+
+    def __str__(self) -> str:
+        kind = "an integer" if self.integer else "a finite number"
+        if self.lo is not None and self.hi is not None:
+            lo, hi = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
+            return f"{kind} in {lo}{_num(self.lo)}, {_num(self.hi)}{hi}"
+        if self.lo is not None:
+            return f"{kind} {'>' if self.lo_open else '>='} {_num(self.lo)}"
+        if self.hi is not None:
+            return f"{kind} {'<' if self.hi_open else '<='} {_num(self.hi)}"
+        return kind
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed set of strings."""
+
+    options: tuple[str, ...]
+
+    def ok(self, value: Any) -> bool:
+        return value in self.options
+
+    def __str__(self) -> str:
+        return f"one of {', '.join(self.options)}"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+COUNT = Range(1, integer=True)  # >= 1
+NONNEG_INT = Range(0, integer=True)  # >= 0
+POSITIVE = Range(0, lo_open=True)  # > 0
+NONNEG = Range(0)  # >= 0
+FRACTION = Range(0, 1)  # [0, 1]
+DISCOUNT = Range(0, 1, lo_open=True)  # (0, 1]
+ANY = Range()  # any finite number
+CRITIC_AGG = Choice(("mean", "min", "min_random2"))
+
+RULES: dict[str, Range | Choice] = {
+    "seeds": NONNEG_INT,
+    "checkpoint_every": COUNT,
+    "threads": NONNEG_INT,
+    "env.image_size": COUNT,
+    "env.control_hz": POSITIVE,
+    "env.physics_hz": POSITIVE,
+    "env.max_episode_steps": COUNT,
+    "env.success_hold_steps": COUNT,
+    "env.lift_height_m": POSITIVE,
+    "env.num_envs": COUNT,
+    "collect.num_episodes": COUNT,
+    "collect.expert_noise": NONNEG,
+    "collect.seed": NONNEG_INT,
+    "policy.horizon": COUNT,
+    "policy.flow_steps": COUNT,
+    "policy.hidden_dims": COUNT,
+    "policy.image_features": COUNT,
+    "policy.normalization": Choice(("mean_std", "quantile")),
+    "policy.execution": Choice(("open_loop", "temporal_ensemble")),
+    "policy.ensemble_decay": NONNEG,
+    "policy.action_low": ANY,
+    "policy.action_high": ANY,
+    "bc.steps": COUNT,
+    "bc.batch_size": COUNT,
+    "bc.lr": POSITIVE,
+    "offline.method": Choice(("qc", "qc_fql")),
+    "offline.steps": COUNT,
+    "offline.batch_size": COUNT,
+    "offline.lr": POSITIVE,
+    "offline.gamma": DISCOUNT,
+    "offline.tau": DISCOUNT,
+    "offline.num_critics": COUNT,
+    "offline.critic_agg": CRITIC_AGG,
+    "offline.critic_hidden_dims": COUNT,
+    "offline.best_of_n": COUNT,
+    "offline.fql_alpha": NONNEG,
+    "offline.terminal_chunks": Choice(("drop", "keep")),
+    "eval.episodes_per_seed": COUNT,
+    "eval.num_videos": NONNEG_INT,
+    "data.image_size": Range(8, integer=True),
+    "data.horizon_s": NONNEG,
+    "data.val_episodes": NONNEG_INT,
+    "data.val_every": COUNT,
+    "data.val_max_frames": COUNT,
+    "data.reward": Choice(("dataset", "episode_end")),
+    "data.frame_cache": Choice(("auto", "memory", "zarr", "none")),
+    "data.memory_limit_gb": NONNEG,
+    "data.num_workers": NONNEG_INT,
+    "critic.kind": Choice(("compact", "vlm")),
+    "critic.image_size": COUNT,
+    "critic.steps": COUNT,
+    "critic.batch_size": COUNT,
+    "critic.lr": POSITIVE,
+    "critic.mismatch_frac": FRACTION,
+    "critic.stagnation_frac": FRACTION,
+    "critic.failed_frac": FRACTION,
+    "critic.failed_from": Range(0, 1, hi_open=True),
+    "critic.success_max_steps": NONNEG_INT,
+    "critic.rule": Choice(("scale", "mix")),
+    "critic.lora_rank": NONNEG_INT,
+    "critic.seed": NONNEG_INT,
+    "reward.mode": Choice(("success", "shaped", "critic")),
+    "reward.scale": POSITIVE,
+    "reward.done_threshold": FRACTION,
+    "sac.lr": POSITIVE,
+    "sac.gamma": DISCOUNT,
+    "sac.tau": DISCOUNT,
+    "sac.num_critics": COUNT,
+    "sac.critic_agg": CRITIC_AGG,
+    "sac.critic_hidden_dims": COUNT,
+    "sac.actor_hidden_dims": COUNT,
+    "sac.init_temperature": POSITIVE,
+    "sac.target_entropy": ANY,
+    "sac.critic_only_updates": NONNEG_INT,
+    "intervention.device": Choice(("none", "sim_human", "keyboard", "gamepad", "spacemouse")),
+    "intervention.stall_steps": COUNT,
+    "intervention.stall_distance_m": NONNEG,
+    "intervention.drift_distance_m": POSITIVE,
+    "intervention.takeover_steps": COUNT,
+    "intervention.max_takeovers": NONNEG_INT,
+    "intervention.scale": Range(0, 1, lo_open=True),
+    "online.method": Choice(("qc", "qc_fql", "sac", "hg_dagger")),
+    "online.env_steps": COUNT,
+    "online.utd_ratio": POSITIVE,
+    "online.batch_size": COUNT,
+    "online.warmup_steps": NONNEG_INT,
+    "online.demo_fraction": FRACTION,
+    "online.publish_every": COUNT,
+    "online.checkpoint_every": COUNT,
+    "online.max_env_steps_ahead": NONNEG_INT,
+    "online.runtime": Choice(("local", "ray")),
+    "online.num_actors": COUNT,
+    "online.connect_timeout_s": POSITIVE,
+    "online.log_every_s": POSITIVE,
+}
+
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+_TCP = re.compile(r"^tcp://(?P<host>[^:/\s]+|\[[0-9a-fA-F:.]+\]):(?P<port>\d+|\*)$")
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    for name in dotted.split("."):
+        cfg = getattr(cfg, name)
+    return cfg
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` is not a ZeroMQ endpoint this project can bind or connect, or None when it is.
+
+    Accepted: ``tcp://HOST:PORT`` (HOST a name, an IPv4 address, ``[IPv6]`` or ``*``; PORT 0-65535 or
+    ``*``), ``ipc://PATH`` and ``inproc://NAME``.
+    """
+    if address.startswith(("ipc://", "inproc://")):
+        return None if address.split("://", 1)[1] else "the path after :// is empty"
+    match = _TCP.match(address)
+    if match is None:
+        return "expected tcp://HOST:PORT (e.g. tcp://127.0.0.1:5560), ipc://PATH or inproc://NAME"
+    port = match["port"]
+    if port != "*" and int(port) > 65535:
+        return f"port {port} is out of range 0-65535"
+    return None
+
+
+def problems(cfg: Any) -> list[str]:
+    """Every problem of ``cfg`` (a PipelineConfig), each naming the dotted key, its value and the fix."""
+    out = []
+    for key, rule in RULES.items():
+        value = _get(cfg, key)
+        values = value if isinstance(value, list) else [value]
+        if not all(rule.ok(v) for v in values):
+            each = "each element " if isinstance(value, list) else ""
+            out.append(f"{key}={value!r}: {each}must be {rule}")
+    if not _DEVICE.match(cfg.device):
+        out.append(f"device={cfg.device!r}: must be cpu, cuda, cuda:N or mps")
+    if not cfg.seeds:
+        out.append("seeds=[]: give at least one training seed")
+    if cfg.data.image_size and len(cfg.data.image_size) != 2:
+        out.append(f"data.image_size={cfg.data.image_size!r}: must be [] or [H, W]")
+    fracs = ("mismatch_frac", "stagnation_frac", "failed_frac")
+    total = sum(getattr(cfg.critic, f) for f in fracs)
+    if all(FRACTION.ok(getattr(cfg.critic, f)) for f in fracs) and total > 1:
+        out.append(f"critic.mismatch_frac + stagnation_frac + failed_frac = {total:g}: must be <= 1")
+    for section in ("offline", "sac"):
+        sub = getattr(cfg, section)
+        if sub.critic_agg == "min_random2" and sub.num_critics < 2:
+            out.append(f"{section}.num_critics={sub.num_critics}: critic_agg=min_random2 needs >= 2 critics")
+    reason = address_problem(cfg.online.address)
+    if reason is not None:
+        out.append(f"online.address={cfg.online.address!r}: {reason}")
+    return out

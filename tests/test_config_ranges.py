@@ -1,0 +1,158 @@
+"""Every numeric and choice config key is range-checked at load: a bad value is a ConfigError naming the
+dotted key, the value and the allowed range (exit 2 from the CLI), never a silent hang or a no-op run."""
+
+import dataclasses
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+from robot_rl.config import ConfigError, PipelineConfig, load_config
+from robot_rl.config_checks import RULES
+
+CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+
+BAD = [
+    ("online.num_actors", "0", ">= 1"),
+    ("online.utd_ratio", "-1", "> 0"),
+    ("online.utd_ratio", "0", "> 0"),
+    ("online.env_steps", "0", ">= 1"),
+    ("online.demo_fraction", "1.5", "[0, 1]"),
+    ("online.warmup_steps", "-1", ">= 0"),
+    ("online.connect_timeout_s", "0", "> 0"),
+    ("online.method", "ppo", "qc, qc_fql, sac, hg_dagger"),
+    ("online.runtime", "slurm", "local, ray"),
+    ("offline.gamma", "0", "(0, 1]"),
+    ("offline.gamma", "1.01", "(0, 1]"),
+    ("offline.gamma", ".nan", "(0, 1]"),
+    ("offline.lr", "0", "> 0"),
+    ("offline.tau", "2", "(0, 1]"),
+    ("offline.best_of_n", "0", ">= 1"),
+    ("offline.method", "iql", "qc, qc_fql"),
+    ("offline.critic_agg", "max", "mean, min, min_random2"),
+    ("offline.critic_hidden_dims", "[64, 0]", ">= 1"),
+    ("bc.steps", "0", ">= 1"),
+    ("bc.batch_size", "-4", ">= 1"),
+    ("bc.lr", "-0.001", "> 0"),
+    ("policy.horizon", "0", ">= 1"),
+    ("policy.flow_steps", "0", ">= 1"),
+    ("policy.normalization", "minmax", "mean_std, quantile"),
+    ("policy.execution", "closed", "open_loop, temporal_ensemble"),
+    ("env.num_envs", "0", ">= 1"),
+    ("env.control_hz", "0", "> 0"),
+    ("env.max_episode_steps", "0", ">= 1"),
+    ("collect.num_episodes", "0", ">= 1"),
+    ("collect.expert_noise", "-0.1", ">= 0"),
+    ("eval.episodes_per_seed", "0", ">= 1"),
+    ("eval.num_videos", "-1", ">= 0"),
+    ("data.frame_cache", "disk", "auto, memory, zarr, none"),
+    ("data.reward", "sparse", "dataset, episode_end"),
+    ("data.num_workers", "-1", ">= 0"),
+    ("data.val_every", "0", ">= 1"),
+    ("data.image_size", "[4, 4]", ">= 8"),
+    ("data.horizon_s", "-0.5", ">= 0"),
+    ("critic.mismatch_frac", "1.2", "[0, 1]"),
+    ("critic.failed_from", "1", "[0, 1)"),
+    ("critic.kind", "gpt", "compact, vlm"),
+    ("critic.rule", "clip", "scale, mix"),
+    ("reward.gamma", "1.5", "(0, 1]"),
+    ("reward.done_threshold", "2", "[0, 1]"),
+    ("reward.mode", "dense", "success, shaped, critic"),
+    ("sac.gamma", "0", "(0, 1]"),
+    ("sac.init_temperature", "0", "> 0"),
+    ("sac.target_entropy", ".inf", "finite"),
+    ("intervention.device", "joystick", "none, sim_human, keyboard, gamepad, spacemouse"),
+    ("intervention.scale", "0", "(0, 1]"),
+    ("intervention.max_takeovers", "-1", ">= 0"),
+    ("seeds", "[0, -1]", ">= 0"),
+    ("checkpoint_every", "0", ">= 1"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), BAD, ids=[f"{k}={v}" for k, v, _ in BAD])
+def test_out_of_range_value_names_key_value_and_range(key, value, allowed):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"--{key}={value}"])
+    msg = str(err.value)
+    assert f"{key}=" in msg and allowed in msg, msg
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["--online.address=tcp://localhost"], "online.address='tcp://localhost'"),
+        (["--online.address=127.0.0.1:5560"], "online.address='127.0.0.1:5560'"),
+        (["--online.address=tcp://127.0.0.1:99999"], "port 99999 is out of range"),
+        (["--device=gpu"], "device='gpu'"),
+        (["--seeds=[]"], "seeds=[]"),
+        (["--data.image_size=[64]"], "data.image_size=[64]"),
+        (["--critic.mismatch_frac=0.5", "--critic.failed_frac=0.6"], "critic.mismatch_frac + "),
+        (["--offline.critic_agg=min_random2", "--offline.num_critics=1"], "offline.num_critics=1"),
+    ],
+)
+def test_cross_key_and_format_checks(overrides, needle):
+    with pytest.raises(ConfigError, match=None) as err:
+        load_config(None, overrides)
+    assert needle in str(err.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["--online.num_actors=0", "--online.utd_ratio=-1"])
+    assert "online.num_actors=0" in str(err.value) and "online.utd_ratio=-1" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["tcp://127.0.0.1:5560", "tcp://*:5560", "tcp://learner.lan:0", "tcp://[::1]:5560", "ipc:///tmp/x"],
+)
+def test_valid_addresses_load(address):
+    assert load_config(None, [f"--online.address={address}"]).online.address == address
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_and_presets_load(path):
+    load_config(path)
+    load_config(path, quick=True)
+
+
+def _leaf_keys(cls: type, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for f in dataclasses.fields(cls):
+        hint = typing.get_type_hints(cls)[f.name]
+        if dataclasses.is_dataclass(hint):
+            out.update(_leaf_keys(hint, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = hint
+    return out
+
+
+def test_every_numeric_key_has_a_rule():
+    """A new int/float key (or list of them) must get a range in robot_rl.config_checks.RULES."""
+    numeric = {int, float, list[int], list[float]}
+    missing = [k for k, hint in _leaf_keys(PipelineConfig).items() if hint in numeric and k not in RULES]
+    assert not missing, f"add a range for {missing} to robot_rl.config_checks.RULES"
+    assert all(k in _leaf_keys(PipelineConfig) for k in RULES), "RULES names a key that does not exist"
+
+
+def _cli(*args):
+    code = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("command", "override", "key"),
+    [
+        ("online", "--online.num_actors=0", "online.num_actors=0"),
+        ("online", "--online.utd_ratio=-1", "online.utd_ratio=-1"),
+        ("train", "--offline.gamma=1.5", "offline.gamma=1.5"),
+    ],
+)
+def test_cli_exits_2_before_any_work(tmp_path, command, override, key):
+    proc = _cli(command, f"--run_dir={tmp_path}", override)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], proc.stderr
+    assert not any(tmp_path.iterdir())
