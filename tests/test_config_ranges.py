@@ -57,7 +57,6 @@ BAD = [
     ("critic.failed_from", "1", "[0, 1)"),
     ("critic.kind", "gpt", "compact, vlm"),
     ("critic.rule", "clip", "scale, mix"),
-    ("reward.gamma", "1.5", "(0, 1]"),
     ("reward.done_threshold", "2", "[0, 1]"),
     ("reward.mode", "dense", "success, shaped, critic"),
     ("sac.gamma", "0", "(0, 1]"),
