@@ -77,6 +77,11 @@ class PolicyConfig:
     value at the chunk's first frame is subtracted from every action of the chunk before normalisation
     and added back when acting (relative actions): ``observation.state`` is openpi's delta actions,
     ``observation.prev_action`` (with ``data.prev_action``) predicts the change from the last command.
+    ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
+    policies act inside; actions are clipped to its normalised image, never to [-1, 1] (the demos'
+    q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
+    space when it trains on the run's own dataset, else the dataset's min/max are used. Set them to your
+    robot's limits.
     """
 
     horizon: int = 5
@@ -88,6 +93,8 @@ class PolicyConfig:
     ensemble_decay: float = 0.1
     tasks: list[str] = field(default_factory=list)
     action_reference: str = ""
+    action_low: list[float] = field(default_factory=list)
+    action_high: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -109,6 +116,8 @@ class OfflineRLConfig:
     """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    ``terminal_chunks``: ``drop`` (QC's code) leaves chunks that end in a true termination before their
+    h-th step out of the critic loss; ``keep`` trains them on their exact partial-sum target (mask 0).
     """
 
     method: str = "qc"
@@ -120,9 +129,10 @@ class OfflineRLConfig:
     num_critics: int = 2
     critic_agg: str = "mean"
     critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
-    best_of_n: int = 32
+    best_of_n: int = 8
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
+    terminal_chunks: str = "drop"
 
 
 @dataclass
@@ -221,12 +231,13 @@ class RewardConfig:
     ``mode``: ``success`` (the env's sparse success signal, the default), ``shaped`` (success plus
     potential-based shaping ``scale * (gamma * Phi(s') - Phi(s))`` with Phi the critic's progress, which
     leaves the optimal policy unchanged; Ng et al. 1999, Robo-Dopamine) or ``critic`` (no success signal:
-    the shaping term plus ``scale`` when the done head fires). ``done_threshold``: done probability that
-    ends an episode when ``critic_done`` is set.
+    the shaping term plus ``scale`` when the done head fires). The shaping gamma is the learner's own
+    discount (``offline.gamma``, or ``sac.gamma`` online with SAC), never a separate key: any other value
+    would pay a reward for hovering near the goal (``robot_rl.rewards.shaping``). ``done_threshold``: done
+    probability that ends an episode when ``critic_done`` is set.
     """
 
     mode: str = "success"
-    gamma: float = 0.99
     scale: float = 1.0
     critic_done: bool = False
     done_threshold: float = 0.9
@@ -238,7 +249,10 @@ class SACConfig:
     Gaussian tanh SAC on single-step actions (chunk h = 1), a LayerNorm critic ensemble of
     ``num_critics`` aggregated by ``critic_agg``, discount ``gamma``, temperature initialised to
     ``init_temperature`` and tuned towards ``target_entropy`` (0 = the default -|A|/2).
-    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1)."""
+    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1), each on
+    its own freshly drawn batch of ``online.batch_size`` chunks. ``backup_entropy``: subtract
+    ``alpha * log pi(a'|s')`` from the bootstrapped value in the critic target (textbook SAC); the released
+    HIL-SERL configs set it false, so the target is ``r + gamma * mask * agg_k Qbar_k(s', a')``."""
 
     lr: float = 3e-4
     gamma: float = 0.97
@@ -250,6 +264,7 @@ class SACConfig:
     init_temperature: float = 0.01
     target_entropy: float = 0.0
     critic_only_updates: int = 1
+    backup_entropy: bool = False
 
 
 @dataclass
@@ -282,13 +297,15 @@ class OnlineConfig:
     ``in_pipeline``: ``robot-rl pipeline`` runs this online stage (after offline RL, before evaluation)
     and evaluates its policy next to BC and offline RL. ``method``: ``qc`` / ``qc_fql`` (chunked RL with
     the QC critic, the flow policy extracted by best-of-N or FQL; hyper-parameters from ``offline``),
-    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus interventions
-    only). ``init``: the offline checkpoint to start from (empty = ``<run_dir>/checkpoints/
-    offline_seed<seed>``; ``sac`` starts from scratch).
+    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus the steps a
+    human drove, never the policy's own; its batches ignore ``demo_fraction``). ``init``: the offline
+    checkpoint to start from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from
+    scratch).
     ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
-    0.5). ``publish_every``: updates between weight publications. ``checkpoint_every``: updates between
+    0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``publish_every``:
+    updates between weight publications. ``checkpoint_every``: updates between
     learner checkpoints. ``max_env_steps_ahead``: actors wait while their env steps exceed
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
@@ -326,6 +343,8 @@ class PipelineConfig:
 
     ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
+    ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
+    command runs (``robot_rl.threads``); set 1 when several jobs share the machine.
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -344,6 +363,7 @@ class PipelineConfig:
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
+    threads: int = 0
 
 
 # The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.
@@ -351,7 +371,6 @@ QUICK_OVERRIDES: dict[str, object] = {
     "collect.num_episodes": 100,
     "bc.steps": 1500,
     "offline.steps": 1500,
-    "offline.best_of_n": 8,  # best-of-32 runs ~1.2 QC updates/s on 2 cores; best-of-8 ~5.4 (benchmarks/)
     "seeds": [0],
     "eval.episodes_per_seed": 50,
 }

@@ -23,9 +23,9 @@ import zmq
 from robot_rl.config import CriticConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.compact import CompactProgressCritic
+from robot_rl.rewards.registry import load_critic
 from robot_rl.rewards.remote import CriticUnavailableError, RemoteCritic
 from robot_rl.rewards.server import PROTOCOL, encode_header, serve
-from robot_rl.rewards.trainable import load_critic
 
 SIZE = 32
 KEY = "observation.images.front"

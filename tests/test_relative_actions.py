@@ -106,3 +106,20 @@ def test_bc_act_noise_zero_is_the_chunk_from_zero_noise():
     zero = torch.zeros(3, 1, H, D)
     torch.testing.assert_close(agent.act(obs), agent.act(obs, zero))
     torch.testing.assert_close(agent.act(obs), agent.act(obs))  # deterministic
+
+
+def test_relative_actions_clip_to_the_per_step_range_and_clamp_to_a_box():
+    policy = _relative_policy()
+    with torch.no_grad():  # push the velocity field far out so the ODE leaves the data's range
+        policy.velocity[-1].bias.fill_(50.0)
+    obs = {keys.STATE: torch.zeros(2, D)}
+    chunk = policy.sample(obs, 1)[:, 0]
+    assert policy.action_high_norm.shape == (H, D)
+    torch.testing.assert_close(chunk, policy.action_high_norm.expand(2, H, D))
+    stats = _stats()
+    cfg = PolicyConfig(
+        horizon=H, hidden_dims=[16], action_reference=keys.STATE, action_low=[-1.0] * D, action_high=[0.5] * D
+    )
+    boxed = FlowChunkPolicy(cfg, {keys.STATE: (D,)}, D, stats)
+    acted = boxed.unnormalize_actions(torch.full((2, H, D), 3.0), {keys.STATE: torch.full((2, D), 10.0)})
+    assert (acted == 0.5).all()

@@ -340,7 +340,7 @@ def serve_checkpoint(
 ) -> None:
     """Load a saved critic and ``serve`` it; prints ``serving <endpoint> ...`` once it accepts requests,
     and returns on SIGTERM or Ctrl-C. Used by ``robot-rl critic serve`` and by this module's ``main``."""
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     critic = load_critic(checkpoint, device)
     stop = threading.Event()

@@ -42,6 +42,16 @@ def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dic
     return spec
 
 
+def final_spec(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
+    """Per-episode spec of a recorded online episode: the final observation ``final.<key>`` (the state
+    after the last step) of every observation key, which a chunk reaching a time-limit end bootstraps
+    from (ALGORITHMS.md §1)."""
+    return {
+        keys.final_key(k): (tuple(s), np.uint8 if keys.is_image_key(k) else np.float32)
+        for k, s in obs_shapes.items()
+    }
+
+
 def concat_batches(parts: list[dict]) -> dict:
     """Concatenate chunk batches along the batch axis (nested observation dicts included)."""
     parts = [p for p in parts if p]
@@ -80,10 +90,11 @@ class OnlineReplay:
         spec = episode_spec(obs_shapes, action_dim)
         spec[ACTOR_KEY] = ((), np.int32)
         spec[ACTOR_EPISODE_KEY] = ((), np.int64)
-        self.buffer = ZarrReplayBuffer(path, spec)
+        self.buffer = ZarrReplayBuffer(path, spec, final_spec(obs_shapes))
         self.horizon, self.gamma = horizon, gamma
         arrays = self.buffer.arrays()
         self._parts: list[dict[str, np.ndarray]] = [arrays] if len(self.buffer) else []
+        self._finals = [self.buffer.episode_arrays()] if len(self.buffer) else []
         self._episode_index = [self.buffer.episode_index] if len(self.buffer) else []
         self._sampler: ChunkSampler | None = None
         self._prior_rows = np.zeros(0, np.int64)
@@ -103,7 +114,8 @@ class OnlineReplay:
         return self.buffer.num_episodes
 
     def add(self, actor: int, actor_episode: int, frames: dict[str, np.ndarray]) -> bool:
-        """Store actor ``actor``'s episode number ``actor_episode`` (T frames per key of the episode spec).
+        """Store actor ``actor``'s episode number ``actor_episode``: T frames per key of the episode spec and
+        the final observation per key of :func:`final_spec`.
 
         Returns False (and stores nothing) when that episode is already stored: a resend after a lost
         acknowledgement. Durable on return.
@@ -129,7 +141,8 @@ class OnlineReplay:
         source = "intervention" if np.asarray(frames[keys.INTERVENTION]).any() else "online"
         ep = self.buffer.add_episode(frames, source=source)
         self.acked[actor] = actor_episode + 1
-        self._parts.append({k: np.asarray(v) for k, v in frames.items()})
+        self._parts.append({k: np.asarray(frames[k]) for k in self.buffer.spec})
+        self._finals.append({k: np.asarray(frames[k])[None] for k in self.buffer.episode_spec})
         self._episode_index.append(np.full(length, ep, np.int64))
         self._sampler = None
         return True
@@ -138,10 +151,12 @@ class OnlineReplay:
         if self._sampler is None and self._parts:
             if len(self._parts) > 1:
                 self._parts = [{k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}]
+                self._finals = [{k: np.concatenate([p[k] for p in self._finals]) for k in self._finals[0]}]
                 self._episode_index = [np.concatenate(self._episode_index)]
             arrays = self._parts[0]
+            final_obs = {k: self._finals[0][keys.final_key(k)] for k in self.obs_keys}
             self._sampler = ChunkSampler(
-                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma
+                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma, final_obs=final_obs
             )
             self._prior_rows = np.flatnonzero(np.asarray(arrays[keys.INTERVENTION]).astype(bool))
         return self._sampler
@@ -195,28 +210,41 @@ def rlpd_batch(
     batch_size: int,
     demo_fraction: float,
     rng: np.random.Generator,
+    human_only: bool = False,
 ) -> dict:
     """One RLPD batch: ``round(batch_size * demo_fraction)`` chunks from the prior buffer (demos and
-    human-driven online steps, in proportion to their sizes) and the rest from all online steps.
+    human-driven online steps, in proportion to their sizes) and the rest from all online steps. Before
+    any online step is stored, the whole batch comes from the prior buffer.
 
-    With ``demo_fraction`` 1 the batch is prior data only (HG-DAgger). Before any online step is stored,
-    the whole batch comes from the prior buffer.
+    ``human_only`` (HG-DAgger: imitate only what a human did): the whole batch comes from the prior buffer
+    (``demo_fraction`` is ignored), and each chunk drawn from human-driven online steps gets
+    ``valid = valid * is_intervention`` (B, h): a chunk starts at a human step but may run past the
+    hand-back, and the policy's own actions after it must not be imitated. Demo chunks keep their
+    ``valid``. RL batches (``human_only`` False) keep every step: RL learns from the policy's steps too.
+
+    Returns the chunk batch of :meth:`ChunkSampler.get` without ``source`` / ``is_intervention``.
 
     Raises:
-        DatasetError: there is nothing to sample from.
+        DatasetError: there is nothing to sample from (with ``human_only``: no demonstration and no
+            human-driven step).
     """
-    n_prior = round(batch_size * demo_fraction) if replay.num_steps else batch_size
+    n_prior = batch_size if human_only or not replay.num_steps else round(batch_size * demo_fraction)
     n_online = batch_size - n_prior
     n_demo_rows = len(prior.data.train.rows) if prior is not None else 0
     n_interv = replay.intervention_steps
     if n_prior and not (n_demo_rows or n_interv):
+        if human_only:
+            raise DatasetError("no demonstrations or human-driven online steps to imitate yet")
         if not replay.num_steps:
             raise DatasetError("no demonstrations, interventions or online steps to sample from yet")
         n_online, n_prior = batch_size, 0
     from_interv = int(rng.binomial(n_prior, n_interv / (n_interv + n_demo_rows))) if n_prior else 0
+    interventions = replay.sample_interventions(from_interv, rng)
+    if human_only and interventions:
+        interventions["valid"] = interventions["valid"] * interventions["is_intervention"]
     parts = [
         prior.sample(n_prior - from_interv, rng) if prior is not None else {},
-        replay.sample_interventions(from_interv, rng),
+        interventions,
         replay.sample_online(n_online, rng),
     ]
     # per-sample source / intervention flags exist on some parts only; the agents do not read them
