@@ -10,6 +10,12 @@ acting outside the demos' 1-99% range. The box is ``PolicyConfig.action_low/high
 space when training on a run's own data), else the dataset's min/max. Its normalised image is computed
 at construction (non-persistent buffers ``action_low_norm``/``action_high_norm``), so older checkpoints
 load unchanged.
+
+With an ``action_reference`` key (relative actions, ``PolicyConfig.action_reference``) the observation
+``obs[key]`` (B, d) is subtracted from every step of a chunk before that map and added back after the
+inverse; the statistics (and so the offset, scale and normalised box) may then be per chunk step (h, d).
+The normalised box is the relative actions' min/max, and a box given in robot units clamps the absolute
+actions that :meth:`unnormalize_actions` returns.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class ActionNormalization:
 
     action_offset: torch.Tensor
     action_scale: torch.Tensor
+    action_reference: str = ""
 
     def register_action_stats(
         self,
@@ -34,12 +41,15 @@ class ActionNormalization:
         action_dim: int,
         low: list[float] | None = None,
         high: list[float] | None = None,
+        reference: str = "",
     ) -> None:
         """Register ``action_offset`` / ``action_scale`` (d,) float32 buffers from ``stats['action']``, and
         the normalised action box ``action_low_norm`` / ``action_high_norm`` (d,) float32.
 
         Args:
             low, high: the action box in robot units, (d,) each; None or empty = the data's min/max.
+            reference: observation key of relative actions (empty: absolute); ``stats['action']`` are then
+                the relative actions' statistics, (d,) or per chunk step (h, d).
 
         Raises:
             ValueError: no ``action`` statistics, or they are not (d,); a box that is not (d,), has
@@ -49,12 +59,21 @@ class ActionNormalization:
         if ACTION not in stats:
             raise ValueError(f"no normalization statistics for {ACTION!r}")
         offset, scale = stats[ACTION].affine(normalization)
-        offset = torch.as_tensor(offset, dtype=torch.float32).reshape(-1)
-        scale = torch.as_tensor(scale, dtype=torch.float32).reshape(-1)
-        if offset.shape != (action_dim,):
-            raise ValueError(f"action statistics have shape {tuple(offset.shape)}, expected ({action_dim},)")
+        offset = torch.as_tensor(offset, dtype=torch.float32)
+        scale = torch.as_tensor(scale, dtype=torch.float32)
+        if offset.shape[-1:] != (action_dim,) or (
+            offset.dim() != 1 and not (reference and offset.dim() == 2)
+        ):
+            raise ValueError(
+                f"action statistics have shape {tuple(offset.shape)}, expected ({action_dim},) "
+                f"(or (h, {action_dim}) per chunk step for relative actions)"
+            )
         self.register_buffer("action_offset", offset)
         self.register_buffer("action_scale", scale)
+        self.action_reference = reference
+        if reference:
+            self._register_relative_box(stats[ACTION], offset, scale, low, high, action_dim)
+            return
         box = [stats[ACTION].min if not low else low, stats[ACTION].max if not high else high]
         lo, hi = (torch.as_tensor(np.asarray(b, np.float64), dtype=torch.float64).reshape(-1) for b in box)
         if lo.shape != (action_dim,) or hi.shape != (action_dim,):
@@ -76,16 +95,50 @@ class ActionNormalization:
         self.register_buffer("action_low_norm", lo_n.float(), persistent=False)
         self.register_buffer("action_high_norm", hi_n.float(), persistent=False)
 
+    def _register_relative_box(self, stats, offset, scale, low, high, action_dim: int) -> None:
+        """Relative actions: normalised box from the relative statistics' min/max ((d,) or (h, d)); a box
+        in robot units is kept as ``action_low``/``action_high`` (d,) to clamp absolute actions."""
+        lo_n = (torch.as_tensor(stats.min, dtype=torch.float32) - offset) / scale
+        hi_n = (torch.as_tensor(stats.max, dtype=torch.float32) - offset) / scale
+        self.register_buffer("action_low_norm", lo_n, persistent=False)
+        self.register_buffer("action_high_norm", hi_n, persistent=False)
+        self.action_box = None
+        if low or high:
+            lo, hi = (torch.as_tensor(np.asarray(b, np.float32)).reshape(-1) for b in (low, high))
+            if lo.shape != (action_dim,) or hi.shape != (action_dim,):
+                raise ValueError(
+                    f"policy.action_low/high must have {action_dim} values, got {lo.numel()} and {hi.numel()}"
+                )
+            self.action_box = (lo, hi)
+
     def clip_normalized(self, actions: torch.Tensor) -> torch.Tensor:
-        """Clip normalised actions to the normalised action box: (..., d) or flat chunks (B, h*d)."""
-        shape = actions.shape
-        x = actions.reshape(*shape[:-1], -1, self.action_low_norm.shape[0])
-        return torch.clamp(x, self.action_low_norm, self.action_high_norm).reshape(shape)
+        """Clip normalised actions to the normalised action box: (..., d) or flat chunks (B, h*d); with
+        per-chunk-step bounds (h, d), chunks (..., h, d) or flat (B, h*d)."""
+        shape, low = actions.shape, self.action_low_norm
+        if low.dim() == 2:
+            x = actions.reshape(-1, *low.shape)
+        else:
+            x = actions.reshape(*shape[:-1], -1, low.shape[0])
+        return torch.clamp(x, low, self.action_high_norm).reshape(shape)
 
-    def normalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Robot units (..., d) -> normalised (..., d)."""
-        return (actions - self.action_offset) / self.action_scale
+    def normalize_actions(self, actions: torch.Tensor, obs: dict | None = None) -> torch.Tensor:
+        """Robot units (..., d) -> normalised (..., d); chunks (B, h, d) or steps (B, d) need ``obs`` with
+        relative actions. Raises ValueError when ``obs`` lacks the reference key."""
+        return (actions - self._reference(actions, obs) - self.action_offset) / self.action_scale
 
-    def unnormalize_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Normalised (..., d) -> robot units (..., d)."""
-        return actions * self.action_scale + self.action_offset
+    def unnormalize_actions(self, actions: torch.Tensor, obs: dict | None = None) -> torch.Tensor:
+        """Normalised (..., d) -> robot units (..., d); inverse of :meth:`normalize_actions` (relative
+        actions given a box in robot units are clamped to it)."""
+        out = actions * self.action_scale + self.action_offset + self._reference(actions, obs)
+        box = getattr(self, "action_box", None) if self.action_reference else None
+        return out if box is None else torch.clamp(out, box[0].to(out), box[1].to(out))
+
+    def _reference(self, actions: torch.Tensor, obs: dict | None) -> torch.Tensor | float:
+        """0 for absolute actions, else ``obs[action_reference]`` (B, d) shaped to broadcast on actions."""
+        key = self.action_reference
+        if not key:
+            return 0.0
+        if obs is None or key not in obs:
+            raise ValueError(f"relative actions (policy.action_reference={key!r}) need obs[{key!r}] (B, d)")
+        ref = torch.as_tensor(obs[key], dtype=actions.dtype, device=actions.device)
+        return ref.unsqueeze(1) if actions.dim() == 3 else ref

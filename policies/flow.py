@@ -51,7 +51,9 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
             int(action_dim),
             int(cfg.flow_steps),
         )
-        self.register_action_stats(stats, cfg.normalization, action_dim, cfg.action_low, cfg.action_high)
+        self.register_action_stats(
+            stats, cfg.normalization, action_dim, cfg.action_low, cfg.action_high, cfg.action_reference
+        )
         self.encoder = (
             encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)
         )
@@ -136,4 +138,4 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
     @torch.no_grad()
     def act(self, obs: dict[str, torch.Tensor], noise: torch.Tensor | None = None) -> torch.Tensor:
         """One chunk per observation in robot units: (B, h, d)."""
-        return self.unnormalize_actions(self.sample(obs, 1, noise)[:, 0])
+        return self.unnormalize_actions(self.sample(obs, 1, noise)[:, 0], obs)

@@ -75,6 +75,10 @@ class PolicyConfig:
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
     ``quantile`` (q01/q99 scaled to [-1, 1]) for actions. ``tasks`` is the instruction vocabulary the
     policy is conditioned on; training fills it from the dataset when it holds more than one task.
+    ``action_reference``: empty for absolute actions; else an observation key of the action's shape whose
+    value at the chunk's first frame is subtracted from every action of the chunk before normalisation
+    and added back when acting (relative actions): ``observation.state`` is openpi's delta actions,
+    ``observation.prev_action`` (with ``data.prev_action``) predicts the change from the last command.
     ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
     policies act inside; actions are clipped to its normalised image, never to [-1, 1] (the demos'
     q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
@@ -90,17 +94,23 @@ class PolicyConfig:
     execution: str = "open_loop"
     ensemble_decay: float = 0.1
     tasks: list[str] = field(default_factory=list)
+    action_reference: str = ""
     action_low: list[float] = field(default_factory=list)
     action_high: list[float] = field(default_factory=list)
 
 
 @dataclass
 class BCConfig:
-    """Flow behaviour cloning."""
+    """Flow behaviour cloning. ``act_noise`` scales the initial noise x_0 ~ N(0, I) of the flow ODE when the
+    agent acts: 1 samples the learned chunk distribution; 0 starts every chunk at the prior's mode, one
+    deterministic chunk per observation (smooth when the flow has not learned to remove the noise, as on a
+    few demos; it gives up the multimodality of the demos).
+    """
 
     steps: int = 5000
     batch_size: int = 256
     lr: float = 3e-4
+    act_noise: float = 1.0
 
 
 @dataclass
@@ -156,6 +166,9 @@ class DataConfig:
     in ``cache_dir`` (default ``<run_dir>/frame_cache``) reused by later runs, ``none`` decodes the sampled
     frames from video at every step, ``auto`` picks memory below ``memory_limit_gb`` of decoded frames and
     zarr above. ``num_workers``: DataLoader processes for the zarr and video paths (0 = in process).
+    ``prev_action``: add the observation ``observation.prev_action``, the action recorded at the episode's
+    previous frame (at its first frame, that frame's own action: the command held when recording began),
+    so the policy is conditioned on the last command sent; a deployment must feed the last command.
     """
 
     path: str = ""
@@ -171,6 +184,7 @@ class DataConfig:
     cache_dir: str = ""
     memory_limit_gb: float = 4.0
     num_workers: int = 2
+    prev_action: bool = False
 
 
 @dataclass

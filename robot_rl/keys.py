@@ -2,6 +2,7 @@
 
 STATE = "observation.state"
 ENV_STATE = "observation.environment_state"
+PREV_ACTION = "observation.prev_action"  # derived: the action of the previous frame (data.prev_action)
 IMAGE_PREFIX = "observation.images."
 ACTION = "action"
 REWARD = "next.reward"

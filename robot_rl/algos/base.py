@@ -15,13 +15,16 @@ def check_finite(actions: torch.Tensor, what: str = "policy output") -> torch.Te
     return actions
 
 
-def prepare_actions(policy, actions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def prepare_actions(
+    policy, actions: torch.Tensor, valid: torch.Tensor, obs: dict | None = None
+) -> torch.Tensor:
     """Robot-unit chunks (B, h, d) -> normalised chunks; padded steps (valid == 0) that are NaN/inf become 0.
+    ``obs`` (the chunks' first observations) is needed by a policy with relative actions.
 
     Raises:
-        ValueError: a valid step holds NaN/inf.
+        ValueError: a valid step holds NaN/inf; relative actions without their reference in ``obs``.
     """
-    a = policy.normalize_actions(actions)
+    a = policy.normalize_actions(actions, obs)
     finite = torch.isfinite(a)
     if not finite.all():
         pad = (valid == 0).unsqueeze(-1)

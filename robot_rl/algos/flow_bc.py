@@ -29,7 +29,7 @@ class FlowBC(Agent):
         """One Adam step on the masked flow BC loss. ``batch`` as from ``batch_to_torch`` (actions in robot
         units, (B, h, d); valid (B, h))."""
         self.policy.train()
-        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"])
+        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"], batch["observations"])
         loss = self.policy.bc_loss(batch["observations"], actions_norm, batch["valid"])
         opt = self.optimizers["policy"]
         opt.zero_grad(set_to_none=True)
@@ -39,9 +39,15 @@ class FlowBC(Agent):
 
     @torch.no_grad()
     def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """Sample one chunk per observation: (B, h, d) in robot units. ``noise`` optional (B, 1, h, d)."""
+        """Sample one chunk per observation: (B, h, d) in robot units. ``noise`` optional (B, 1, h, d); by
+        default N(0, I) scaled by ``cfg.act_noise`` (1 when the config has none)."""
+        scale = float(getattr(self.cfg, "act_noise", 1.0))
+        if noise is None and scale != 1.0:
+            batch = len(next(iter(obs.values())))
+            device = next(self.policy.parameters()).device
+            noise = scale * torch.randn(batch, 1, self.policy.horizon, self.policy.action_dim, device=device)
         chunk = self.policy.sample(obs, num_samples=1, noise=noise)[:, 0]
-        return check_finite(self.policy.unnormalize_actions(chunk))
+        return check_finite(self.policy.unnormalize_actions(chunk, obs))
 
     def modules(self) -> dict[str, nn.Module]:
         return {"policy": self.policy}

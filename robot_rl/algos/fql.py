@@ -62,7 +62,7 @@ class QCFQLAgent(Agent):
         """One critic step, one actor step (flow BC + distillation + Q), one Polyak step."""
         obs, next_obs = batch["observations"], batch["next_observations"]
         valid = batch["valid"]
-        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"])
+        actions_norm = prepare_actions(self.policy, batch["actions"], valid, obs)
         for m in self.modules().values():
             m.train()
         with torch.no_grad():
@@ -100,7 +100,7 @@ class QCFQLAgent(Agent):
             feat_b = next(iter(obs.values())).shape[0]
             noise = self._noise(feat_b)
         chunk = self.policy.clip_normalized(self.one_step(obs, noise))
-        return check_finite(self.policy.unnormalize_actions(chunk))
+        return check_finite(self.policy.unnormalize_actions(chunk, obs))
 
     def modules(self) -> dict[str, nn.Module]:
         return {

@@ -87,7 +87,7 @@ class QCAgent(Agent):
         """One critic step, one flow BC step, one Polyak step. Returns float metrics."""
         obs, next_obs = batch["observations"], batch["next_observations"]
         valid = batch["valid"]
-        actions_norm = prepare_actions(self.policy, batch["actions"], batch["valid"])
+        actions_norm = prepare_actions(self.policy, batch["actions"], valid, obs)
         self.policy.train()
         self.critic.train()
         with torch.no_grad():
@@ -125,7 +125,7 @@ class QCAgent(Agent):
         """Best-of-N (cfg.best_of_n) chunk under the online critic: (B, h, d) robot units.
         ``noise`` optional (B, N, h, d)."""
         chunks, _ = best_of_n(self.policy, self.critic, obs, self.cfg.best_of_n, noise)
-        return check_finite(self.policy.unnormalize_actions(chunks))
+        return check_finite(self.policy.unnormalize_actions(chunks, obs))
 
     def modules(self) -> dict[str, nn.Module]:
         return {"policy": self.policy, "critic": self.critic, "target_critic": self.target_critic}

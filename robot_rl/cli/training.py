@@ -128,7 +128,13 @@ def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
     frame_cache = run.root / "frame_cache"
     return TrainingSet(
-        root, cfg.data, cfg.policy.horizon, cfg.offline.gamma, frame_cache, for_rl=algo != "bc"
+        root,
+        cfg.data,
+        cfg.policy.horizon,
+        cfg.offline.gamma,
+        frame_cache,
+        for_rl=algo != "bc",
+        action_reference=cfg.policy.action_reference,
     )
 
 
@@ -140,9 +146,15 @@ def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> 
     checkpoint = run.checkpoint(algo, seed)
     if not (checkpoint / "config.json").is_file():
         raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")
-    horizon = json.loads((checkpoint / "config.json").read_text())["policy"]["horizon"]
-    # the checkpoint's horizon, whatever the config says
-    cfg = replace(cfg, policy=replace(cfg.policy, horizon=horizon), data=replace(cfg.data, horizon_s=0.0))
+    saved = json.loads((checkpoint / "config.json").read_text())
+    # the checkpoint's horizon and action inputs, whatever the config says
+    policy = replace(
+        cfg.policy,
+        horizon=saved["policy"]["horizon"],
+        action_reference=saved["policy"].get("action_reference", ""),
+    )
+    data = replace(cfg.data, horizon_s=0.0, prev_action=saved.get("data", {}).get("prev_action", False))
+    cfg = replace(cfg, policy=policy, data=data)
     data = _training_set(cfg, run, algo)
     return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed)
 

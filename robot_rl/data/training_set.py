@@ -51,6 +51,17 @@ class Split:
     episodes: list[int]
 
 
+def previous_actions(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
+    """The action of each frame's previous frame in its episode, (N, d) float32 from ``actions`` (N, d)
+    and ``episode_index`` (N,) (episodes contiguous); an episode's first frame gets its own action."""
+    actions = np.asarray(actions, dtype=np.float32).reshape(len(actions), -1)
+    episode_index = np.asarray(episode_index).reshape(-1)
+    prev = np.arange(len(actions)) - 1
+    first = np.append(True, episode_index[1:] != episode_index[:-1])
+    prev[first] += 1
+    return actions[prev]
+
+
 class TrainingSet:
     """Chunked training data from a LeRobot dataset at ``root``.
 
@@ -63,6 +74,9 @@ class TrainingSet:
         cache_dir: folder for the zarr frame cache when ``cfg.cache_dir`` is empty.
         for_rl: offline RL needs rewards and next-observation frames; BC needs neither, so without it the
             reward columns may be absent (zeros are used) and camera frames at t + h are not fetched.
+        action_reference: empty, or the observation key relative actions are taken to
+            (``policy.action_reference``); the ``action`` statistics are then those of the relative chunk
+            actions a[t+k] − obs[t], per chunk step k (shape (h, d)).
 
     Attributes: ``obs_keys`` (vector keys then camera keys, sorted), ``obs_shapes`` (per-sample shapes;
     cameras (H, W, 3) at the training size), ``action_dim``, ``horizon``, ``fps``, ``stats`` (training
@@ -73,7 +87,8 @@ class TrainingSet:
         DatasetError: the dataset is unreadable (names the file), lacks ``action``, or lacks
             ``next.reward``/``next.done`` with ``reward='dataset'`` and ``for_rl``.
         ConfigError: unknown camera, validation episode out of range or covering every episode, unknown
-            reward mode or frame cache, or a horizon that is not a whole number of frames.
+            reward mode or frame cache, a horizon that is not a whole number of frames, or an
+            ``action_reference`` that is not a vector observation of the action's shape.
     """
 
     def __init__(
@@ -84,6 +99,7 @@ class TrainingSet:
         gamma: float,
         cache_dir: str | Path,
         for_rl: bool = False,
+        action_reference: str = "",
     ) -> None:
         if cfg.reward not in REWARD_MODES:
             raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
@@ -96,6 +112,8 @@ class TrainingSet:
         self._task_index = np.asarray(table[keys.TASK_INDEX]).reshape(-1)
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
+        if cfg.prev_action:
+            table[keys.PREV_ACTION] = previous_actions(table[keys.ACTION], table[keys.EPISODE_INDEX])
         self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
         vector_keys = sorted(k for k in table if k.startswith("observation."))
         self.obs_keys = vector_keys + self.camera_keys
@@ -109,7 +127,9 @@ class TrainingSet:
             raise ConfigError(f"data.image_size={list(size)}: expected [H, W] with H, W >= 8")
         video = VideoFrames(ds, size)
         self.store = self._store(cfg, video, Path(cfg.cache_dir or cache_dir))
-        self.obs_shapes = {k: tuple(ds.features[k]["shape"]) for k in vector_keys}
+        self.obs_shapes = {k: tuple(ds.features[k]["shape"]) for k in vector_keys if k != keys.PREV_ACTION}
+        if cfg.prev_action:
+            self.obs_shapes[keys.PREV_ACTION] = tuple(table[keys.PREV_ACTION].shape[1:])
         for key in self.camera_keys:
             self.obs_shapes[key] = video.shape(key)
         self.action_dim = int(np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1).shape[1])
@@ -117,10 +137,32 @@ class TrainingSet:
         self.train = self._split(table, train_eps, vector_keys, gamma)
         self.val = self._split(table, val_eps, vector_keys, gamma) if val_eps else None
         self.stats: dict[str, FeatureStats] = compute_stats(
-            {k: table[k][self.train.rows] for k in [*vector_keys, keys.ACTION]}
+            {k: table[k][self.train.rows] for k in vector_keys}
         )
+        self.stats[keys.ACTION] = self._action_stats(action_reference)
 
     # -- construction --------------------------------------------------------------------------------
+    def _action_stats(self, reference: str, max_chunks: int = 20000) -> FeatureStats:
+        """Statistics of the training actions, (d,) each; with ``reference``, of the relative chunk actions
+        a[t+k] − obs[t] per chunk step, (h, d) each, over up to ``max_chunks`` evenly spaced whole chunks
+        (a step k relative to t moves about k times as far as the first, so each step gets its own scale)."""
+        sampler = self.train.sampler
+        if not reference:
+            return FeatureStats.from_array(sampler.actions.reshape(len(sampler), -1))
+        if self.obs_shapes.get(reference) != (self.action_dim,):
+            raise ConfigError(
+                f"policy.action_reference={reference!r}: relative actions need a vector observation of the "
+                f"action's shape ({self.action_dim},); the dataset's are "
+                f"{ {k: v for k, v in self.obs_shapes.items() if k in sampler.obs} }"
+            )
+        whole = np.flatnonzero(sampler.all_indices() + self.horizon <= sampler.episode_end)
+        if len(whole) == 0:
+            raise DatasetError(
+                f"{self.dataset.root}: no training episode is as long as a chunk ({self.horizon})"
+            )
+        chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
+        return FeatureStats.from_array(chunks["actions"] - chunks["observations"][reference][:, None, :])
+
     @staticmethod
     def _cameras(ds: LeRobotDataset, names: list[str]) -> list[str]:
         if not names:

@@ -69,7 +69,7 @@ def open_loop_eval(
         for lo in range(0, len(indices), batch_size):
             batch = batch_to_torch(data.batch(split, indices[lo : lo + batch_size]), device)
             obs, actions, valid = batch["observations"], batch["actions"], batch["valid"]
-            target = prepare_actions(agent.policy, actions, valid)
+            target = prepare_actions(agent.policy, actions, valid, obs)
             losses.append(float(agent.policy.bc_loss(obs, target, valid)) * len(actions))
             preds.append(agent.act(obs).cpu().numpy())
             recs.append(actions.cpu().numpy())
