@@ -101,6 +101,7 @@ RULES: dict[str, Range | Choice] = {
     "bc.steps": COUNT,
     "bc.batch_size": COUNT,
     "bc.lr": POSITIVE,
+    "bc.act_noise": NONNEG,
     "offline.method": Choice(("qc", "qc_fql")),
     "offline.steps": COUNT,
     "offline.batch_size": COUNT,
