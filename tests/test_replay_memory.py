@@ -118,3 +118,13 @@ def test_appends_reuse_the_arrays_and_copy_each_row_a_bounded_number_of_times():
     assert memory.episode_index()[0] == 2900
     with pytest.raises(ValueError, match="capacity must be >= 0"):
         EpisodeMemory(spec, {}, -1)
+
+
+def test_negative_capacity_is_a_config_error(tmp_path):
+    from robot_rl.config import ConfigError, load_config
+    from robot_rl.runtime.learner import Learner
+
+    cfg = load_config(None, [f"--run_dir={tmp_path}", "--online.replay_capacity=-1"])
+    assert load_config(None, []).online.replay_capacity == 100_000
+    with pytest.raises(ConfigError, match="online.replay_capacity=-1"):
+        Learner(cfg, 0, progress=False)
