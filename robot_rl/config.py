@@ -306,7 +306,10 @@ class OnlineConfig:
     ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
-    0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``publish_every``:
+    0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``replay_capacity``: env
+    steps of online episodes the learner holds in memory for sampling (FIFO over whole episodes; the
+    demos are separate, every episode stays on disk; 0 = all): 100,000 as LeRobot's HIL-SERL online
+    buffer, about 1.2 GB per 64x64 camera, up to 1.25x that allocated. ``publish_every``:
     updates between weight publications. ``checkpoint_every``: updates between
     learner checkpoints. ``max_env_steps_ahead``: actors wait while their env steps exceed
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
@@ -325,6 +328,7 @@ class OnlineConfig:
     batch_size: int = 256
     warmup_steps: int = 0
     demo_fraction: float = 0.5
+    replay_capacity: int = 100_000
     publish_every: int = 50
     checkpoint_every: int = 500
     max_env_steps_ahead: int = 300

@@ -191,13 +191,15 @@ class ZarrReplayBuffer:
         ends = self.episode_ends
         return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Committed frames read into memory: ``{key: (N, *shape)}`` for every spec key."""
-        return {key: self._arrays[key][: self._frames] for key in self.spec}
+    def arrays(self, start: int = 0) -> dict[str, np.ndarray]:
+        """Committed frames from frame ``start`` on, read into memory: ``{key: (N - start, *shape)}`` for
+        every spec key."""
+        return {key: self._arrays[key][start : self._frames] for key in self.spec}
 
-    def episode_arrays(self) -> dict[str, np.ndarray]:
-        """Committed per-episode values in memory: ``{key: (E, *shape)}`` for every episode_spec key."""
-        return {key: self._arrays[key][: self._episodes] for key in self.episode_spec}
+    def episode_arrays(self, start: int = 0) -> dict[str, np.ndarray]:
+        """Committed per-episode values from episode ``start`` on, read into memory:
+        ``{key: (E - start, *shape)}`` for every episode_spec key."""
+        return {key: self._arrays[key][start : self._episodes] for key in self.episode_spec}
 
     def episode(self, index: int) -> dict[str, np.ndarray]:
         """Committed episode ``index``: ``{key: (T, *shape)}`` for every spec key and ``{key: (*shape)}``

@@ -8,8 +8,9 @@ stored twice and none is lost (DESIGN.md §4).
 
 Sampling follows RLPD (Ball et al. 2023, "Efficient Online RL with Offline Data"; ALGORITHMS.md §5):
 each batch takes ``demo_fraction`` of its chunks from the prior buffer (the demonstration dataset plus
-every online step a human drove) and the rest from all online steps. Chunks are the chunked transitions
-of ALGORITHMS.md §1.
+every held online step a human drove) and the rest from all held online steps: the newest
+``online.replay_capacity`` env steps, kept in memory by :mod:`robot_rl.runtime.replay_memory`. Chunks
+are the chunked transitions of ALGORITHMS.md §1.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.data.sampler import ChunkSampler
+from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
 ACTOR_EPISODE_KEY = "runtime.actor_episode"
@@ -65,7 +67,13 @@ def concat_batches(parts: list[dict]) -> dict:
 
 
 class OnlineReplay:
-    """Online episodes from every actor, on disk and mirrored in memory for sampling.
+    """Online episodes from every actor: all of them on disk, the newest ``capacity`` env steps in memory
+    for sampling.
+
+    The disk buffer is the durable record of every episode. The memory window
+    (:class:`~robot_rl.runtime.replay_memory.EpisodeMemory`) is a FIFO over whole episodes: an add that
+    would hold more than ``capacity`` steps evicts the oldest episodes first, and samples come only from
+    the episodes held. On a restart only the newest episodes that fit are read back from disk.
 
     Args:
         path: folder of the zarr buffer (created, or resumed after a crash).
@@ -73,9 +81,11 @@ class OnlineReplay:
         action_dim: d.
         horizon: chunk length h of the sampled transitions.
         gamma: discount of the chunked reward.
+        capacity: env steps held in memory (``online.replay_capacity``); 0 = every episode.
 
     Raises:
         DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable.
+        ValueError: a negative capacity.
     """
 
     def __init__(
@@ -85,37 +95,50 @@ class OnlineReplay:
         action_dim: int,
         horizon: int,
         gamma: float,
+        capacity: int = 0,
     ) -> None:
         self.obs_keys = sorted(obs_shapes)
         spec = episode_spec(obs_shapes, action_dim)
+        finals = final_spec(obs_shapes)
         spec[ACTOR_KEY] = ((), np.int32)
         spec[ACTOR_EPISODE_KEY] = ((), np.int64)
-        self.buffer = ZarrReplayBuffer(path, spec, final_spec(obs_shapes))
+        self.buffer = ZarrReplayBuffer(path, spec, finals)
         self.horizon, self.gamma = horizon, gamma
-        arrays = self.buffer.arrays()
-        self._parts: list[dict[str, np.ndarray]] = [arrays] if len(self.buffer) else []
-        self._finals = [self.buffer.episode_arrays()] if len(self.buffer) else []
-        self._episode_index = [self.buffer.episode_index] if len(self.buffer) else []
+        sampled = (*self.obs_keys, keys.ACTION, keys.REWARD, keys.DONE, keys.INTERVENTION)
+        self.memory = EpisodeMemory({k: spec[k] for k in sampled}, finals, capacity)
         self._sampler: ChunkSampler | None = None
         self._prior_rows = np.zeros(0, np.int64)
         self.acked: dict[int, int] = {}
-        if len(self.buffer):
-            starts = np.concatenate([[0], self.buffer.episode_ends[:-1]])
-            for actor, ep in zip(arrays[ACTOR_KEY][starts], arrays[ACTOR_EPISODE_KEY][starts], strict=True):
+        ends = self.buffer.episode_ends
+        if len(ends):
+            starts = np.concatenate([[0], ends[:-1]])
+            stored = self.buffer.zarr_arrays()
+            actors = stored[ACTOR_KEY].get_coordinate_selection(starts)
+            episodes = stored[ACTOR_EPISODE_KEY].get_coordinate_selection(starts)
+            for actor, ep in zip(actors, episodes, strict=True):
                 self.acked[int(actor)] = max(self.acked.get(int(actor), 0), int(ep) + 1)
+            first = newest_window(ends, capacity)
+            self.memory.extend(
+                self.buffer.arrays(int(starts[first])),
+                self.buffer.episode_arrays(first),
+                np.diff(ends[first:], prepend=starts[first]),
+                first,
+            )
 
     @property
     def num_steps(self) -> int:
-        """Online env steps stored."""
+        """Online env steps stored (on disk; memory holds at most ``capacity`` of them)."""
         return len(self.buffer)
 
     @property
     def num_episodes(self) -> int:
+        """Online episodes stored (on disk)."""
         return self.buffer.num_episodes
 
     def add(self, actor: int, actor_episode: int, frames: dict[str, np.ndarray]) -> bool:
         """Store actor ``actor``'s episode number ``actor_episode``: T frames per key of the episode spec and
-        the final observation per key of :func:`final_spec`.
+        the final observation per key of :func:`final_spec`. In memory it evicts the oldest episodes that
+        no longer fit in the capacity.
 
         Returns False (and stores nothing) when that episode is already stored: a resend after a lost
         acknowledgement. Durable on return.
@@ -141,41 +164,41 @@ class OnlineReplay:
         source = "intervention" if np.asarray(frames[keys.INTERVENTION]).any() else "online"
         ep = self.buffer.add_episode(frames, source=source)
         self.acked[actor] = actor_episode + 1
-        self._parts.append({k: np.asarray(frames[k]) for k in self.buffer.spec})
-        self._finals.append({k: np.asarray(frames[k])[None] for k in self.buffer.episode_spec})
-        self._episode_index.append(np.full(length, ep, np.int64))
+        self.memory.append(frames, frames, ep)
         self._sampler = None
         return True
 
     def _build(self) -> ChunkSampler | None:
-        if self._sampler is None and self._parts:
-            if len(self._parts) > 1:
-                self._parts = [{k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}]
-                self._finals = [{k: np.concatenate([p[k] for p in self._finals]) for k in self._finals[0]}]
-                self._episode_index = [np.concatenate(self._episode_index)]
-            arrays = self._parts[0]
-            final_obs = {k: self._finals[0][keys.final_key(k)] for k in self.obs_keys}
+        """The sampler over views of the held steps (no copy of the observations)."""
+        if self._sampler is None and self.memory.num_steps:
+            arrays, finals = self.memory.frames(), self.memory.finals()
+            final_obs = {k: finals[keys.final_key(k)] for k in self.obs_keys}
             self._sampler = ChunkSampler(
-                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma, final_obs=final_obs
+                arrays,
+                self.memory.episode_index(),
+                self.obs_keys,
+                self.horizon,
+                self.gamma,
+                final_obs=final_obs,
             )
-            self._prior_rows = np.flatnonzero(np.asarray(arrays[keys.INTERVENTION]).astype(bool))
+            self._prior_rows = np.flatnonzero(arrays[keys.INTERVENTION])
         return self._sampler
 
     @property
     def intervention_steps(self) -> int:
-        """Online steps a human drove (they also belong to the prior buffer)."""
+        """Held online steps a human drove (they also belong to the prior buffer)."""
         self._build()
         return len(self._prior_rows)
 
     def sample_online(self, n: int, rng: np.random.Generator) -> dict:
-        """``n`` chunks starting at uniformly drawn online steps ({} when n == 0 or nothing is stored)."""
+        """``n`` chunks starting at uniformly drawn held online steps ({} when n == 0 or nothing is held)."""
         sampler = self._build()
         if n <= 0 or sampler is None:
             return {}
         return sampler.get(rng.integers(0, len(sampler), size=n))
 
     def sample_interventions(self, n: int, rng: np.random.Generator) -> dict:
-        """``n`` chunks starting at uniformly drawn human-driven online steps ({} if there are none)."""
+        """``n`` chunks starting at uniformly drawn held human-driven online steps ({} if there are none)."""
         sampler = self._build()
         if n <= 0 or sampler is None or not len(self._prior_rows):
             return {}
@@ -213,8 +236,9 @@ def rlpd_batch(
     human_only: bool = False,
 ) -> dict:
     """One RLPD batch: ``round(batch_size * demo_fraction)`` chunks from the prior buffer (demos and
-    human-driven online steps, in proportion to their sizes) and the rest from all online steps. Before
-    any online step is stored, the whole batch comes from the prior buffer.
+    human-driven online steps held, in proportion to their sizes) and the rest from all held online steps
+    (the newest ``capacity`` of :class:`OnlineReplay`). Before any online step is stored, the whole batch
+    comes from the prior buffer.
 
     ``human_only`` (HG-DAgger: imitate only what a human did): the whole batch comes from the prior buffer
     (``demo_fraction`` is ignored), and each chunk drawn from human-driven online steps gets
