@@ -171,6 +171,7 @@ RULES: dict[str, Range | Choice] = {
     "online.num_actors": COUNT,
     "online.connect_timeout_s": POSITIVE,
     "online.log_every_s": POSITIVE,
+    "online.replay_capacity": NONNEG_INT,
 }
 
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")

@@ -122,9 +122,7 @@ def test_appends_reuse_the_arrays_and_copy_each_row_a_bounded_number_of_times():
 
 def test_negative_capacity_is_a_config_error(tmp_path):
     from robot_rl.config import ConfigError, load_config
-    from robot_rl.runtime.learner import Learner
 
-    cfg = load_config(None, [f"--run_dir={tmp_path}", "--online.replay_capacity=-1"])
     assert load_config(None, []).online.replay_capacity == 100_000
     with pytest.raises(ConfigError, match="online.replay_capacity=-1"):
-        Learner(cfg, 0, progress=False)
+        load_config(None, [f"--run_dir={tmp_path}", "--online.replay_capacity=-1"])

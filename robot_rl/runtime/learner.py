@@ -59,8 +59,6 @@ class Learner:
             raise ConfigError("online.env_steps must be > 0 (the online env-step budget)")
         if not 0.0 <= on.demo_fraction <= 1.0:
             raise ConfigError(f"online.demo_fraction={on.demo_fraction} must be in [0, 1]")
-        if on.replay_capacity < 0:
-            raise ConfigError(f"online.replay_capacity={on.replay_capacity} must be >= 0 env steps (0 = all)")
         self.cfg, self.seed, self.progress = cfg, seed, progress
         set_threads(cfg.threads, on.num_actors + 1)  # the learner shares the CPU with its actors
         self.run = RunDir(cfg.run_dir)
