@@ -19,13 +19,13 @@ from robot_rl.cli.envs import (
     dataset_features,
     make_rollout_vec_env,
 )
-from robot_rl.cli.sources import AgentSource, ExpertSource
 from robot_rl.cli.training import load_agent, score_checkpoint, train_agent
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
+from robot_rl.sources import AgentSource, ExpertSource
 
 
 def collect(cfg: PipelineConfig) -> dict:

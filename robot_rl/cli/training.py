@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
 from robot_rl.eval.report import plot_training
 from robot_rl.run_dir import RunDir, write_json_atomic
+from robot_rl.training.resume import remove_resume, restore, resume_checkpoint, resume_dir, save_resume
 
 LOG_EVERY = 50
 
@@ -51,7 +51,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
         _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
     )
     final_dir = run.checkpoint(algo, seed)
-    resume_dir = _resume_dir(final_dir)
+    resume_to = resume_dir(final_dir)
     resume_from = resume_checkpoint(final_dir)
     start = 0
     log_path, val_path = run.train_log(algo, seed), run.val_log(algo, seed)
@@ -90,7 +90,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                 val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
                 val_log.write({"step": step + 1, **val.metrics})
             if (step + 1) % cfg.checkpoint_every == 0 and not last:
-                save_resume(agent, resume_dir, {"step": step + 1}, config, data.stats)
+                save_resume(agent, resume_to, {"step": step + 1}, config, data.stats)
     finally:
         log.close()
         val_log.close()
@@ -99,8 +99,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     save_checkpoint(
         final_dir, agent.modules(), config, data.stats, obs_shapes=data.obs_shapes, action_dim=data.action_dim
     )
-    for leftover in (resume_dir, _previous(resume_dir)):
-        shutil.rmtree(leftover, ignore_errors=True)
+    remove_resume(final_dir)
     plot_training(log_path, val_path if data.val is not None else None, log_path.with_suffix(".png"))
     if data.val is not None:
         metrics = {**metrics, **_score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed)}
@@ -212,61 +211,6 @@ def _truncate_log(path: Path, step: int) -> None:
         r for r in rows if r.endswith("\n") and r.count(",") == fields and int(r.split(",", 1)[0]) <= step
     ]
     path.write_text(header + "".join(kept))
-
-
-def resume_checkpoint(final_dir: Path) -> Path | None:
-    """The resumable checkpoint a killed training run of ``final_dir`` continues from, or None.
-
-    That is ``<final_dir>_resume`` when complete, else the previous one (``<final_dir>_resume.old``),
-    which :func:`save_resume` keeps until its successor is in place: a kill at any moment leaves one.
-    """
-    current = _resume_dir(final_dir)
-    for path in (current, _previous(current)):
-        if (path / "learner_state.json").is_file():
-            return path
-    return None
-
-
-def _resume_dir(final_dir: Path) -> Path:
-    return final_dir.with_name(final_dir.name + "_resume")
-
-
-def _previous(resume_dir: Path) -> Path:
-    return resume_dir.with_name(resume_dir.name + ".old")
-
-
-def save_resume(agent, path: Path, state: dict, config, stats) -> None:
-    """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
-    ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after.
-    Raises OSError naming ``path`` (the temporary folder removed) when writing fails."""
-    from robot_rl.policies.checkpoint import save_checkpoint
-
-    tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
-        (tmp / "learner_state.json").write_text(json.dumps(state))
-    except OSError as err:  # a full disk: leave no half-written folder behind
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise OSError(err.errno, err.strerror, str(path)) from err
-    if (path / "learner_state.json").is_file():
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-    else:
-        shutil.rmtree(path, ignore_errors=True)  # an incomplete folder from an earlier kill
-    tmp.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def restore(agent, path: Path) -> dict:
-    """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
-    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state, load_module_state
-
-    state, _, _ = load_checkpoint(path)
-    for name, module in agent.modules().items():
-        load_module_state(module, state.get(name, {}), f"{path / 'model.safetensors'} ({name})")
-    agent.load_optimizer_state(load_extra_state(path))
-    return json.loads((path / "learner_state.json").read_text())
 
 
 def load_agent(path: Path, device: str = "cpu", seed: int = 0, space=None):

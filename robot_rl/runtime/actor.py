@@ -202,9 +202,9 @@ class Actor:
     def _load_policy(self) -> bool:
         """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
         the cached copy of a previous run. Returns whether a policy is ready."""
-        from robot_rl.cli.sources import AgentSource
         from robot_rl.policies.checkpoint import MODEL_FILE
         from robot_rl.policies.factory import load_agent
+        from robot_rl.sources import AgentSource
 
         pending, self.sender.pending = self.sender.pending, None
         spec = self.sender.spec

@@ -270,12 +270,12 @@ class Learner:
         return {"updates": self.updates, "version": self.version, "format": RUNTIME_FORMAT}
 
     def _save_resume(self) -> None:
-        from robot_rl.cli.training import save_resume
+        from robot_rl.training.resume import save_resume
 
         save_resume(self.agent, self.dir / "learner_resume", self._counters(), self.config, self.stats)
 
     def _resume(self) -> None:
-        from robot_rl.cli.training import restore, resume_checkpoint
+        from robot_rl.training.resume import restore, resume_checkpoint
 
         path = resume_checkpoint(self.dir / "learner")
         if path is None:

@@ -1,0 +1,71 @@
+"""Resumable training checkpoints: written atomically, so a run killed at any moment continues from the
+last one (offline training and the online learner both use them; DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+
+def resume_checkpoint(final_dir: Path) -> Path | None:
+    """The resumable checkpoint a killed training run of ``final_dir`` continues from, or None.
+
+    That is ``<final_dir>_resume`` when complete, else the previous one (``<final_dir>_resume.old``),
+    which :func:`save_resume` keeps until its successor is in place: a kill at any moment leaves one.
+    """
+    current = resume_dir(final_dir)
+    for path in (current, _previous(current)):
+        if (path / "learner_state.json").is_file():
+            return path
+    return None
+
+
+def resume_dir(final_dir: Path) -> Path:
+    """Where the resumable checkpoint of ``final_dir`` lives: ``<final_dir>_resume``."""
+    return final_dir.with_name(final_dir.name + "_resume")
+
+
+def _previous(resume_dir: Path) -> Path:
+    return resume_dir.with_name(resume_dir.name + ".old")
+
+
+def save_resume(agent, path: Path, state: dict, config, stats) -> None:
+    """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
+    ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after.
+    Raises OSError naming ``path`` (the temporary folder removed) when writing fails."""
+    from robot_rl.policies.checkpoint import save_checkpoint
+
+    tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
+        (tmp / "learner_state.json").write_text(json.dumps(state))
+    except OSError as err:  # a full disk: leave no half-written folder behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(err.errno, err.strerror, str(path)) from err
+    if (path / "learner_state.json").is_file():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    else:
+        shutil.rmtree(path, ignore_errors=True)  # an incomplete folder from an earlier kill
+    tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore(agent, path: Path) -> dict:
+    """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
+    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state, load_module_state
+
+    state, _, _ = load_checkpoint(path)
+    for name, module in agent.modules().items():
+        load_module_state(module, state.get(name, {}), f"{path / 'model.safetensors'} ({name})")
+    agent.load_optimizer_state(load_extra_state(path))
+    return json.loads((path / "learner_state.json").read_text())
+
+
+def remove_resume(final_dir: Path) -> None:
+    """Delete the resumable checkpoints of ``final_dir`` once its final checkpoint is written."""
+    current = resume_dir(final_dir)
+    for leftover in (current, _previous(current)):
+        shutil.rmtree(leftover, ignore_errors=True)
