@@ -8,7 +8,6 @@ import csv
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.intervention import DeviceError, HumanInput
 from robot_rl.runtime.replay import ACTOR_EPISODE_KEY, ACTOR_KEY, OnlineReplay, rlpd_batch
+from robot_rl.runtime.weights import NonFiniteWeightsError
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -331,14 +331,20 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
         copy_run(tiny_offline_run, tmp_path / "run"), "--intervention.device=none"
     )
     try:
+        version = learner.version
         with torch.no_grad():
             for p in learner.agent.policy.parameters():
                 p.fill_(float("nan"))
-        learner._publish()
-        threading.Event().wait(0.5)  # the sender fetches the new weights
+        with pytest.raises(NonFiniteWeightsError, match="policy.*NaN or inf"):
+            learner._publish()  # a diverged learner never publishes
+        assert learner.version == version
+        assert actor._load_policy()
+        with torch.no_grad():  # a policy that turns NaN on the actor's side is still caught there
+            for p in actor.source.agent.policy.parameters():
+                p.fill_(float("nan"))
         frames, error = actor._episode(env_seed=5)  # the env itself raises on a NaN action
         assert error is None and frames is None  # stopped before the first step: nothing was executed
-        assert actor.counters["policy_nan_stops"] == 1 and actor.version == learner.version
+        assert actor.counters["policy_nan_stops"] == 1
     finally:
         actor.sender.closed.set()
         server.close()
