@@ -262,10 +262,18 @@ class Actor:
 
     # -- acting --------------------------------------------------------------------------------------
     def _should_stop(self) -> bool:
+        """Stop when the learner says the budget is spent, when this actor alone has logged the run's
+        ``online.env_steps`` (it knows the budget, so it stops even with the learner down instead of
+        acting on stale weights forever), or when its parent process is gone."""
         if self.sender.error is not None:
             raise self.sender.error
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
+            return True
+        with self._log_lock:
+            logged = len(self.log)
+        if logged >= self.cfg.online.env_steps:
+            log.info("actor %d: %d env steps logged, the run's budget; stopping", self.actor_id, logged)
             return True
         return bool(self.sender.status.get("stop")) and self.sender.connected
 
@@ -324,7 +332,7 @@ class Actor:
                     self.sender.wake.set()
                 if error is not None:
                     raise error
-            self._flush()
+            self._flush(self.cfg.online.connect_timeout_s)
         finally:
             self.sender.closed.set()
             self.sender.join(timeout=5)
