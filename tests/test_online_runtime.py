@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import threading
 import sys
 from pathlib import Path
 
