@@ -7,8 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import threading
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
