@@ -316,7 +316,9 @@ class OnlineConfig:
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
     ZeroMQ on ``address``) or ``ray`` (``ray_address``; empty starts a local Ray). ``num_actors``: actor
     processes (one env each). ``connect_timeout_s``: how long a starting actor with no cached weights waits
-    for the learner before it gives up. ``log_every_s``: seconds between metric rows.
+    for the learner before it gives up (and, at the end, for its backlog to be acknowledged).
+    ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
+    with an error instead of resetting forever. ``log_every_s``: seconds between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks.
     """
 
@@ -338,6 +340,7 @@ class OnlineConfig:
     num_actors: int = 1
     connect_timeout_s: float = 120.0
     log_every_s: float = 5.0
+    max_nan_stops: int = 3
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"

@@ -171,6 +171,7 @@ RULES: dict[str, Range | Choice] = {
     "online.num_actors": COUNT,
     "online.connect_timeout_s": POSITIVE,
     "online.log_every_s": POSITIVE,
+    "online.max_nan_stops": COUNT,
     "online.replay_capacity": NONNEG_INT,
 }
 

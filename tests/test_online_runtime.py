@@ -377,6 +377,19 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
     finally:
         actor.sender.closed.set()
         server.close()
+    # an actor whose (cached) policy is NaN stops after online.max_nan_stops episodes in a row instead of
+    # spinning through resets (460 resets in 20 s before), logging nothing
+    from safetensors.torch import load_file, save_file
+
+    from robot_rl.runtime.actor import Actor, PolicyFaultError
+    from robot_rl.runtime.link import ZmqLearnerLink
+
+    model = actor.dir / "policy" / "model.safetensors"
+    save_file({k: torch.full_like(v, float("nan")) for k, v in load_file(model).items()}, model)
+    broken = Actor(actor.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=0.2))
+    with pytest.raises(PolicyFaultError, match="3 episodes in a row"):
+        broken.run()
+    assert broken.counters["policy_nan_stops"] == 3 and broken.num_logged() == 0
 
 
 class _UnpluggedAfter:

@@ -61,6 +61,11 @@ def episode_meta(frames: dict[str, np.ndarray], control_hz: float, version: int)
     }
 
 
+class PolicyFaultError(RuntimeError):
+    """The policy produced NaN/inf chunks ``online.max_nan_stops`` episodes in a row: the actor stops (a
+    real robot holds) instead of spinning through resets with a broken policy."""
+
+
 class _Sender(threading.Thread):
     """Pushes unacknowledged logged episodes to the learner and fetches newer weights, in the background."""
 
@@ -165,6 +170,7 @@ class Actor:
         self.version = -1
         self.source = None  # robot_rl.cli.sources.AgentSource once weights arrived
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
+        self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
         self.sender = _Sender(self)
 
     # -- wiring --------------------------------------------------------------------------------------
@@ -314,6 +320,7 @@ class Actor:
 
         Raises:
             DeviceError: the intervention device failed mid-run (the episode so far is recorded first).
+            PolicyFaultError: ``online.max_nan_stops`` episodes in a row ended on a NaN/inf chunk.
         """
         self.sender.start()
         try:
@@ -322,7 +329,9 @@ class Actor:
                 index = self.num_logged()
                 env_seed = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE
                 env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
+                nan_stops = self.counters["policy_nan_stops"]
                 frames, error = self._episode(env_seed)
+                self._count_nan_stops(self.counters["policy_nan_stops"] > nan_stops)
                 if frames is not None:
                     with self._log_lock:
                         self.log.add_episode(frames, source="online")
@@ -340,6 +349,16 @@ class Actor:
                 self.device.close()
             self.env.close()
         return dict(self.counters)
+
+    def _count_nan_stops(self, stopped: bool) -> None:
+        self._nan_streak = self._nan_streak + 1 if stopped else 0
+        limit = self.cfg.online.max_nan_stops
+        if self._nan_streak >= limit:
+            raise PolicyFaultError(
+                f"actor {self.actor_id}: the policy (weights version {self.version}) produced NaN/inf "
+                f"actions in {limit} episodes in a row (online.max_nan_stops); stopping, nothing unsafe was "
+                "executed"
+            )
 
     def _flush(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
