@@ -318,7 +318,9 @@ class OnlineConfig:
     processes (one env each). ``connect_timeout_s``: how long a starting actor with no cached weights waits
     for the learner before it gives up (and, at the end, for its backlog to be acknowledged).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
-    with an error instead of resetting forever. ``log_every_s``: seconds between metric rows.
+    with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
+    process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``log_every_s``: seconds
+    between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks.
     """
 
@@ -341,6 +343,7 @@ class OnlineConfig:
     connect_timeout_s: float = 120.0
     log_every_s: float = 5.0
     max_nan_stops: int = 3
+    actor_restarts: int = 3
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"

@@ -172,6 +172,7 @@ RULES: dict[str, Range | Choice] = {
     "online.connect_timeout_s": POSITIVE,
     "online.log_every_s": POSITIVE,
     "online.max_nan_stops": COUNT,
+    "online.actor_restarts": NONNEG_INT,
     "online.replay_capacity": NONNEG_INT,
 }
 

@@ -31,6 +31,7 @@ KNOWN = (
     ("robot_rl.extras", "MissingExtraError", "missing optional package", 1),
     ("robot_rl.runtime.weights", "NonFiniteWeightsError", "training diverged", 1),
     ("robot_rl.runtime.actor", "PolicyFaultError", "policy fault", 1),
+    ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
 )
 
 DISK_FIXES = {

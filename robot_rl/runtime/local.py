@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from robot_rl.config import PipelineConfig, save_config
@@ -51,8 +52,21 @@ def run_actor(cfg: PipelineConfig, seed: int, actor_id: int, parent_pid: int | N
         link.close()
 
 
+class ActorFaultError(RuntimeError):
+    """An actor process stopped on a fault a restart cannot fix (it printed a one-line ``robot-rl:`` error:
+    a missing device or critic, a bad config, a broken policy), or crashed more than
+    ``online.actor_restarts`` times; the message names the actor and its log."""
+
+
 class ActorProcesses:
-    """Actor processes started from this one, each logging to ``<online dir>/actor<k>.log``."""
+    """Actor processes started from this one, each logging to ``<online dir>/actor<k>.log``.
+
+    :meth:`check` heals the run: an actor that died from a signal (SIGKILL, the OOM killer) or an
+    unexpected crash (a traceback) is restarted after a back-off of 1, 2, 4, ... s, at most
+    ``online.actor_restarts`` times; it resumes from its episode log, so nothing recorded is lost. An actor
+    that stopped on a known fault (a one-line ``robot-rl:`` error, not transient) stops the run with that
+    line.
+    """
 
     def __init__(self, cfg: PipelineConfig, seed: int, address: str) -> None:
         run = RunDir(cfg.run_dir)
@@ -60,39 +74,74 @@ class ActorProcesses:
         folder.mkdir(parents=True, exist_ok=True)
         config_path = folder / "config.yaml"
         save_config(cfg, config_path)
+        self.max_restarts = cfg.online.actor_restarts
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
+        self.cmds: list[list[str]] = []
+        self.restarts: list[int] = []
+        self.restart_at: list[float | None] = []
         for k in range(cfg.online.num_actors):
-            log_path = folder / f"actor{k}.log"
-            cmd = [
-                sys.executable,
-                "-m",
-                "robot_rl.cli.main",
-                "online",
-                "--role",
-                "actor",
-                "--actor-id",
-                str(k),
-                "--seed",
-                str(seed),
-                "--parent-pid",
-                str(os.getpid()),
-                "--config",
-                str(config_path),
-                f"--online.address={address}",
-            ]
-            with open(log_path, "ab") as out:
-                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT))
-            self.logs.append(log_path)
+            self.cmds.append(
+                [
+                    sys.executable,
+                    "-m",
+                    "robot_rl.cli.main",
+                    "online",
+                    "--role",
+                    "actor",
+                    "--actor-id",
+                    str(k),
+                    "--seed",
+                    str(seed),
+                    "--parent-pid",
+                    str(os.getpid()),
+                    "--config",
+                    str(config_path),
+                    f"--online.address={address}",
+                ]
+            )
+            self.logs.append(folder / f"actor{k}.log")
+            self.restarts.append(0)
+            self.restart_at.append(None)
+            self.procs.append(self._start(k))
+
+    def _start(self, k: int) -> subprocess.Popen:
+        with open(self.logs[k], "ab") as out:
+            return subprocess.Popen(self.cmds[k], stdout=out, stderr=subprocess.STDOUT)
+
+    def _last_line(self, k: int) -> str:
+        lines = [line for line in self.logs[k].read_text(errors="replace").splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
 
     def check(self) -> None:
-        """Raise RuntimeError when every actor has exited with an error (nobody is left to act)."""
-        codes = [p.poll() for p in self.procs]
-        if codes and all(c is not None and c != 0 for c in codes):
-            raise RuntimeError(
-                f"every actor process exited with an error (codes {codes}); see "
-                f"{', '.join(map(str, self.logs))}"
-            )
+        """Restart crashed actors when their back-off has passed (see the class docstring).
+
+        Raises:
+            ActorFaultError: an actor stopped on a known fault, or crashed more than the restart limit.
+        """
+        now = time.monotonic()
+        for k, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code is None or code == 0:
+                continue
+            if self.restart_at[k] is None:
+                line = self._last_line(k)
+                if code > 0 and line.startswith("robot-rl: "):
+                    raise ActorFaultError(f"actor {k} stopped: {line.removeprefix('robot-rl: ')}")
+                if self.restarts[k] >= self.max_restarts:
+                    raise ActorFaultError(
+                        f"actor {k} crashed {self.restarts[k] + 1} times (exit code {code}; "
+                        f"online.actor_restarts={self.max_restarts}); see {self.logs[k]}"
+                    )
+                self.restart_at[k] = now + 2.0 ** self.restarts[k]
+                log.warning(
+                    "actor %d exited with code %d; restarting it in %.0f s", k, code, 2.0 ** self.restarts[k]
+                )
+            elif now >= self.restart_at[k]:
+                self.restarts[k] += 1
+                self.restart_at[k] = None
+                self.procs[k] = self._start(k)
+                log.warning("actor %d restarted (%d of %d)", k, self.restarts[k], self.max_restarts)
 
     def stop(self, timeout_s: float = 60.0) -> list[int | None]:
         """Wait for the actors to finish, then terminate any left. Returns their exit codes."""
