@@ -179,6 +179,9 @@ class CriticConfig:
     breaks the constant-rate assumption of time labels and teaches that a failed attempt is progress.
     ``rule``: the VLAC negative-delta rule used to rebuild progress curves (``scale`` or ``mix``).
     ``lora_rank``: LoRA rank for ``vlm`` fine-tuning (0 = train the head only).
+    Serving (``robot-rl critic serve``): ``serve_max_pairs`` pairs per request at most (a bigger one is
+    refused at once; ``RemoteCritic`` splits its calls to fit), ``serve_max_message_mb`` MiB per message
+    frame at most (``zmq.MAXMSGSIZE``: a peer sending more is disconnected before the frame is buffered).
     """
 
     kind: str = "compact"
@@ -198,6 +201,8 @@ class CriticConfig:
     rule: str = "scale"
     lora_rank: int = 8
     seed: int = 0
+    serve_max_pairs: int = 1024
+    serve_max_message_mb: float = 64.0
 
 
 @dataclass
@@ -281,7 +286,9 @@ class OnlineConfig:
     ZeroMQ on ``address``) or ``ray`` (``ray_address``; empty starts a local Ray). ``num_actors``: actor
     processes (one env each). ``connect_timeout_s``: how long a starting actor with no cached weights waits
     for the learner before it gives up. ``log_every_s``: seconds between metric rows.
-    ``tensorboard``/``wandb``: extra metric sinks.
+    ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
+    records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
+    cap (``zmq.MAXMSGSIZE``). ``address`` off loopback (``tcp://*:5560``) needs ``security.keys``.
     """
 
     method: str = "qc"
@@ -304,6 +311,19 @@ class OnlineConfig:
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"
+    max_episode_steps: int = 0
+
+
+@dataclass
+class SecurityConfig:
+    """Who may talk to the learner and the critic server (robot_rl.security).
+
+    ``keys``: a folder made by ``robot-rl keys`` (ZeroMQ CURVE key pairs). With it, the servers accept
+    only the clients listed in ``<keys>/clients`` (actor K only with key ``actorK``) and traffic is
+    encrypted; without it a server refuses to bind anything but a loopback address.
+    """
+
+    keys: str = ""
 
 
 @dataclass
@@ -328,6 +348,7 @@ class PipelineConfig:
     online: OnlineConfig = field(default_factory=OnlineConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, online
+from robot_rl.cli import dataset, keys, online
 from robot_rl.config import ConfigError, load_config
 from robot_rl.run_dir import online_name
 
@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--output", required=True, help="folder of the labelled copy of the dataset")
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
+    keys.add_parser(sub)
     return parser
 
 
@@ -61,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     """Parse arguments, load the config and run the subcommand. Returns the process exit code."""
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command == "dataset":
+    if args.command in ("dataset", "keys"):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return dataset.run(args)
+        return (dataset if args.command == "dataset" else keys).run(args)
     try:
         cfg = load_config(args.config, overrides, quick=args.quick)
     except ConfigError as err:
