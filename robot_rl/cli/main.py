@@ -45,7 +45,11 @@ def _parser() -> argparse.ArgumentParser:
             online.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
-            p.add_argument("--address", default="tcp://127.0.0.1:5555", help="serve: ZeroMQ bind address")
+            p.add_argument(
+                "--address",
+                default="tcp://127.0.0.1:5555",
+                help="serve: ZeroMQ bind address (off loopback it needs --security.keys)",
+            )
             p.add_argument("--max-batch", type=int, default=64, help="serve: most pairs per forward pass")
             p.add_argument(
                 "--max-wait-ms", type=float, default=0.0, help="serve: wait this long to fill a batch"

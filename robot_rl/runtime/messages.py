@@ -62,6 +62,11 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     return int(value)
 
 
+def _key_sets(what: str, missing: list[str], extra: list[str]) -> str:
+    parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
+    return f"{what}: {'; '.join(parts)}"
+
+
 def check_frames(frames: Any, spec: dict, max_steps: int, where: str) -> dict[str, np.ndarray]:
     """``frames`` checked against ``spec`` (key -> (per-frame shape, dtype)); returns them.
 
@@ -74,7 +79,7 @@ def check_frames(frames: Any, spec: dict, max_steps: int, where: str) -> dict[st
         raise ProtocolError(f"{where}: frames must be a dict of arrays, got {type(frames).__name__}")
     missing, extra = sorted(set(spec) - set(frames)), sorted(set(frames) - set(spec))
     if missing or extra:
-        raise ProtocolError(f"{where}: frames lack keys {missing} and carry unexpected keys {extra}")
+        raise ProtocolError(f"{where}: {_key_sets('frames', missing, extra)}")
     length = None
     for key, (shape, dtype) in spec.items():
         arr = frames[key]
@@ -112,7 +117,7 @@ def check_meta(meta: Any, frames: dict[str, np.ndarray], control_hz: float, wher
         raise ProtocolError(f"{where}: meta must be a dict, got {type(meta).__name__}")
     missing, extra = sorted(set(META_TYPES) - set(meta)), sorted(set(meta) - set(META_TYPES))
     if missing or extra:
-        raise ProtocolError(f"{where}: meta lacks fields {missing} and carries unexpected fields {extra}")
+        raise ProtocolError(f"{where}: {_key_sets('meta', missing, extra)}")
     for name, types in META_TYPES.items():
         value = meta[name]
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
