@@ -114,7 +114,13 @@ def _build_sac(policy_cfg, sac_cfg, action_dim, stats, factory, device) -> SACAg
             f"method 'sac' acts on single steps: policy.horizon must be 1, got {policy_cfg.horizon}"
         )
     actor = GaussianTanhPolicy(
-        factory(), action_dim, sac_cfg.actor_hidden_dims, stats, normalization=policy_cfg.normalization
+        factory(),
+        action_dim,
+        sac_cfg.actor_hidden_dims,
+        stats,
+        normalization=policy_cfg.normalization,
+        action_low=policy_cfg.action_low,
+        action_high=policy_cfg.action_high,
     ).to(device)
     critic = ChunkCritic(
         factory(),

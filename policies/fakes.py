@@ -59,4 +59,5 @@ def fake_batch(
         "rewards": torch.rand(batch, generator=g),
         "masks": (torch.rand(batch, generator=g) > 0.1).float(),
         "valid": valid,
+        "critic_valid": valid[:, -1].clone(),
     }

@@ -3,7 +3,8 @@ Q-Learning" and Li, Zhou & Levine 2025 "Q-chunking"). Convention: t=0 noise, t=1
 
 Velocity MLP v_theta(feat(s), x_t, t) over the flattened chunk (h*d). Loss
 ``E ||v_theta(s, x_t, t) - (A - x_0)||^2`` with ``x_t = (1-t) x_0 + t A``, x_0 ~ N(0, I), t ~ U[0, 1],
-masked per chunk step by ``valid``. Sampling: K Euler steps ``x <- x + v(s, x, k/K) / K``, clipped to [-1, 1].
+masked per chunk step by ``valid``. Sampling: K Euler steps ``x <- x + v(s, x, k/K) / K``, clipped to the
+normalised action box (``policies/action_norm.py``), not to [-1, 1].
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
             int(action_dim),
             int(cfg.flow_steps),
         )
-        self.register_action_stats(stats, cfg.normalization, action_dim)
+        self.register_action_stats(stats, cfg.normalization, action_dim, cfg.action_low, cfg.action_high)
         self.encoder = (
             encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)
         )
@@ -102,14 +103,14 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
 
     @torch.no_grad()
     def sample_from_features(self, feat: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """K-step Euler ODE from noise (t=0) to data (t=1). feat (B, F), noise (B, h*d) -> (B, h*d) in
-        [-1, 1]."""
+        """K-step Euler ODE from noise (t=0) to data (t=1). feat (B, F), noise (B, h*d) -> (B, h*d) clipped
+        to the normalised action box."""
         x = noise
         k_steps = self.flow_steps
         for k in range(k_steps):
             t = torch.full((x.shape[0], 1), k / k_steps, device=x.device, dtype=x.dtype)
             x = x + self.velocity_from_features(feat, x, t) / k_steps
-        return x.clamp(-1.0, 1.0)
+        return self.clip_normalized(x)
 
     @torch.no_grad()
     def sample(

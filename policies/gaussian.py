@@ -29,7 +29,10 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class GaussianTanhPolicy(ActionNormalization, nn.Module):
-    """pi(a|s) = tanh(N(mu(s), diag sigma(s)^2)) over d action dims, chunk h = 1.
+    """pi(a|s) = c + r * tanh(N(mu(s), diag sigma(s)^2)) over d action dims, chunk h = 1, in normalised
+    units, where [c - r, c + r] is the normalised action box (``policies/action_norm.py``): the squashed
+    Gaussian spans the env's action box, as HIL-SERL/SERL rescale tanh to the action space, not just the
+    demos' q01..q99 range.
 
     Args:
         encoder: observation encoder, (obs dict) -> (B, encoder.out_dim) float32; owned by the actor.
@@ -37,6 +40,8 @@ class GaussianTanhPolicy(ActionNormalization, nn.Module):
         hidden_dims: MLP widths (``SACConfig.actor_hidden_dims``).
         stats: FeatureStats per key; ``stats['action']`` sets the action normalisation.
         normalization: ``quantile`` or ``mean_std`` (``PolicyConfig.normalization``, as the flow policy).
+        action_low, action_high: the action box in robot units (d,) each (``PolicyConfig.action_low/high``);
+            None = the data's min/max. Every dimension must have low < high.
         log_std_min, log_std_max: the learned state-dependent log-std is clamped to this range.
 
     Attributes (the FlowChunkPolicy surface other code relies on): ``horizon`` (= 1), ``action_dim``,
@@ -54,13 +59,20 @@ class GaussianTanhPolicy(ActionNormalization, nn.Module):
         normalization: str = "quantile",
         log_std_min: float = LOG_STD_MIN,
         log_std_max: float = LOG_STD_MAX,
+        action_low: list[float] | None = None,
+        action_high: list[float] | None = None,
     ):
         super().__init__()
         if not log_std_min < log_std_max:
             raise ValueError(f"log_std_min ({log_std_min}) must be < log_std_max ({log_std_max})")
         self.action_dim = int(action_dim)
         self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
-        self.register_action_stats(stats, normalization, self.action_dim)
+        self.register_action_stats(stats, normalization, self.action_dim, action_low, action_high)
+        half = (self.action_high_norm - self.action_low_norm) / 2
+        if not (half > 0).all():
+            raise ValueError("a tanh-Gaussian policy needs action_low < action_high in every dimension")
+        self.register_buffer("squash_center", (self.action_high_norm + self.action_low_norm) / 2, False)
+        self.register_buffer("squash_half", half, False)
         self.encoder = encoder
         self.net = build_mlp(int(encoder.out_dim), hidden_dims, 2 * self.action_dim)
 
@@ -77,14 +89,16 @@ class GaussianTanhPolicy(ActionNormalization, nn.Module):
     def sample_from_features(
         self, feat: torch.Tensor, noise: torch.Tensor | None = None, deterministic: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised sample ``a = tanh(mu + sigma * eps)`` and its log-density.
+        """Reparameterised sample ``a = c + r * tanh(mu + sigma * eps)`` and its log-density (the tanh
+        change of variables of SAC, Haarnoja et al. 2018 App. C, plus ``-sum log r`` for the rescaling).
 
         Args:
             feat: (B, F) float32 features.
             noise: optional eps (B, d) or (B, 1, d) standard normal; drawn when None.
             deterministic: use ``eps = 0``, i.e. ``a = tanh(mu)`` (evaluation).
         Returns:
-            (actions (B, d) float32 in [-1, 1] normalised, log_prob (B,) float32); both carry gradients.
+            (actions (B, d) float32 normalised, inside the normalised action box; log_prob (B,) float32);
+            both carry gradients.
         """
         mean, log_std = self.dist_params(feat)
         if deterministic:
@@ -100,12 +114,13 @@ class GaussianTanhPolicy(ActionNormalization, nn.Module):
         u = mean + log_std.exp() * eps
         log_prob = (-0.5 * eps**2 - log_std - _HALF_LOG_2PI).sum(-1)
         log_prob = log_prob - (2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(-1)
-        return torch.tanh(u), log_prob
+        log_prob = log_prob - torch.log(self.squash_half).sum()
+        return self.squash_center + self.squash_half * torch.tanh(u), log_prob
 
     def forward(
         self, obs: dict[str, torch.Tensor], noise: torch.Tensor | None = None, deterministic: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs -> (actions (B, 1, d) normalised in [-1, 1], log_prob (B,)); see
+        """obs -> (actions (B, 1, d) normalised, inside the action box, log_prob (B,)); see
         :meth:`sample_from_features`."""
         a, log_prob = self.sample_from_features(self.encode(obs), noise, deterministic)
         return a.unsqueeze(1), log_prob

@@ -73,6 +73,11 @@ class PolicyConfig:
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
     ``quantile`` (q01/q99 scaled to [-1, 1]) for actions. ``tasks`` is the instruction vocabulary the
     policy is conditioned on; training fills it from the dataset when it holds more than one task.
+    ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
+    policies act inside; actions are clipped to its normalised image, never to [-1, 1] (the demos'
+    q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
+    space when it trains on the run's own dataset, else the dataset's min/max are used. Set them to your
+    robot's limits.
     """
 
     horizon: int = 5
@@ -83,6 +88,8 @@ class PolicyConfig:
     execution: str = "open_loop"
     ensemble_decay: float = 0.1
     tasks: list[str] = field(default_factory=list)
+    action_low: list[float] = field(default_factory=list)
+    action_high: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -99,6 +106,8 @@ class OfflineRLConfig:
     """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    ``terminal_chunks``: ``drop`` (QC's code) leaves chunks that end in a true termination before their
+    h-th step out of the critic loss; ``keep`` trains them on their exact partial-sum target (mask 0).
     """
 
     method: str = "qc"
@@ -113,6 +122,7 @@ class OfflineRLConfig:
     best_of_n: int = 32
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
+    terminal_chunks: str = "drop"
 
 
 @dataclass
@@ -212,12 +222,13 @@ class RewardConfig:
     ``mode``: ``success`` (the env's sparse success signal, the default), ``shaped`` (success plus
     potential-based shaping ``scale * (gamma * Phi(s') - Phi(s))`` with Phi the critic's progress, which
     leaves the optimal policy unchanged; Ng et al. 1999, Robo-Dopamine) or ``critic`` (no success signal:
-    the shaping term plus ``scale`` when the done head fires). ``done_threshold``: done probability that
-    ends an episode when ``critic_done`` is set.
+    the shaping term plus ``scale`` when the done head fires). The shaping gamma is the learner's own
+    discount (``offline.gamma``, or ``sac.gamma`` online with SAC), never a separate key: any other value
+    would pay a reward for hovering near the goal (``robot_rl.rewards.shaping``). ``done_threshold``: done
+    probability that ends an episode when ``critic_done`` is set.
     """
 
     mode: str = "success"
-    gamma: float = 0.99
     scale: float = 1.0
     critic_done: bool = False
     done_threshold: float = 0.9

@@ -15,6 +15,11 @@ EPISODE_INDEX = "episode_index"
 INDEX = "index"
 TASK_INDEX = "task_index"
 
+# The observation after an episode's last step (gymnasium's ``final_obs``), kept once per episode in the
+# replay and episode logs as ``final.<observation key>``: a chunk that reaches a time-limit end bootstraps
+# from it (ALGORITHMS.md §1). LeRobot datasets have no row for it.
+FINAL_PREFIX = "final."
+
 # Each episode's origin, stored in the episodes metadata.
 SOURCES = ("demo", "online", "intervention", "eval")
 
@@ -26,3 +31,8 @@ def image_key(camera: str) -> str:
 
 def is_image_key(key: str) -> bool:
     return key.startswith(IMAGE_PREFIX)
+
+
+def final_key(key: str) -> str:
+    """``observation.state`` -> ``final.observation.state``."""
+    return FINAL_PREFIX + key

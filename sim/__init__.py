@@ -48,6 +48,17 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
 
 
+def action_box(cfg: EnvConfig) -> tuple[list[float], list[float]]:
+    """The env's action box ``(low, high)`` in its action units, each a list of d floats (one env is built
+    and closed). Raises what :func:`make_env` raises."""
+    env = make_env(cfg)
+    try:
+        space = env.action_space
+        return [float(v) for v in space.low.reshape(-1)], [float(v) for v in space.high.reshape(-1)]
+    finally:
+        env.close()
+
+
 def make_vector_env(cfg: EnvConfig, num_envs: int | None = None, **kwargs) -> gym.vector.VectorEnv:
     """See :func:`robot_rl.sim.vector.make_vector_env` (``autoreset_mode`` and ``asynchronous`` pass
     through)."""

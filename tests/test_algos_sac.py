@@ -118,6 +118,7 @@ def _toy_batch(b, gen):
         "rewards": -((a[:, 0, 0] - 0.5) ** 2),
         "masks": torch.zeros(b),
         "valid": torch.ones(b, 1),
+        "critic_valid": torch.ones(b),
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.cli.main import main
-from robot_rl.config import RewardConfig
+from robot_rl.config import ConfigError, RewardConfig, load_config
 from robot_rl.rewards.base import CriticInputError, CriticOutput, CriticScoreError, ProgressCritic
 from robot_rl.rewards.metrics import done_auc, negative_delta_rate, voc
 from robot_rl.rewards.progress import hop_labels, reconstruct_progress, time_progress
@@ -50,19 +50,52 @@ def test_voc_negative_rate_and_auc():
 
 
 def test_shaping_telescopes_so_it_is_policy_invariant():
-    """sum_t gamma^t F_t = gamma^(T-1) Phi_(T-1) - Phi_0: shaping cannot change which policy is optimal."""
+    """Ng et al. 1999 with Phi(absorbing) = 0: on a terminated episode sum_t gamma^t F_t = -Phi_0, so the
+    shaped return is G - Phi_0 (no terminal bonus gamma^(T-1) Phi_(T-1)); a truncated episode keeps
+    bootstrapping, and its last row, whose successor is unrecorded, gets 0."""
     rng = np.random.default_rng(1)
     phi, gamma = rng.uniform(0, 1, 25), 0.97
-    terms = shaping_terms(phi, gamma)
-    assert np.sum(gamma ** np.arange(25) * terms) == pytest.approx(gamma**24 * phi[-1] - phi[0], abs=1e-5)
-    reward, done = episode_rewards(RewardConfig(mode="shaped", gamma=gamma), phi, np.zeros(25), np.ones(25))
+    disc = gamma ** np.arange(25)
+    ended = np.zeros(25, bool)
+    ended[-1] = True
+    terms = shaping_terms(phi, gamma, ended)
+    assert terms[-1] == pytest.approx(-phi[-1], abs=1e-6)
+    assert np.sum(disc * terms) == pytest.approx(-phi[0], abs=1e-5)
+    truncated = shaping_terms(phi, gamma)  # no termination: bootstrapped, last row has no successor
+    assert truncated[-1] == 0.0
+    assert np.sum(disc * truncated) == pytest.approx(gamma**24 * phi[-1] - phi[0], abs=1e-5)
+    np.testing.assert_allclose(terms[:-1], truncated[:-1])
+    mid = np.zeros(25, bool)
+    mid[10] = True  # a termination inside the recorded rows: F = -Phi there
+    assert shaping_terms(phi, gamma, mid)[10] == pytest.approx(-phi[10], abs=1e-6)
+    # a 30-step success with Phi rising to 1 returns about its unshaped return, not twice it
+    rising = np.linspace(0, 1, 30)
+    done30 = np.r_[np.zeros(29, bool), True]
+    reward, _ = episode_rewards(RewardConfig(mode="shaped"), 0.99, rising, np.zeros(30), done30 * 1.0, done30)
+    assert np.sum(0.99 ** np.arange(30) * reward) == pytest.approx(0.99**29 - rising[0], abs=1e-5)
+    reward, done = episode_rewards(RewardConfig(mode="shaped"), gamma, phi, np.zeros(25), np.ones(25), ended)
     np.testing.assert_allclose(reward, 1 + terms, atol=1e-6)
     assert done is None
     fired = np.r_[np.zeros(20), np.ones(5)]
-    reward, done = episode_rewards(RewardConfig(mode="critic", critic_done=True), phi, fired, None)
+    reward, done = episode_rewards(RewardConfig(mode="critic", critic_done=True), gamma, phi, fired, None)
     assert done.sum() == 6 and not done[18] and done[19]  # row t reads the done head on frame t + 1
+    np.testing.assert_allclose(reward[19], -phi[19] + 1, atol=1e-6)  # the done head's row is terminal
     with pytest.raises(ValueError, match="shaped"):
-        episode_rewards(RewardConfig(mode="shaped"), phi, fired, None)
+        episode_rewards(RewardConfig(mode="shaped"), gamma, phi, fired, None)
+
+
+def test_shaping_gamma_is_the_learners():
+    from robot_rl.config import PipelineConfig
+    from robot_rl.rewards.shaping import shaping_gamma
+
+    cfg = PipelineConfig()
+    cfg.offline.gamma, cfg.sac.gamma = 0.95, 0.9
+    assert shaping_gamma(cfg, "offline") == 0.95
+    assert shaping_gamma(cfg, "online") == 0.95
+    cfg.online.method = "sac"
+    assert shaping_gamma(cfg, "online") == 0.9 and shaping_gamma(cfg, "offline") == 0.95
+    with pytest.raises(ConfigError, match="`gamma` are not valid for RewardConfig"):
+        load_config(overrides=["--reward.gamma=0.99"])
 
 
 class _ConstantCritic(ProgressCritic):
@@ -159,7 +192,7 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
 
     run, args = sim_run
     out = tmp_path / "labelled"
-    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--reward.gamma=0.9"]) == 0
+    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--offline.gamma=0.9"]) == 0
     assert validate_dataset(out) == []
     src, dst = LeRobotDataset(run / "dataset").load_tabular(), LeRobotDataset(out).load_tabular()
     eps = dst[keys.EPISODE_INDEX]
@@ -167,7 +200,8 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
         rows = eps == ep
         phi = dst["progress"][rows].reshape(-1)
         assert phi[0] == 0 and np.all((phi >= 0) & (phi <= 1))
-        expect = src[keys.REWARD][rows].reshape(-1) + shaping_terms(phi, 0.9)
+        ended = src[keys.DONE][rows].reshape(-1).astype(bool)
+        expect = src[keys.REWARD][rows].reshape(-1) + shaping_terms(phi, 0.9, ended)
         np.testing.assert_allclose(dst[keys.REWARD][rows].reshape(-1), expect, atol=1e-6)
     np.testing.assert_array_equal(dst[keys.ACTION], src[keys.ACTION])
     # refusing to overwrite, and refusing a mode with nothing to label
@@ -177,12 +211,12 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
 
 
 def _expert_episode(
-    env, critic, cfg: RewardConfig, task: str, seed: int = 3
+    env, critic, cfg: RewardConfig, task: str, gamma: float = 0.99, seed: int = 3
 ) -> tuple[list, list, list, dict]:
     from robot_rl.rewards.shaping import CriticRewardWrapper
     from robot_rl.sim.expert import PickCubeExpert
 
-    wrapped = CriticRewardWrapper(env, critic, cfg, task=task)
+    wrapped = CriticRewardWrapper(env, critic, cfg, task=task, gamma=gamma)
     expert = PickCubeExpert(noise=0.0, seed=seed)
     expert.reset(seed=seed)
     obs, info = wrapped.reset(seed=seed)
@@ -208,19 +242,23 @@ def test_online_critic_reward_in_the_sim(sim_run):
     run, _ = sim_run
     critic = load_critic(run / "critic")
     env = make_env(EnvConfig(cameras=["front"], max_episode_steps=60))
-    cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5, gamma=0.95, scale=2.0)
-    progress, rewards, fired, end = _expert_episode(env, critic, cfg, env.unwrapped.task)
+    cfg = RewardConfig(mode="critic", critic_done=True, done_threshold=0.5, scale=2.0)
+    progress, rewards, fired, end = _expert_episode(env, critic, cfg, env.unwrapped.task, gamma=0.95)
     assert all(0 <= p <= 1 for p in progress) and np.ptp(progress) > 0
     phi = np.array(progress)
-    # critic-only reward = scale * (gamma * Phi' - Phi) + 1 when the done head fires; it ends the episode
-    np.testing.assert_allclose(rewards, 2.0 * (0.95 * phi[1:] - phi[:-1]) + np.array(fired), atol=1e-5)
+    # critic-only reward = scale * (gamma * Phi' - Phi) + 1 when the done head fires; it ends the episode,
+    # and the terminal step's successor is absorbing (Phi' = 0)
+    successor = np.where(fired, 0.0, phi[1:])
+    np.testing.assert_allclose(rewards, 2.0 * (0.95 * successor - phi[:-1]) + np.array(fired), atol=1e-5)
     assert not any(fired[:-1])
     # only the done head terminates: the simulator's success ends the episode as a truncation
     assert end["success"], "the clean expert should lift the cube"
     assert end["terminated"] == fired[-1]
     assert end["truncated"] != fired[-1]
     # a critic that returns NaN is rejected: no critic reward, progress held, never NaN
-    bad = CriticRewardWrapper(env, _NanCritic(critic), RewardConfig(mode="shaped"), task="pick up the cube")
+    bad = CriticRewardWrapper(
+        env, _NanCritic(critic), RewardConfig(mode="shaped"), task="pick up the cube", gamma=0.99
+    )
     bad.reset(seed=4)
     with pytest.warns(UserWarning, match="rejected"):
         _, reward, *_, info = bad.step(np.zeros(env.action_space.shape, np.float32))

@@ -81,3 +81,47 @@ def test_sample_all_indices_and_errors() -> None:
         ChunkSampler(arrays, ep, [keys.STATE], horizon=4, gamma=0.99)
     with pytest.raises(IndexError):
         s.get(np.array([10]))
+
+
+def test_truncated_chunk_bootstraps_from_the_final_observation() -> None:
+    """A chunk that ends exactly at a time-limit end bootstraps from s_{t+h}, the final observation (the
+    state after the last step), not from s_{t+h-1}; without a recorded final observation (a LeRobot
+    dataset) that chunk is left out of the critic loss. With h = 1 (SAC) the last step must not bootstrap
+    from its own state."""
+    arrays, ep = two_episodes(first_terminal=False)  # both episodes truncated
+    final = {keys.STATE: np.array([[100.0, 100.0], [200.0, 200.0]], np.float32)}
+    with_final = ChunkSampler(arrays, ep, [keys.STATE], horizon=3, gamma=G, final_obs=final)
+    without = ChunkSampler(arrays, ep, [keys.STATE], horizon=3, gamma=G)
+    starts = np.array([0, 3, 6, 7])  # 0 and 7 end exactly at their episode end; 3 and 6 inside episode 1
+    b, d = with_final.get(starts), without.get(starts)
+    np.testing.assert_array_equal(b["next_observations"][keys.STATE][:, 0], [100, 6, 9, 200])
+    np.testing.assert_array_equal(b["critic_valid"], [1, 1, 1, 1])
+    np.testing.assert_array_equal(d["next_observations"][keys.STATE][:, 0], [2, 6, 9, 9])
+    np.testing.assert_array_equal(d["critic_valid"], [0, 1, 1, 0])
+    one = ChunkSampler(arrays, ep, [keys.STATE], horizon=1, gamma=G, final_obs=final)
+    last = one.get(np.array([2, 9]))
+    np.testing.assert_array_equal(last["next_observations"][keys.STATE][:, 0], [100, 200])
+    # a chunk past the end (valid_{h-1} = 0) stays out; one ending in a true termination needs no next state
+    arrays_t, _ = two_episodes(first_terminal=True)
+    term = ChunkSampler(arrays_t, ep, [keys.STATE], horizon=3, gamma=G).get(np.array([0, 1, 8]))
+    np.testing.assert_array_equal(term["critic_valid"], [1, 0, 0])
+    with pytest.raises(DatasetError, match="final_obs"):
+        ChunkSampler(
+            arrays, ep, [keys.STATE], horizon=3, gamma=G, final_obs={keys.STATE: final[keys.STATE][:1]}
+        )
+
+
+def test_terminal_chunks_keep_or_drop() -> None:
+    """offline.terminal_chunks: 'keep' trains a chunk that ends in a true termination before its h-th step
+    on its exact partial sum (mask 0); 'drop' (QC's code) leaves it out."""
+    import torch
+
+    from robot_rl.algos.targets import critic_weight
+
+    arrays, ep = two_episodes(first_terminal=True)
+    b = ChunkSampler(arrays, ep, [keys.STATE], horizon=3, gamma=G).get(np.array([0, 1, 2, 8]))
+    tb = {k: torch.as_tensor(b[k]) for k in ("critic_valid", "masks")}
+    np.testing.assert_array_equal(critic_weight(tb, "drop").numpy(), [1, 0, 0, 0])
+    np.testing.assert_array_equal(critic_weight(tb, "keep").numpy(), [1, 1, 1, 0])
+    with pytest.raises(ValueError, match="terminal_chunks"):
+        critic_weight(tb, "sometimes")

@@ -53,7 +53,11 @@ def _link(server, key_folder, name: str = "actor0", timeout_s: float = 2.0) -> Z
 
 
 def _frames(learner, length: int) -> dict[str, np.ndarray]:
-    return {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in learner.episode_spec.items()}
+    """An all-zero episode of ``length`` steps that fits the learner: per-frame keys and the final
+    observation."""
+    frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in learner.episode_spec.items()}
+    frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in learner.final_spec.items()})
+    return frames
 
 
 def _unchanged(learner) -> None:
@@ -67,7 +71,7 @@ def test_malformed_pushes_are_refused_and_change_nothing(served, key_folder):
     link = _link(server, key_folder)
     good = _frames(learner, 3)
     meta = episode_meta(good, learner.cfg.env.control_hz, -1)
-    state = keys.STATE
+    state, final = keys.STATE, keys.final_key(keys.STATE)
     long = learner.max_episode_steps + 1
     bad_pushes = {
         "meta: missing": (0, good, {}),
@@ -96,6 +100,11 @@ def test_malformed_pushes_are_refused_and_change_nothing(served, key_folder):
         f"'{state}' must be float32": (0, {**good, state: good[state].astype(np.float64)}, meta),
         f"'{state}' has 2 frames, the other keys 3": (0, {**good, state: good[state][:2]}, meta),
         "holds NaN or inf": (0, {**good, keys.ACTION: np.full_like(good[keys.ACTION], np.inf)}, meta),
+        f"'{final}' must be float32 {good[final].shape}, got float32 (1, ": (
+            0,
+            {**good, final: good[final][None]},
+            meta,
+        ),
         "is set before the last frame": (
             0,
             {**good, keys.DONE: np.array([True, False, False])},

@@ -30,7 +30,10 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
-def _episode(length: int, intervened: bool = False, value: float = 0.0) -> dict[str, np.ndarray]:
+def _episode(
+    length: int, intervened: bool = False, value: float = 0.0, final: float = -1.0
+) -> dict[str, np.ndarray]:
+    """A truncated toy episode of constant state ``value``, whose final observation is ``final``."""
     return {
         keys.STATE: np.full((length, 3), value, np.float32),
         keys.ACTION: np.full((length, 2), value, np.float32),
@@ -38,6 +41,7 @@ def _episode(length: int, intervened: bool = False, value: float = 0.0) -> dict[
         keys.DONE: np.zeros(length, bool),
         keys.SUCCESS: np.zeros(length, bool),
         keys.INTERVENTION: np.full(length, intervened),
+        keys.final_key(keys.STATE): np.full(3, final, np.float32),
     }
 
 
@@ -57,6 +61,28 @@ def test_replay_stores_each_episode_once_and_resumes(tmp_path):
     batch = rlpd_batch(again, None, 64, 0.5, rng)  # prior half: interventions only (no demos)
     assert batch["actions"].shape == (64, 2, 2)
     assert (batch["observations"][keys.STATE][:32] == 1.0).all()  # the intervened episode's states
+
+
+def test_replay_bootstraps_truncated_chunks_from_the_stored_final_observation(tmp_path):
+    """ALGORITHMS.md §1: a chunk reaching a time-limit end bootstraps from s_{t+h}, the state after the
+    last step, kept once per episode on disk, also after a learner restart; with h = 1 (SAC) the last
+    step does not bootstrap from its own state."""
+    replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=1, gamma=0.9)
+    assert replay.add(0, 0, _episode(4, value=1.0, final=50.0))
+    assert replay.add(0, 1, _episode(3, value=2.0, final=60.0))
+    for _ in range(2):  # live, then reopened from disk
+        batch = replay.sample_online(64, np.random.default_rng(0))
+        last = batch["observations"][keys.STATE][:, 0] == 1.0
+        nxt = batch["next_observations"][keys.STATE][:, 0]
+        assert set(nxt[last]) == {1.0, 50.0} and set(nxt[~last]) == {2.0, 60.0}
+        assert (batch["critic_valid"] == 1).all()
+        replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=1, gamma=0.9)
+    assert replay.buffer.episode(1)[keys.final_key(keys.STATE)].tolist() == [60.0] * 3
+    frames = _episode(2)
+    del frames[keys.final_key(keys.STATE)]
+    with pytest.raises(DatasetError, match="final.observation.state"):
+        replay.add(0, 2, frames)
+    assert replay.num_episodes == 2 and replay.acked == {0: 2}
 
 
 def _online_csv(run: Path, name: str) -> list[dict]:

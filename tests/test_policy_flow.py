@@ -17,13 +17,31 @@ def _policy(normalization="quantile", **kw):
     return FlowChunkPolicy(cfg, SIM_OBS_SHAPES, D, fake_stats())
 
 
-def test_sample_shapes_and_clipping():
-    policy = _policy()
-    with torch.no_grad():  # push the velocity field far out so the ODE leaves [-1, 1]
+def test_sample_shapes_and_clipping_to_the_action_box():
+    """Samples are clipped to the normalised image of the action box, not to [-1, 1] (the demos' q01..q99),
+    so a policy can act beyond the demos' 1-99% range up to the env's limits."""
+    policy = _policy()  # no box configured: the data's min/max (U[-2, 3] actions: just beyond q01/q99)
+    with torch.no_grad():  # push the velocity field far out so the ODE leaves the box
         policy.velocity[-1].bias.fill_(50.0)
     out = policy.sample(fake_obs(3), num_samples=7)
     assert out.shape == (3, 7, H, D) and out.dtype == torch.float32
-    assert out.max() <= 1.0 and out.min() >= -1.0 and (out == 1.0).all()
+    torch.testing.assert_close(out, policy.action_high_norm.expand_as(out))
+    torch.testing.assert_close(
+        policy.unnormalize_actions(out[0, 0, 0]), torch.as_tensor(fake_stats()["action"].max)
+    )
+    box = {"action_low": [-10.0] * D, "action_high": [10.0] * D}
+    for normalization in ("quantile", "mean_std"):
+        wide = _policy(normalization, **box)
+        with torch.no_grad():
+            wide.velocity[-1].bias.fill_(-500.0)
+        actions = wide.unnormalize_actions(wide.sample(fake_obs(2), num_samples=3))
+        torch.testing.assert_close(actions, torch.full_like(actions, -10.0))  # far below the demos' q01
+    with pytest.raises(ValueError, match="policy.action_low/high must have"):
+        _policy(action_low=[0.0], action_high=[1.0])
+    with pytest.raises(ValueError, match="action_low > policy.action_high in action dimension 1"):
+        _policy(action_low=[0.0] * D, action_high=[1.0, -1.0] + [1.0] * (D - 2))
+    with pytest.raises(ValueError, match="cannot represent the action box in dimension 0"):
+        _policy(action_low=[float("-inf")] * D, action_high=[1.0] * D)
 
 
 def test_sample_deterministic_under_fixed_noise():

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-_FLOAT_KEYS = ("actions", "rewards", "masks", "valid")
+_FLOAT_KEYS = ("actions", "rewards", "masks", "valid", "critic_valid")
 
 
 def _to_tensor(x: Any, device: torch.device | str) -> Any:
@@ -27,14 +27,15 @@ def _to_tensor(x: Any, device: torch.device | str) -> Any:
 def batch_to_torch(np_batch: dict[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
     """Numpy chunk batch -> torch batch.
 
-    Floats become float32; uint8 images stay uint8; ``actions``, ``rewards``, ``masks``, ``valid`` are always
-    float32 (``valid`` may arrive as bool). Nested dicts (``observations``, ``next_observations``) recurse.
-    Non-numeric entries pass through unchanged.
+    Floats become float32; uint8 images stay uint8; ``actions``, ``rewards``, ``masks``, ``valid`` and
+    ``critic_valid`` are always float32 (``valid`` may arrive as bool). Nested dicts (``observations``,
+    ``next_observations``) recurse. Non-numeric entries pass through unchanged.
 
     Raises:
-        KeyError: a required key (observations, actions, rewards, masks, next_observations, valid) is missing.
+        KeyError: a required key (observations, actions, rewards, masks, next_observations, valid,
+            critic_valid) is missing.
     """
-    required = ("observations", "actions", "rewards", "masks", "next_observations", "valid")
+    required = ("observations", "actions", "rewards", "masks", "next_observations", "valid", "critic_valid")
     missing = [k for k in required if k not in np_batch]
     if missing:
         raise KeyError(f"batch lacks keys {missing}; has {sorted(np_batch)}")

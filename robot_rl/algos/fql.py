@@ -50,7 +50,7 @@ class QCFQLAgent(Agent):
             teacher = self.policy.sample(obs, num_samples=1, noise=z.unsqueeze(1))[:, 0]  # clipped
         mu = self.one_step(obs, z)
         distill_loss = ((mu - teacher) ** 2).mean()
-        qs = self.critic(obs, mu.clamp(-1.0, 1.0))
+        qs = self.critic(obs, self.policy.clip_normalized(mu))
         q = qs.mean(0)
         q_loss = -q.mean()
         if self.cfg.normalize_q_loss:
@@ -66,7 +66,7 @@ class QCFQLAgent(Agent):
         for m in self.modules().values():
             m.train()
         with torch.no_grad():
-            next_a = self.one_step(next_obs, self._noise(actions_norm.shape[0])).clamp(-1.0, 1.0)
+            next_a = self.policy.clip_normalized(self.one_step(next_obs, self._noise(actions_norm.shape[0])))
             next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
         critic_loss, q, _ = critic_td_step(
             self.critic,
@@ -77,6 +77,7 @@ class QCFQLAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.cfg.terminal_chunks,
         )
 
         losses = self.actor_losses(obs, actions_norm, valid)
@@ -93,11 +94,12 @@ class QCFQLAgent(Agent):
 
     @torch.no_grad()
     def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """``clip(mu_omega(s, z), -1, 1)`` unnormalised -> (B, h, d) robot units; ``noise``: (B, h, d)."""
+        """``mu_omega(s, z)`` clipped to the normalised action box, unnormalised -> (B, h, d) robot units;
+        ``noise``: (B, h, d)."""
         if noise is None:
             feat_b = next(iter(obs.values())).shape[0]
             noise = self._noise(feat_b)
-        chunk = self.one_step(obs, noise).clamp(-1.0, 1.0)
+        chunk = self.policy.clip_normalized(self.one_step(obs, noise))
         return check_finite(self.policy.unnormalize_actions(chunk))
 
     def modules(self) -> dict[str, nn.Module]:

@@ -103,6 +103,7 @@ class QCAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.cfg.terminal_chunks,
         )
 
         bc_loss = self.policy.bc_loss(obs, actions_norm, valid)

@@ -145,6 +145,7 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
         ConfigError: ``reward.mode`` is not shaped or critic.
     """
     from robot_rl.rewards.label import label_dataset
+    from robot_rl.rewards.shaping import shaping_gamma
     from robot_rl.rewards.trainable import load_critic
 
     if cfg.reward.mode not in ("shaped", "critic"):
@@ -152,7 +153,16 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
     critic = load_critic(checkpoint_dir(cfg), cfg.device)
     root = dataset_root(cfg)
     with tqdm(total=LeRobotDataset(root).num_episodes, desc="label", unit="ep") as bar:
-        summary = label_dataset(critic, root, output, cfg.reward, cfg.critic.rule, overwrite, bar.update)
+        summary = label_dataset(
+            critic,
+            root,
+            output,
+            cfg.reward,
+            shaping_gamma(cfg, "offline"),
+            cfg.critic.rule,
+            overwrite,
+            bar.update,
+        )
     print(json.dumps({k: v for k, v in summary.items() if k != "voc"}, indent=2))
     return summary
 

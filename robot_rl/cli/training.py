@@ -8,6 +8,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -44,7 +45,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     budget = cfg.bc if algo == "bc" else cfg.offline
     data = _training_set(cfg, run, algo)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
-    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks))
+    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg)))
     torch.manual_seed(seed)
     agent = build_agent(
         _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
@@ -104,6 +105,20 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     if data.val is not None:
         metrics = {**metrics, **_score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed)}
     return metrics
+
+
+def _action_box(cfg: PipelineConfig) -> dict[str, list[float]]:
+    """``policy.action_low/high``: as configured, else the env's action box when training on the run's
+    own dataset (recorded in ``cfg.env``) and the box is bounded, else empty (the policy then uses the
+    dataset's min/max)."""
+    if cfg.policy.action_low or cfg.policy.action_high or cfg.data.path:
+        return {}
+    from robot_rl.sim import action_box
+
+    low, high = action_box(cfg.env)
+    if not np.isfinite([*low, *high]).all():
+        return {}
+    return {"action_low": low, "action_high": high}
 
 
 def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):

@@ -2,7 +2,8 @@
 
 Layout under ``path`` (a zarr v3 group): one array per per-frame key, shape (capacity, *shape), chunked
 along frames; ``_episode_ends`` int64 (episode capacity,) with each episode's exclusive end frame;
-``_episode_source`` int8 with each episode's source code (index into ``robot_rl.keys.SOURCES``).
+``_episode_source`` int8 with each episode's source code (index into ``robot_rl.keys.SOURCES``); and one
+array per per-episode key (``episode_spec``, e.g. the final observation), shape (episode capacity, *shape).
 The group attribute ``committed = {"frames": n, "episodes": e}`` is written last by every
 :meth:`ZarrReplayBuffer.add_episode`; everything beyond it is ignored on reopen and overwritten by the
 next append. zarr 3's LocalStore replaces each chunk and metadata file atomically, so a process killed
@@ -35,46 +36,70 @@ class ZarrReplayBuffer:
             "action": ((d,), np.float32), "next.reward": ((), np.float32), "next.done": ((), np.bool_),
             "complementary_info.is_intervention": ((), np.bool_)}``. Required when creating; when resuming it
             may be None or must equal the stored spec.
+        episode_spec: ``{key: (per-episode shape, dtype)}`` of values stored once per episode (the final
+            observation ``final.<key>``); same rules as ``spec``.
         chunk_frames: frames per zarr chunk.
 
     Raises DatasetError naming the path (and key) for a missing spec, a spec mismatch, or an unreadable
     store.
     """
 
-    def __init__(self, path: str | Path, spec: Spec | None = None, chunk_frames: int = 1024) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        spec: Spec | None = None,
+        episode_spec: Spec | None = None,
+        chunk_frames: int = 1024,
+    ) -> None:
         self.path = Path(path)
         if (self.path / "zarr.json").exists():
             try:
                 self._group = zarr.open_group(str(self.path), mode="r+")
                 stored = self._group.attrs["spec"]
+                stored_episode = self._group.attrs.get("episode_spec", {})
                 committed = self._group.attrs["committed"]
             except Exception as err:  # noqa: BLE001 - zarr raises several types for broken stores
                 raise DatasetError(f"{self.path}: unreadable replay buffer: {err}") from err
-            self.spec: Spec = {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in stored.items()}
-            if spec is not None and self._normalise(spec) != self.spec:
-                raise DatasetError(
-                    f"{self.path}: spec {self._normalise(spec)} differs from the stored {self.spec}"
-                )
+            self.spec: Spec = self._decode(stored)
+            self.episode_spec: Spec = self._decode(stored_episode)
+            for name, given, have in (
+                ("spec", spec, self.spec),
+                ("episode_spec", episode_spec, self.episode_spec),
+            ):
+                if given is not None and self._normalise(given) != have:
+                    raise DatasetError(
+                        f"{self.path}: {name} {self._normalise(given)} differs from the stored {have}"
+                    )
             self._frames, self._episodes = int(committed["frames"]), int(committed["episodes"])
         else:
             if spec is None:
                 raise DatasetError(f"{self.path}: no replay buffer here and no spec to create one")
-            self.spec = self._normalise(spec)
+            self.spec, self.episode_spec = self._normalise(spec), self._normalise(episode_spec or {})
             self._group = zarr.open_group(str(self.path), mode="w")
             for key, (shape, dtype) in self.spec.items():
                 self._group.create_array(key, shape=(0, *shape), chunks=(chunk_frames, *shape), dtype=dtype)
+            for key, (shape, dtype) in self.episode_spec.items():
+                self._group.create_array(key, shape=(0, *shape), chunks=(256, *shape), dtype=dtype)
             self._group.create_array(_ENDS, shape=(0,), chunks=(4096,), dtype=np.int64)
             self._group.create_array(_SOURCE, shape=(0,), chunks=(4096,), dtype=np.int8)
-            self._group.attrs["spec"] = {
-                k: {"shape": list(s), "dtype": d.str} for k, (s, d) in self.spec.items()
-            }
+            self._group.attrs["spec"] = self._encode(self.spec)
+            self._group.attrs["episode_spec"] = self._encode(self.episode_spec)
             self._frames = self._episodes = 0
             self._commit()
-        self._arrays = {key: self._group[key] for key in (*self.spec, _ENDS, _SOURCE)}
+        names = (*self.spec, *self.episode_spec, _ENDS, _SOURCE)
+        self._arrays = {key: self._group[key] for key in names}
 
     @staticmethod
     def _normalise(spec: Spec) -> Spec:
         return {k: (tuple(int(d) for d in shape), np.dtype(dtype)) for k, (shape, dtype) in spec.items()}
+
+    @staticmethod
+    def _encode(spec: Spec) -> dict:
+        return {k: {"shape": list(s), "dtype": d.str} for k, (s, d) in spec.items()}
+
+    @staticmethod
+    def _decode(stored: dict) -> Spec:
+        return {k: (tuple(v["shape"]), np.dtype(v["dtype"])) for k, v in stored.items()}
 
     def _commit(self) -> None:
         self._group.attrs["committed"] = {"frames": self._frames, "episodes": self._episodes}
@@ -85,8 +110,9 @@ class ZarrReplayBuffer:
             arr.resize((max(size, 2 * arr.shape[0], _MIN_CAPACITY), *arr.shape[1:]))
 
     def add_episode(self, frames: dict[str, np.ndarray], source: str | int = "online") -> int:
-        """Append one episode of T frames: ``frames[key]`` (T, *shape) for every spec key (extra keys
-        are an error). ``source`` is a name in ``robot_rl.keys.SOURCES`` or its index. Durable on return.
+        """Append one episode of T frames: ``frames[key]`` (T, *shape) for every spec key and
+        ``frames[key]`` (*shape) for every ``episode_spec`` key (extra keys are an error). ``source`` is a
+        name in ``robot_rl.keys.SOURCES`` or its index. Durable on return.
 
         Returns the episode index. Raises DatasetError naming the key for a missing, extra or mis-shaped
         key, inconsistent T, or NaN/inf in a float key (nothing is written then)."""
@@ -97,7 +123,7 @@ class ZarrReplayBuffer:
         )
         if not 0 <= code < len(keys.SOURCES):
             raise DatasetError(f"{self.path}: episode source {source!r} is not one of {keys.SOURCES}")
-        extra = sorted(set(frames) - set(self.spec))
+        extra = sorted(set(frames) - set(self.spec) - set(self.episode_spec))
         if extra:
             raise DatasetError(f"{self.path}: frames carry keys not in the buffer spec: {extra}")
         length, data = None, {}
@@ -116,11 +142,24 @@ class ZarrReplayBuffer:
             data[key] = arr.astype(dtype, copy=False)
         if not length:
             raise DatasetError(f"{self.path}: an episode needs at least one frame")
+        once = {}
+        for key, (shape, dtype) in self.episode_spec.items():
+            if key not in frames:
+                raise DatasetError(f"{self.path}: episode lacks per-episode key {key!r}")
+            arr = np.asarray(frames[key])
+            if arr.shape != shape:
+                raise DatasetError(f"{self.path}: per-episode key {key!r} expects {shape}, got {arr.shape}")
+            if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
+                raise DatasetError(f"{self.path}: key {key!r} contains NaN or inf; episode not written")
+            once[key] = arr.astype(dtype, copy=False)
         start, end = self._frames, self._frames + length
         for key, arr in data.items():
             self._reserve(self._arrays[key], end)
             self._arrays[key][start:end] = arr
         ep = self._episodes
+        for key, arr in once.items():
+            self._reserve(self._arrays[key], ep + 1)
+            self._arrays[key][ep] = arr
         for name, value in ((_ENDS, end), (_SOURCE, code)):
             self._reserve(self._arrays[name], ep + 1)
             self._arrays[name][ep] = value
@@ -156,15 +195,22 @@ class ZarrReplayBuffer:
         """Committed frames read into memory: ``{key: (N, *shape)}`` for every spec key."""
         return {key: self._arrays[key][: self._frames] for key in self.spec}
 
+    def episode_arrays(self) -> dict[str, np.ndarray]:
+        """Committed per-episode values in memory: ``{key: (E, *shape)}`` for every episode_spec key."""
+        return {key: self._arrays[key][: self._episodes] for key in self.episode_spec}
+
     def episode(self, index: int) -> dict[str, np.ndarray]:
-        """Committed episode ``index``'s frames: ``{key: (T, *shape)}`` for every spec key.
+        """Committed episode ``index``: ``{key: (T, *shape)}`` for every spec key and ``{key: (*shape)}``
+        for every episode_spec key (the form :meth:`add_episode` takes).
 
         Raises IndexError when ``index`` is not a committed episode."""
         if not 0 <= index < self._episodes:
             raise IndexError(f"{self.path}: episode {index} is not one of the {self._episodes} committed")
         end = int(self._arrays[_ENDS][index])
         start = int(self._arrays[_ENDS][index - 1]) if index else 0
-        return {key: self._arrays[key][start:end] for key in self.spec}
+        out = {key: self._arrays[key][start:end] for key in self.spec}
+        out.update({key: self._arrays[key][index] for key in self.episode_spec})
+        return out
 
     def zarr_arrays(self) -> dict[str, zarr.Array]:
         """The underlying zarr arrays (length is the capacity; only the first ``len(self)`` rows count)."""

@@ -8,7 +8,13 @@ For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
 - ``masks = 1 − max_i (done[q_i] · valid[i])``: 1 − terminal, the minimum of (1 − done) over the window.
   ``next.done`` is a true environment termination; a time-limit truncation is not done, so a truncated
   episode keeps mask 1 and is bootstrapped;
-- ``next_observations = s[min(t + h, hi − 1)]``: clamped to the episode's last frame.
+- ``next_observations = s[t + h]`` inside the episode; when the chunk reaches the episode end
+  (t + h ≥ hi) it is the episode's final observation (the state after its last step, gymnasium's
+  ``final_obs``) when that is recorded (the online replay keeps it), else the clamped s[hi − 1];
+- ``critic_valid = valid[h−1] · (next state recorded or masks = 0)``: the chunk's TD target can be formed.
+  A chunk that reaches a time-limit end without a recorded final observation (a LeRobot dataset, which
+  has no row for it) would bootstrap from the wrong state, so it is left out of the critic loss; one that
+  ends in a true termination needs no next state.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ class ChunkSampler:
         horizon: chunk length h >= 1.
         gamma: discount in (0, 1].
         source: optional per-frame int source codes (N,), returned as ``source`` (B,).
+        final_obs: optional ``{key: (E, ...)}`` for every key of ``obs_keys``: each episode's final
+            observation, episodes in the order they appear in ``episode_index``.
 
     Raises DatasetError naming the key when a required array is missing or has the wrong length.
     """
@@ -42,6 +50,7 @@ class ChunkSampler:
         horizon: int,
         gamma: float,
         source: np.ndarray | None = None,
+        final_obs: dict[str, np.ndarray] | None = None,
     ) -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
@@ -67,10 +76,23 @@ class ChunkSampler:
         self.intervention = None if interv is None else np.asarray(interv).reshape(n).astype(np.float32)
         self.source = None if source is None else np.asarray(source).reshape(n)
         self.horizon, self.gamma = int(horizon), float(gamma)
-        # exclusive end of each frame's episode
+        # exclusive end of each frame's episode, and each frame's episode ordinal (0 .. E-1)
         change = np.flatnonzero(np.diff(episode_index)) + 1
         ends = np.append(change, n)
-        self.episode_end = np.repeat(ends, np.diff(np.concatenate([[0], ends])))
+        lengths = np.diff(np.concatenate([[0], ends]))
+        self.episode_end = np.repeat(ends, lengths)
+        self.episode_ordinal = np.repeat(np.arange(len(ends)), lengths)
+        self.final_obs = None
+        if final_obs is not None:
+            for key in obs_keys:
+                if key not in final_obs:
+                    raise DatasetError(f"ChunkSampler: final_obs lacks key {key!r}")
+                if len(final_obs[key]) != len(ends):
+                    raise DatasetError(
+                        f"ChunkSampler: final_obs {key!r} has {len(final_obs[key])} episodes, "
+                        f"episode_index {len(ends)}"
+                    )
+            self.final_obs = {k: np.asarray(final_obs[k]) for k in obs_keys}
         self.discounts = (self.gamma ** np.arange(self.horizon)).astype(np.float32)
 
     def __len__(self) -> int:
@@ -85,11 +107,19 @@ class ChunkSampler:
         t = np.asarray(indices, dtype=np.int64)
         return np.minimum(t + self.horizon, self.episode_end[t] - 1)
 
+    def _next_observations(self, t: np.ndarray, reaches_end: np.ndarray) -> dict[str, np.ndarray]:
+        out = {k: v[self.next_indices(t)] for k, v in self.obs.items()}
+        if self.final_obs is not None and reaches_end.any():
+            episodes = self.episode_ordinal[t[reaches_end]]
+            for key, arr in out.items():
+                arr[reaches_end] = self.final_obs[key][episodes]
+        return out
+
     def get(self, indices: np.ndarray) -> dict:
         """The chunked transitions starting at ``indices`` (B,). Returns numpy: ``observations``
         {key: (B, ...)}, ``actions`` (B, h, d) float32, ``rewards`` (B,) float32, ``masks`` (B,) float32,
-        ``next_observations`` {key: (B, ...)}, ``valid`` (B, h) float32, and when present
-        ``is_intervention`` (B, h) float32 (0 past the episode end) and ``source`` (B,)."""
+        ``next_observations`` {key: (B, ...)}, ``valid`` (B, h) float32, ``critic_valid`` (B,) float32,
+        and when present ``is_intervention`` (B, h) float32 (0 past the episode end) and ``source`` (B,)."""
         t = np.asarray(indices, dtype=np.int64)
         if t.ndim != 1 or (len(t) and (t.min() < 0 or t.max() >= len(self))):
             raise IndexError(f"indices must be 1-D within [0, {len(self)})")
@@ -98,13 +128,17 @@ class ChunkSampler:
         valid_b = q < end[:, None]
         qc = np.minimum(q, end[:, None] - 1)
         valid = valid_b.astype(np.float32)
+        terminal = (self.dones[qc] & valid_b).any(1)
+        reaches_end = t + self.horizon >= end
+        next_recorded = ~reaches_end | (self.final_obs is not None)
         out = {
             "observations": {k: v[t] for k, v in self.obs.items()},
             "actions": self.actions[qc],
             "rewards": (self.rewards[qc] * valid * self.discounts).sum(1).astype(np.float32),
-            "masks": 1.0 - (self.dones[qc] & valid_b).any(1).astype(np.float32),
-            "next_observations": {k: v[self.next_indices(t)] for k, v in self.obs.items()},
+            "masks": 1.0 - terminal.astype(np.float32),
+            "next_observations": self._next_observations(t, reaches_end),
             "valid": valid,
+            "critic_valid": (valid_b[:, -1] & (next_recorded | terminal)).astype(np.float32),
         }
         if self.intervention is not None:
             out["is_intervention"] = self.intervention[qc] * valid

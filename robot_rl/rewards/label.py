@@ -24,13 +24,15 @@ def label_dataset(
     src: str | Path,
     dst: str | Path,
     cfg: RewardConfig,
+    gamma: float,
     rule: str = "scale",
     overwrite: bool = False,
     progress=None,
 ) -> dict:
     """Score every episode of ``src`` and write ``dst`` with ``progress`` (N,) float32 (the critic's
-    per-frame progress) and ``next.reward`` (N,) float32 from ``episode_rewards`` (and ``next.done`` when
-    ``cfg.critic_done``). Episodes are decoded one at a time, so memory stays at one episode.
+    per-frame progress) and ``next.reward`` (N,) float32 from ``episode_rewards`` with the learner's
+    discount ``gamma`` (and ``next.done`` when ``cfg.critic_done``). Episodes are decoded one at a time, so
+    memory stays at one episode.
 
     Returns:
         {"episodes", "frames", "voc": per-episode VOC list, "mean_reward", "done_frames"}.
@@ -46,7 +48,7 @@ def label_dataset(
     n_eps, n = ds.num_episodes, ds.num_frames
     bounds = [(int(ds.episode_from[e]), int(ds.episode_to[e])) for e in range(n_eps)]
     ds.close()
-    env_reward = table.get(keys.REWARD)
+    env_reward, env_done = table.get(keys.REWARD), table.get(keys.DONE)
     if cfg.mode == "shaped" and env_reward is None:
         raise DatasetError(f"{src}: reward.mode=shaped adds shaping to next.reward, which this dataset lacks")
     out_progress = np.zeros(n, dtype=np.float32)
@@ -57,7 +59,8 @@ def label_dataset(
         phi = critic.episode_progress(episode.frames, episode.task, rule=rule)
         done_prob = critic.against_first(episode.frames, episode.task).done
         ep_reward = None if env_reward is None else np.asarray(env_reward[lo:hi]).reshape(-1)
-        reward, done = episode_rewards(cfg, phi, done_prob, ep_reward)
+        ep_done = None if env_done is None else np.asarray(env_done[lo:hi]).reshape(-1).astype(bool)
+        reward, done = episode_rewards(cfg, gamma, phi, done_prob, ep_reward, ep_done)
         out_progress[lo:hi], out_reward[lo:hi] = phi, reward
         if done is not None:
             out_done[lo:hi] = done

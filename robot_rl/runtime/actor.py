@@ -35,7 +35,7 @@ from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.messages import max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
-from robot_rl.runtime.replay import episode_spec
+from robot_rl.runtime.replay import episode_spec, final_spec
 from robot_rl.transport import PeerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,9 @@ class Actor:
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}
         self.low = self.env.action_space.low.astype(np.float32)
         self.high = self.env.action_space.high.astype(np.float32)
-        self.log = ZarrReplayBuffer(self.dir / "episodes", episode_spec(shapes, len(self.low)))
+        self.log = ZarrReplayBuffer(
+            self.dir / "episodes", episode_spec(shapes, len(self.low)), final_spec(shapes)
+        )
         self._log_lock = threading.Lock()
         self.device = self._device()
         self.versions: dict[int, int] = {}
@@ -163,12 +165,13 @@ class Actor:
         """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
         if self.cfg.reward.mode == "success":
             return env
-        from robot_rl.rewards.shaping import CriticRewardWrapper
+        from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
         from robot_rl.rewards.trainable import load_critic
 
         critic_dir = self.cfg.critic.checkpoint or str(RunDir(self.cfg.run_dir).root / "critic")
+        gamma = shaping_gamma(self.cfg, "online")
         return CriticRewardWrapper(
-            env, load_critic(critic_dir), self.cfg.reward, self.task, self.cfg.critic.rule
+            env, load_critic(critic_dir), self.cfg.reward, self.task, gamma, self.cfg.critic.rule
         )
 
     def _device(self):
@@ -332,7 +335,9 @@ class Actor:
             )
 
     def _episode(self, env_seed: int) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
-        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None)."""
+        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None);
+        frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
+        last executed step)."""
         obs, _ = self.env.reset(seed=env_seed)
         if self.device is not None:
             self.device.reset(env_seed)
@@ -389,4 +394,6 @@ class Actor:
                 break
         if not steps:
             return None, error
-        return {k: np.stack([s[k] for s in steps]) for k in steps[0]}, error
+        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        frames.update({keys.final_key(k): np.asarray(obs[k]) for k in self.obs_keys})  # after the last step
+        return frames, error

@@ -14,12 +14,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import draccus
+import numpy as np
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.run_dir import RunDir
 
-_ONLINE_OVERRIDES = ("lr", "gamma", "tau", "best_of_n", "critic_agg", "fql_alpha", "normalize_q_loss")
+_ONLINE_OVERRIDES = (
+    "lr",
+    "gamma",
+    "tau",
+    "best_of_n",
+    "critic_agg",
+    "fql_alpha",
+    "normalize_q_loss",
+    "terminal_chunks",
+)
 
 
 @dataclass
@@ -42,14 +52,21 @@ class OnlineAgent:
     demos: object | None
 
 
-def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int]:
-    """The env's observation shapes and action dimension (one env is built and closed)."""
+def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
+    """The env's observation shapes, action dimension, and ``cfg.policy`` with the env's action box filled
+    in where ``policy.action_low/high`` are empty (one env is built and closed)."""
     from robot_rl.sim import make_env
 
     env = make_env(cfg.env)
     try:
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in env.observation_space.spaces.items()}
-        return shapes, int(env.action_space.shape[0])
+        space = env.action_space
+        policy = cfg.policy
+        bounded = np.isfinite(space.low).all() and np.isfinite(space.high).all()
+        if bounded and not (policy.action_low or policy.action_high):
+            low, high = space.low.reshape(-1).tolist(), space.high.reshape(-1).tolist()
+            policy = replace(policy, action_low=low, action_high=high)
+        return shapes, int(space.shape[0]), policy
     finally:
         env.close()
 
@@ -79,7 +96,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     from robot_rl.policies.checkpoint import check_compatible, load_checkpoint
     from robot_rl.policies.factory import build_agent
 
-    env_obs, action_dim = env_shapes(cfg)
+    env_obs, action_dim, env_policy = env_shapes(cfg)
     method = cfg.online.method
 
     def extra(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
@@ -94,7 +111,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
 
     if method == "sac":
         obs_shapes = {k: s for k, s in env_obs.items() if cfg.data.images or not keys.is_image_key(k)}
-        policy_cfg = replace(cfg.policy, horizon=1)
+        policy_cfg = replace(env_policy, horizon=1)
         demos = _demos(cfg, run, sorted(obs_shapes), 1, cfg.sac.gamma)
         agent = build_agent(
             "sac", policy_cfg, cfg.sac, obs_shapes, action_dim, demos.stats, device=cfg.device

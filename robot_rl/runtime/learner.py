@@ -33,7 +33,7 @@ from robot_rl.runtime.messages import (
     max_push_bytes,
 )
 from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter, episode_meta
-from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, rlpd_batch
+from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, final_spec, rlpd_batch
 from robot_rl.runtime.weights import agent_weights
 
 log = logging.getLogger(__name__)
@@ -77,10 +77,11 @@ class Learner:
             self.dir / "replay", self.obs_shapes, self.action_dim, built.horizon, built.gamma
         )
         self.episode_spec = episode_spec(self.obs_shapes, self.action_dim)
+        self.final_spec = final_spec(self.obs_shapes)
         self.max_episode_steps = max_episode_steps(cfg)
         if self.max_episode_steps < 1:
             raise ConfigError(f"online.max_episode_steps={on.max_episode_steps} must be >= 0 (0 = env's)")
-        self.max_message_bytes = max_push_bytes(self.episode_spec, self.max_episode_steps)
+        self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
         self.demo_fraction = 1.0 if on.method == "hg_dagger" else on.demo_fraction
         self.updates = self.version = 0
@@ -120,7 +121,7 @@ class Learner:
                 "acked": self.replay.acked.get(actor, 0),
                 "version": self._published[0],
                 "spec": self._spec,
-                "episode_keys": sorted(self.episode_spec),
+                "episode_keys": sorted(self.episode_spec) + sorted(self.final_spec),
                 "max_episode_steps": self.max_episode_steps,
                 "status": self.status(),
             }
@@ -138,6 +139,7 @@ class Learner:
             frames,
             meta,
             self.episode_spec,
+            self.final_spec,
             self.max_episode_steps,
             self.cfg.env.control_hz,
         )

@@ -2,10 +2,11 @@
 
 :class:`~robot_rl.runtime.learner.Learner` runs them before it stores or counts anything, so a rejected
 message changes nothing: no episode is stored, no env step counted, no metric updated, no actor
-registered. A pushed episode must match the run's :func:`~robot_rl.runtime.replay.episode_spec` exactly
-(every key, dtype and per-frame shape, no other key), hold 1 to ``max_episode_steps`` frames, finite
-floats and ``next.done`` on the last frame only, and come with the meta :func:`episode_meta` computes
-from those frames (only ``version`` is the actor's own). Ids are checked for type and range; whether an
+registered. A pushed episode must match the run's :func:`~robot_rl.runtime.replay.episode_spec` (per
+frame) and :func:`~robot_rl.runtime.replay.final_spec` (once per episode: the final observation) exactly
+(every key, dtype and shape, no other key), hold 1 to ``max_episode_steps`` frames, finite floats and
+``next.done`` on the last frame only, and come with the meta :func:`episode_meta` computes from those
+frames (only ``version`` is the actor's own). Ids are checked for type and range; whether an
 actor may use an id is the link's business (:mod:`robot_rl.security`).
 """
 
@@ -41,12 +42,16 @@ def max_episode_steps(cfg: PipelineConfig) -> int:
     return cfg.online.max_episode_steps or cfg.env.max_episode_steps
 
 
-def max_push_bytes(spec: dict, max_steps: int) -> int:
-    """Bytes of the largest valid push frame: ``max_steps`` frames of ``spec`` plus :data:`HEADER_BYTES`."""
-    frame = sum(
+def _nbytes(spec: dict) -> int:
+    return sum(
         int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for shape, dtype in spec.values()
     )
-    return max_steps * frame + HEADER_BYTES
+
+
+def max_push_bytes(spec: dict, once: dict, max_steps: int) -> int:
+    """Bytes of the largest valid push frame: ``max_steps`` frames of ``spec``, one value per key of
+    ``once``, plus :data:`HEADER_BYTES`."""
+    return max_steps * _nbytes(spec) + _nbytes(once) + HEADER_BYTES
 
 
 def check_int(value: Any, name: str, low: int, high: int) -> int:
@@ -67,32 +72,39 @@ def _key_sets(what: str, missing: list[str], extra: list[str]) -> str:
     return f"{what}: {'; '.join(parts)}"
 
 
-def check_frames(frames: Any, spec: dict, max_steps: int, where: str) -> dict[str, np.ndarray]:
-    """``frames`` checked against ``spec`` (key -> (per-frame shape, dtype)); returns them.
+def check_frames(frames: Any, spec: dict, once: dict, max_steps: int, where: str) -> dict[str, np.ndarray]:
+    """``frames`` checked against ``spec`` (key -> (per-frame shape, dtype), arrays (T, *shape)) and
+    ``once`` (key -> (shape, dtype), one value per episode); returns them.
 
     Raises:
-        ProtocolError: not a dict of arrays, a missing or extra key, a wrong dtype or per-frame shape,
-            keys with different lengths, a length outside [1, ``max_steps``], NaN/inf in a float key, or
+        ProtocolError: not a dict of arrays, a missing or extra key, a wrong dtype or shape, keys with
+            different lengths, a length outside [1, ``max_steps``], NaN/inf in a float key, or
             ``next.done`` before the last frame. The message names ``where`` and the key.
     """
     if not isinstance(frames, dict):
         raise ProtocolError(f"{where}: frames must be a dict of arrays, got {type(frames).__name__}")
-    missing, extra = sorted(set(spec) - set(frames)), sorted(set(frames) - set(spec))
+    wanted = {**spec, **once}
+    missing, extra = sorted(set(wanted) - set(frames)), sorted(set(frames) - set(wanted))
     if missing or extra:
         raise ProtocolError(f"{where}: {_key_sets('frames', missing, extra)}")
     length = None
-    for key, (shape, dtype) in spec.items():
-        arr = frames[key]
+    for key, (shape, dtype) in wanted.items():
+        arr, per_frame = frames[key], key in spec
         if not isinstance(arr, np.ndarray):
             raise ProtocolError(f"{where}: {key!r} must be an array, got {type(arr).__name__}")
-        if arr.dtype != np.dtype(dtype) or arr.ndim != 1 + len(shape) or arr.shape[1:] != tuple(shape):
+        want = ("(T, *{})" if per_frame else "{}").format(tuple(shape))
+        if (
+            arr.dtype != np.dtype(dtype)
+            or (arr.shape[1:] if per_frame else arr.shape) != tuple(shape)
+            or (per_frame and arr.ndim != 1 + len(shape))
+        ):
             raise ProtocolError(
-                f"{where}: {key!r} must be {np.dtype(dtype)} (T, *{tuple(shape)}), got {arr.dtype} "
-                f"{arr.shape}"
+                f"{where}: {key!r} must be {np.dtype(dtype)} {want}, got {arr.dtype} {arr.shape}"
             )
-        length = arr.shape[0] if length is None else length
-        if arr.shape[0] != length:
-            raise ProtocolError(f"{where}: {key!r} has {arr.shape[0]} frames, the other keys {length}")
+        if per_frame:
+            length = arr.shape[0] if length is None else length
+            if arr.shape[0] != length:
+                raise ProtocolError(f"{where}: {key!r} has {arr.shape[0]} frames, the other keys {length}")
         if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
             raise ProtocolError(f"{where}: {key!r} holds NaN or inf")
     if not 1 <= (length or 0) <= max_steps:
@@ -142,6 +154,7 @@ def check_push(
     frames: Any,
     meta: Any,
     spec: dict,
+    once: dict,
     max_steps: int,
     control_hz: float,
 ) -> tuple[int, int, dict[str, np.ndarray], dict[str, Any]]:
@@ -153,5 +166,5 @@ def check_push(
     actor = check_int(actor, "actor", 0, MAX_ACTOR)
     episode = check_int(episode, "episode", 0, MAX_EPISODE)
     where = f"actor {actor} episode {episode}"
-    frames = check_frames(frames, spec, max_steps, where)
+    frames = check_frames(frames, spec, once, max_steps, where)
     return actor, episode, frames, check_meta(meta, frames, control_hz, where)

@@ -42,6 +42,16 @@ def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dic
     return spec
 
 
+def final_spec(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
+    """Per-episode spec of a recorded online episode: the final observation ``final.<key>`` (the state
+    after the last step) of every observation key, which a chunk reaching a time-limit end bootstraps
+    from (ALGORITHMS.md §1)."""
+    return {
+        keys.final_key(k): (tuple(s), np.uint8 if keys.is_image_key(k) else np.float32)
+        for k, s in obs_shapes.items()
+    }
+
+
 def concat_batches(parts: list[dict]) -> dict:
     """Concatenate chunk batches along the batch axis (nested observation dicts included)."""
     parts = [p for p in parts if p]
@@ -80,10 +90,11 @@ class OnlineReplay:
         spec = episode_spec(obs_shapes, action_dim)
         spec[ACTOR_KEY] = ((), np.int32)
         spec[ACTOR_EPISODE_KEY] = ((), np.int64)
-        self.buffer = ZarrReplayBuffer(path, spec)
+        self.buffer = ZarrReplayBuffer(path, spec, final_spec(obs_shapes))
         self.horizon, self.gamma = horizon, gamma
         arrays = self.buffer.arrays()
         self._parts: list[dict[str, np.ndarray]] = [arrays] if len(self.buffer) else []
+        self._finals = [self.buffer.episode_arrays()] if len(self.buffer) else []
         self._episode_index = [self.buffer.episode_index] if len(self.buffer) else []
         self._sampler: ChunkSampler | None = None
         self._prior_rows = np.zeros(0, np.int64)
@@ -103,7 +114,8 @@ class OnlineReplay:
         return self.buffer.num_episodes
 
     def add(self, actor: int, actor_episode: int, frames: dict[str, np.ndarray]) -> bool:
-        """Store actor ``actor``'s episode number ``actor_episode`` (T frames per key of the episode spec).
+        """Store actor ``actor``'s episode number ``actor_episode``: T frames per key of the episode spec and
+        the final observation per key of :func:`final_spec`.
 
         Returns False (and stores nothing) when that episode is already stored: a resend after a lost
         acknowledgement. Durable on return.
@@ -129,7 +141,8 @@ class OnlineReplay:
         source = "intervention" if np.asarray(frames[keys.INTERVENTION]).any() else "online"
         ep = self.buffer.add_episode(frames, source=source)
         self.acked[actor] = actor_episode + 1
-        self._parts.append({k: np.asarray(v) for k, v in frames.items()})
+        self._parts.append({k: np.asarray(frames[k]) for k in self.buffer.spec})
+        self._finals.append({k: np.asarray(frames[k])[None] for k in self.buffer.episode_spec})
         self._episode_index.append(np.full(length, ep, np.int64))
         self._sampler = None
         return True
@@ -138,10 +151,12 @@ class OnlineReplay:
         if self._sampler is None and self._parts:
             if len(self._parts) > 1:
                 self._parts = [{k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}]
+                self._finals = [{k: np.concatenate([p[k] for p in self._finals]) for k in self._finals[0]}]
                 self._episode_index = [np.concatenate(self._episode_index)]
             arrays = self._parts[0]
+            final_obs = {k: self._finals[0][keys.final_key(k)] for k in self.obs_keys}
             self._sampler = ChunkSampler(
-                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma
+                arrays, self._episode_index[0], self.obs_keys, self.horizon, self.gamma, final_obs=final_obs
             )
             self._prior_rows = np.flatnonzero(np.asarray(arrays[keys.INTERVENTION]).astype(bool))
         return self._sampler
