@@ -223,3 +223,21 @@ def test_non_loopback_bind_without_keys_is_refused(served, tmp_path):
     with pytest.raises(ConfigError) as refused:  # `robot-rl online --role learner`: before the learner builds
         run_learner(cfg, 0)
     assert "\n" not in str(refused.value) and "set security.keys" in str(refused.value)
+
+
+def test_keys_command_adds_keys_and_never_replaces_them(tmp_path, capsys):
+    from robot_rl.cli.main import main
+
+    folder = tmp_path / "keys"
+    assert main(["keys", str(folder), "--actors", "2"]) == 0
+    server = (folder / "server.key_secret").read_bytes()
+    assert sorted(p.name for p in (folder / "clients").iterdir()) == ["actor0.key", "actor1.key"]
+    assert (folder / "actor1.key_secret").stat().st_mode & 0o777 == 0o600
+    assert main(["keys", str(folder), "--actors", "3", "--clients", "critic0"]) == 0  # adds actor2, critic0
+    assert (folder / "server.key_secret").read_bytes() == server
+    assert set(load_server_keys(folder).clients.values()) == {"actor0", "actor1", "actor2", "critic0"}
+    assert load_client_keys(folder, "actor2").server == load_server_keys(folder).public
+    assert main(["keys", str(folder), "--clients", "../x"]) == 1
+    assert "key name '../x'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"nobody.key_secret not found; make it with: robot-rl keys"):
+        load_client_keys(folder, "nobody")

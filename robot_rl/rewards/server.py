@@ -59,6 +59,7 @@ except ImportError as _err:  # pragma: no cover - depends on the install
 PROTOCOL = 1
 OPS = ("predict", "info", "stats", "ping")
 POLL_MS = 100  # how often an idle server checks its stop event
+DRAIN_MESSAGES = 256  # most messages read between two forward passes
 LATENCY_WINDOW = 1024  # requests kept for the latency percentiles
 
 log = logging.getLogger(__name__)
@@ -316,9 +317,12 @@ class _Server:
         return max(0, int(np.ceil(1000.0 * (self.deadline - time.perf_counter()))))
 
     def drain(self) -> None:
-        """Take the messages already queued on the socket, until a batch's worth of new pairs is in."""
+        """Take the messages already queued on the socket, until a batch's worth of new pairs is in (or
+        :data:`DRAIN_MESSAGES` messages were read: a flood of pings cannot hold up scoring)."""
         added = 0
-        while added < self.max_batch:
+        for _ in range(DRAIN_MESSAGES):
+            if added >= self.max_batch:
+                return
             try:
                 frames, _ = self.router.recv(zmq.NOBLOCK)
             except zmq.Again:
