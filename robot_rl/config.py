@@ -119,7 +119,7 @@ class OfflineRLConfig:
     num_critics: int = 2
     critic_agg: str = "mean"
     critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
-    best_of_n: int = 32
+    best_of_n: int = 8
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
     terminal_chunks: str = "drop"
@@ -240,7 +240,10 @@ class SACConfig:
     Gaussian tanh SAC on single-step actions (chunk h = 1), a LayerNorm critic ensemble of
     ``num_critics`` aggregated by ``critic_agg``, discount ``gamma``, temperature initialised to
     ``init_temperature`` and tuned towards ``target_entropy`` (0 = the default -|A|/2).
-    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1)."""
+    ``critic_only_updates`` extra critic-only updates run before each full update (HIL-SERL: 1), each on
+    its own freshly drawn batch of ``online.batch_size`` chunks. ``backup_entropy``: subtract
+    ``alpha * log pi(a'|s')`` from the bootstrapped value in the critic target (textbook SAC); the released
+    HIL-SERL configs set it false, so the target is ``r + gamma * mask * agg_k Qbar_k(s', a')``."""
 
     lr: float = 3e-4
     gamma: float = 0.97
@@ -252,6 +255,7 @@ class SACConfig:
     init_temperature: float = 0.01
     target_entropy: float = 0.0
     critic_only_updates: int = 1
+    backup_entropy: bool = False
 
 
 @dataclass
@@ -284,13 +288,15 @@ class OnlineConfig:
     ``in_pipeline``: ``robot-rl pipeline`` runs this online stage (after offline RL, before evaluation)
     and evaluates its policy next to BC and offline RL. ``method``: ``qc`` / ``qc_fql`` (chunked RL with
     the QC critic, the flow policy extracted by best-of-N or FQL; hyper-parameters from ``offline``),
-    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus interventions
-    only). ``init``: the offline checkpoint to start from (empty = ``<run_dir>/checkpoints/
-    offline_seed<seed>``; ``sac`` starts from scratch).
+    ``sac`` (the HIL-SERL recipe, section ``sac``) or ``hg_dagger`` (flow BC on demos plus the steps a
+    human drove, never the policy's own; its batches ignore ``demo_fraction``). ``init``: the offline
+    checkpoint to start from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from
+    scratch).
     ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
-    0.5). ``publish_every``: updates between weight publications. ``checkpoint_every``: updates between
+    0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``publish_every``:
+    updates between weight publications. ``checkpoint_every``: updates between
     learner checkpoints. ``max_env_steps_ahead``: actors wait while their env steps exceed
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
@@ -343,6 +349,8 @@ class PipelineConfig:
 
     ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
+    ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
+    command runs (``robot_rl.threads``); set 1 when several jobs share the machine.
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -362,6 +370,7 @@ class PipelineConfig:
     security: SecurityConfig = field(default_factory=SecurityConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
+    threads: int = 0
 
 
 # The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.
@@ -369,7 +378,6 @@ QUICK_OVERRIDES: dict[str, object] = {
     "collect.num_episodes": 100,
     "bc.steps": 1500,
     "offline.steps": 1500,
-    "offline.best_of_n": 8,  # best-of-32 runs ~1.2 QC updates/s on 2 cores; best-of-8 ~5.4 (benchmarks/)
     "seeds": [0],
     "eval.episodes_per_seed": 50,
 }

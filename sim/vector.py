@@ -54,7 +54,7 @@ def make_vector_env(
         ValueError: ``num_envs`` < 1.
         RendererError: cameras are requested and no offscreen GL backend works.
     """
-    from robot_rl.sim import BUILTIN_ID, make_env
+    from robot_rl.sim.factory import BUILTIN_ID, make_env
 
     n = cfg.num_envs if num_envs is None else num_envs
     if n < 1:

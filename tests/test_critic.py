@@ -170,7 +170,7 @@ def test_compact_critic_orders_held_out_demos(sim_run):
 
 @pytest.mark.slow
 def test_critic_checkpoint_round_trip_and_eval_cli(sim_run, capsys):
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     run, args = sim_run
     critic = load_critic(run / "critic")
@@ -235,8 +235,8 @@ def _expert_episode(
 @pytest.mark.slow
 def test_online_critic_reward_in_the_sim(sim_run):
     from robot_rl.config import EnvConfig
+    from robot_rl.rewards.registry import load_critic
     from robot_rl.rewards.shaping import CriticRewardWrapper
-    from robot_rl.rewards.trainable import load_critic
     from robot_rl.sim import make_env
 
     run, _ = sim_run
@@ -295,7 +295,7 @@ def test_episode_progress_batches_line_up():
 def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
     from robot_rl.data.lerobot_dataset import LeRobotDataset
     from robot_rl.rewards.evaluate import episode_vocs
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     run, _ = sim_run
     src, out, critic = run / "dataset", tmp_path / "kept", run / "critic"

@@ -24,9 +24,9 @@ import zmq
 from robot_rl.config import ConfigError, CriticConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.compact import CompactProgressCritic
+from robot_rl.rewards.registry import load_critic
 from robot_rl.rewards.remote import CriticUnavailableError, RemoteCritic
 from robot_rl.rewards.server import PROTOCOL, encode_header, encode_pairs, serve
-from robot_rl.rewards.trainable import load_critic
 from robot_rl.security import load_client_keys, load_server_keys, make_keys
 from robot_rl.transport import decode_arrays
 

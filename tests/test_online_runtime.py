@@ -85,6 +85,84 @@ def test_replay_bootstraps_truncated_chunks_from_the_stored_final_observation(tm
     assert replay.num_episodes == 2 and replay.acked == {0: 2}
 
 
+def _takeover_episode(shapes: dict, action_dim: int, length: int = 20, human=(3, 10), value: float = 0.0):
+    """A toy episode whose takeover ends mid-episode: a human drives steps [human[0], human[1]) with
+    action +0.5, the policy the rest with -0.5; every observation is ``value + step index``."""
+    steps = np.arange(length, dtype=np.float32)
+    interv = (steps >= human[0]) & (steps < human[1])
+    frames = {
+        k: np.broadcast_to(value + steps.reshape(-1, *[1] * len(s)), (length, *s)).copy()
+        for k, s in shapes.items()
+    }
+    frames[keys.ACTION] = np.where(interv, 0.5, -0.5)[:, None].repeat(action_dim, 1).astype(np.float32)
+    frames[keys.REWARD] = np.zeros(length, np.float32)
+    frames[keys.DONE] = frames[keys.SUCCESS] = np.zeros(length, bool)
+    frames[keys.INTERVENTION] = interv
+    frames.update({keys.final_key(k): frames[k][-1] + 1 for k in shapes})  # the state after the last step
+    return frames
+
+
+def test_hg_dagger_batches_imitate_only_human_steps(tmp_path):
+    """Issue 14.6: a chunk drawn from a human-driven step runs past the hand-back; HG-DAgger's BC must not
+    imitate the policy's actions there (valid * is_intervention), while RL batches keep every step."""
+    h = 5
+    replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=h, gamma=0.9)
+    replay.add(0, 0, _takeover_episode({keys.STATE: (3,)}, 2))  # human steps 3..9, policy 10..19
+    replay.add(0, 1, _episode(12, value=-1.0))  # autonomous
+    rng = np.random.default_rng(0)
+    bc = rlpd_batch(replay, None, 512, 0.5, rng, human_only=True)  # no demos: all from interventions
+    start = bc["observations"][keys.STATE][:, 0].astype(int)
+    assert bc["actions"].shape == (512, h, 2) and set(start) == set(range(3, 10))  # every human step
+    expected_valid = (start[:, None] + np.arange(h)[None, :] < 10).astype(np.float32)  # until the hand-back
+    np.testing.assert_array_equal(bc["valid"], expected_valid)
+    assert (bc["actions"][bc["valid"] > 0] == 0.5).all()  # only human actions are imitated
+    assert (bc["valid"].sum(1) < h).any()  # chunks that ran past the hand-back were cut
+    # RL keeps the policy's steps after the hand-back (the episode goes on to step 19)
+    rl = rlpd_batch(replay, None, 512, 1.0, rng)
+    assert (rl["valid"] == 1).all() and (rl["actions"][rl["valid"] > 0] == -0.5).any()
+    autonomous = OnlineReplay(tmp_path / "a", {keys.STATE: (3,)}, 2, horizon=h, gamma=0.9)
+    autonomous.add(0, 0, _episode(12))
+    with pytest.raises(DatasetError, match="no demonstrations or human-driven online steps to imitate"):
+        rlpd_batch(autonomous, None, 8, 1.0, rng, human_only=True)
+    assert rlpd_batch(autonomous, None, 8, 1.0, rng)["actions"].shape == (8, h, 2)  # RL: online steps
+
+
+@pytest.mark.parametrize("method", ["sac", "hg_dagger"])
+def test_learner_draws_the_batches_each_method_needs(tiny_offline_run, tmp_path, method):
+    """Issue 14: SAC's update gets critic_only_updates + 1 independently drawn full RLPD batches (each mixes
+    demos and online steps); HG-DAgger's batch holds demos and human steps only."""
+    from robot_rl.algos.batch import batch_to_torch
+    from robot_rl.runtime.learner import Learner
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    cfg = load_config(None, overrides(run, f"--online.method={method}"))
+    learner = Learner(cfg, 0, progress=False)
+    value = 1000.0  # online observations are value + step: far from any demo observation
+    learner.replay.add(0, 0, _takeover_episode(learner.obs_shapes, learner.action_dim, value=value))
+    batches = learner.draw_batches()
+    b = cfg.online.batch_size
+    assert (
+        len(batches)
+        == learner.agent.batches_per_update
+        == (cfg.sac.critic_only_updates + 1 if method == "sac" else 1)
+    )
+    for batch in batches:
+        online = batch["observations"][keys.STATE][:, 0] >= value
+        assert batch["actions"].shape[0] == b and 0 < online.sum() < b  # demos and online steps
+        if method == "hg_dagger":
+            assert (batch["actions"][online][batch["valid"][online] > 0] == 0.5).all()
+            assert (batch["observations"][keys.STATE][online, 0] - value < 10).all()  # human starts
+        else:
+            assert online.sum() >= b // 2  # the online half plus the interventions of the prior half
+    if method == "sac":
+        assert cfg.sac.critic_only_updates == 1 and cfg.sac.backup_entropy is False
+        assert not np.array_equal(batches[0]["actions"], batches[1]["actions"])
+    metrics = learner.agent.update(*(batch_to_torch(x, cfg.device) for x in batches))
+    assert all(np.isfinite(v) for v in metrics.values())
+    if method == "sac":
+        assert "critic_only_loss" in metrics
+
+
 def _online_csv(run: Path, name: str) -> list[dict]:
     with open(run / "logs" / f"{name}_seed0.csv") as f:
         return list(csv.DictReader(f))
@@ -352,9 +430,9 @@ def test_unsent_steps_count_episodes_left_from_an_earlier_run(tiny_offline_run, 
     learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"), connect=False)
     try:
         for length in (5, 7, 3):  # as if logged by this actor before a restart
-            actor.log.add_episode(
-                {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
-            )
+            frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
+            frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
+            actor.log.add_episode(frames)
         actor.sender.acked = -1  # not connected yet: nothing acknowledged
         assert actor._unsent_steps() == 15
         actor.sender.acked = 1

@@ -35,9 +35,12 @@ class Agent:
     """Base: ``update(batch) -> metrics``, ``act(obs) -> (B, h, d)`` robot units, ``modules()``.
 
     Subclasses set ``self.method`` and ``self.optimizers`` (name -> torch optimizer).
+    ``batches_per_update``: how many independently drawn batches one update consumes, passed as
+    ``update(*batches)``; 1 for every agent except SAC with critic-only updates.
     """
 
     method: str = ""
+    batches_per_update: int = 1
     optimizers: dict[str, torch.optim.Optimizer]
     policy: nn.Module
 

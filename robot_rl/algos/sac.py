@@ -12,20 +12,24 @@ action space [-1, 1] of the actor (same normalisation as the flow policy). With 
 alpha = exp(log_alpha) and K critics:
 
 - critic target: ``y = r + gamma * mask * (agg_k Qbar_k(s', a') - alpha * log pi(a'|s'))``, ``a' ~ pi(.|s')``
-  (``agg`` = ``SACConfig.critic_agg``; the entropy term is dropped with ``backup_entropy=False``, which is
-  what the released HIL-SERL configs use);
+  (``agg`` = ``SACConfig.critic_agg``); with ``SACConfig.backup_entropy`` false (the default, as the
+  released HIL-SERL configs) the entropy term is dropped: ``y = r + gamma * mask * agg_k Qbar_k(s', a')``;
 - critic loss: ``mean_{k,b} valid[b, 0] * (Q_k(s_b, a_b) - y_b)^2`` (:func:`masked_critic_loss`);
 - actor loss: ``E_s E_{a~pi}[alpha * log pi(a|s) - mean_k Q_k(s, a)]`` (alpha held fixed);
 - temperature loss: ``alpha * (H - H_target)`` with the entropy estimate ``H = -E log pi(a|s)`` held fixed,
   so alpha grows when the entropy is below the target and shrinks above it (the Lagrangian form of the
   HIL-SERL/SERL code); ``H_target = SACConfig.target_entropy``, or ``-d/2`` when that is 0;
 - target: ``Qbar <- (1 - tau) Qbar + tau Q`` after every critic step (critic-only steps included, as SERL).
+
+One update takes ``critic_only_updates + 1`` independently drawn batches: a critic-only step on each of the
+first ``critic_only_updates`` and the full step (critic, actor, temperature) on the last, as HIL-SERL draws
+a fresh full batch for every critic step.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -70,29 +74,6 @@ class Temperature(nn.Module):
         return self.log_alpha.exp()
 
 
-def _slice(x: Any, start: int, stop: int, b: int) -> Any:
-    if isinstance(x, dict):
-        return {k: _slice(v, start, stop, b) for k, v in x.items()}
-    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim >= 1 and x.shape[0] == b:
-        return x[start:stop]
-    if isinstance(x, (list, tuple)) and len(x) == b:
-        return x[start:stop]
-    return x
-
-
-def split_batch(batch: dict, n: int) -> list[dict]:
-    """Split a batch along its first axis into ``n`` contiguous minibatches of (near) equal size.
-
-    Every entry whose leading size is B (tensors, arrays, lists such as ``observations['task']``, nested
-    dicts) is sliced; anything else is shared. Raises ValueError if B < n.
-    """
-    b = int(batch["rewards"].shape[0])
-    if b < n:
-        raise ValueError(f"batch of {b} cannot be split into {n} minibatches (critic_only_updates + 1)")
-    bounds = [i * b // n for i in range(n + 1)]
-    return [_slice(batch, bounds[i], bounds[i + 1], b) for i in range(n)]
-
-
 class SACAgent(Agent):
     """Gaussian SAC on single-step actions (HIL-SERL recipe).
 
@@ -100,10 +81,9 @@ class SACAgent(Agent):
         policy: tanh-Gaussian actor (:class:`GaussianPolicy`) with ``horizon == 1``; ``self.policy``.
         critic: :class:`ChunkCritic` with ``horizon == 1`` (LayerNorm ensemble of ``cfg.num_critics``,
             aggregation ``cfg.critic_agg``); a Polyak target copy is made here.
-        cfg: ``SACConfig`` (lr, gamma, tau, init_temperature, target_entropy, critic_only_updates).
+        cfg: ``SACConfig`` (lr, gamma, tau, init_temperature, target_entropy, critic_only_updates,
+            backup_entropy).
         deterministic: initial value of :attr:`deterministic`.
-        backup_entropy: subtract ``alpha * log pi(a'|s')`` in the critic target (SAC; default). HIL-SERL's
-            released configs set it False.
 
     Attributes:
         deterministic: when True :meth:`act` returns ``tanh(mu(s))`` (evaluation); when False (default) it
@@ -111,12 +91,12 @@ class SACAgent(Agent):
             True`` before evaluation.
         target_entropy: the temperature's entropy target (float).
         temperature: :class:`Temperature` module (``log_alpha``).
+        backup_entropy: ``cfg.backup_entropy`` (bool): the critic target subtracts ``alpha * log pi(a'|s')``.
+        batches_per_update: ``critic_only_updates + 1``.
 
-    ``update(batch)`` splits the batch into ``critic_only_updates + 1`` equal minibatches, takes a
-    critic-only step (critic + Polyak) on each of the first ``critic_only_updates`` and a full step (critic,
-    actor, temperature, Polyak) on the last. HIL-SERL draws a fresh batch for each critic-only update; since
-    ``update`` receives one batch, splitting it keeps the data disjoint at the cost of smaller minibatches
-    (feed a ``(critic_only_updates + 1)``-times larger batch to match HIL-SERL's per-step batch size).
+    ``update(b_1, ..., b_n)`` with n = :attr:`batches_per_update` independently drawn full batches (HIL-SERL
+    samples a fresh batch for every critic step): a critic-only step (critic + Polyak) on each of
+    ``b_1 .. b_{n-1}`` and a full step (critic, actor, temperature, Polyak) on ``b_n``.
 
     Optimizers: ``actor``, ``critic``, ``temperature`` (Adam, ``cfg.lr``). Modules: ``policy``, ``critic``,
     ``target_critic``, ``temperature``.
@@ -130,7 +110,6 @@ class SACAgent(Agent):
         critic: ChunkCritic,
         cfg,
         deterministic: bool = False,
-        backup_entropy: bool = True,
     ):
         if int(policy.horizon) != 1:
             raise ValueError(f"SAC acts on single steps: policy.horizon must be 1, got {policy.horizon}")
@@ -143,7 +122,8 @@ class SACAgent(Agent):
         if int(cfg.critic_only_updates) < 0:
             raise ValueError(f"critic_only_updates must be >= 0, got {cfg.critic_only_updates}")
         self.policy, self.critic, self.cfg = policy, critic, cfg
-        self.deterministic, self.backup_entropy = bool(deterministic), bool(backup_entropy)
+        self.deterministic, self.backup_entropy = bool(deterministic), bool(cfg.backup_entropy)
+        self.batches_per_update = int(cfg.critic_only_updates) + 1
         self.target_critic = make_target(critic)
         self.temperature = Temperature(cfg.init_temperature).to(self.device)
         d = int(policy.action_dim)
@@ -184,19 +164,28 @@ class SACAgent(Agent):
         polyak_update(self.target_critic, self.critic, self.cfg.tau)
         return loss, q, y
 
-    def update(self, batch: dict) -> dict[str, float]:
-        """``critic_only_updates`` critic-only steps, then one full step (see the class docstring).
+    def update(self, *batches: dict) -> dict[str, float]:
+        """A critic-only step on each of ``batches[:-1]``, then the full step on ``batches[-1]``; exactly
+        :attr:`batches_per_update` (``critic_only_updates + 1``) independently drawn batches, each as from
+        ``batch_to_torch`` (see the module docstring for the keys).
 
         Returns float metrics: ``critic_loss`` (full step), ``critic_only_loss`` (mean over the critic-only
         steps; absent when there are none), ``actor_loss``, ``temperature_loss``, ``temperature`` (alpha after
-        the step), ``entropy`` (-mean log pi), ``q_mean``, ``target_mean``.
+        the step), ``entropy`` (-mean log pi), ``q_mean``, ``target_mean`` (full step).
 
         Raises:
-            ValueError: actions not (B, 1, d), NaN/inf actions in valid steps, B < critic_only_updates + 1.
+            ValueError: not exactly ``critic_only_updates + 1`` batches, actions not (B, 1, d), NaN/inf
+                actions in valid steps.
         """
-        self._check_actions(batch)
+        if len(batches) != self.batches_per_update:
+            raise ValueError(
+                f"SAC update takes critic_only_updates + 1 = {self.batches_per_update} independently drawn "
+                f"batches (one per critic step), got {len(batches)}"
+            )
+        for batch in batches:
+            self._check_actions(batch)
         self.train()
-        *critic_only, last = split_batch(batch, int(self.cfg.critic_only_updates) + 1)
+        *critic_only, last = batches
         only_losses = [float(self._critic_step(mb)[0].detach()) for mb in critic_only]
         critic_loss, q, y = self._critic_step(last)
 

@@ -16,8 +16,6 @@ from robot_rl.data.lerobot_dataset import LeRobotDataset
 from robot_rl.rewards.episodes import critic_episodes, iter_episodes
 from robot_rl.run_dir import RunDir, write_json_atomic
 
-CRITIC_KINDS = ("compact", "vlm")
-
 
 def run(args, cfg: PipelineConfig) -> None:
     """Dispatch ``robot-rl critic <action>`` and ``robot-rl label``."""
@@ -61,29 +59,10 @@ def split_episodes(cfg: PipelineConfig, num_episodes: int) -> tuple[list[int], l
     return train, val
 
 
-def build_critic(cfg: PipelineConfig, state_dim: int):
-    """A fresh critic of ``critic.kind``.
-
-    Raises:
-        ConfigError: unknown kind, or ``vlm`` without ``critic.model``.
-    """
-    kind = cfg.critic.kind
-    if kind == "compact":
-        from robot_rl.rewards.compact import CompactProgressCritic
-
-        return CompactProgressCritic(cfg.critic, state_dim=state_dim, device=cfg.device)
-    if kind == "vlm":
-        if not cfg.critic.model:
-            raise ConfigError("critic.model: a vlm critic needs a Hugging Face model id or local path")
-        from robot_rl.rewards.vlm import VLMProgressCritic
-
-        return VLMProgressCritic.from_pretrained(cfg.critic.model, cfg.critic, device=cfg.device)
-    raise ConfigError(f"critic.kind={kind!r}; expected one of {CRITIC_KINDS}")
-
-
 def train(cfg: PipelineConfig) -> dict:
     """Train a critic on the dataset's training episodes, save it, and evaluate it on the held-out ones."""
     from robot_rl.rewards.pairs import PairSampler
+    from robot_rl.rewards.registry import build_critic
     from robot_rl.rewards.trainable import train_critic
 
     root = dataset_root(cfg)
@@ -95,7 +74,7 @@ def train(cfg: PipelineConfig) -> dict:
         iter_episodes(root, image_keys, cfg.critic.image_size, state_key, train_eps, _success_mode(cfg))
     )
     state_dim = episodes[0].frames[state_key].shape[1] if state_key else 0
-    critic = build_critic(cfg, state_dim)
+    critic = build_critic(cfg.critic, state_dim, cfg.device)
     if state_key and hasattr(critic, "fit_state_stats"):
         critic.fit_state_stats(np.concatenate([e.frames[state_key] for e in episodes]))
     try:
@@ -119,7 +98,7 @@ def evaluate(
 ) -> dict:
     """Score held-out episodes (``data.val_episodes``, default all) and write eval.json and progress.png."""
     from robot_rl.rewards.evaluate import plot_progress, score_episodes
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     critic = critic or load_critic(checkpoint_dir(cfg), cfg.device)
     root = dataset_root(cfg)
@@ -145,8 +124,8 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
         ConfigError: ``reward.mode`` is not shaped or critic.
     """
     from robot_rl.rewards.label import label_dataset
+    from robot_rl.rewards.registry import load_critic
     from robot_rl.rewards.shaping import shaping_gamma
-    from robot_rl.rewards.trainable import load_critic
 
     if cfg.reward.mode not in ("shaped", "critic"):
         raise ConfigError(f"reward.mode={cfg.reward.mode!r}: label writes 'shaped' or 'critic' rewards")

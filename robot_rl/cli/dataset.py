@@ -195,7 +195,7 @@ def _filter(args: argparse.Namespace) -> int:
     from robot_rl.data.episode_copy import copy_episodes
     from robot_rl.data.errors import DatasetError
     from robot_rl.rewards.evaluate import episode_vocs
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     if not args.critic:
         raise ValueError("--min-voc needs --critic <trained critic checkpoint folder>")

@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, cfg) -> None:
     from robot_rl.cli import stages  # heavy imports (torch, mujoco) only after the config is valid
+    from robot_rl.threads import set_threads
 
+    set_threads(cfg.threads, cfg.online.num_actors + 1 if args.command == "online" else 1)
     if args.command in ("critic", "label"):
         from robot_rl.cli import critic
 

@@ -158,7 +158,7 @@ class CompactProgressCritic(TrainableCritic):
     def from_checkpoint(
         cls, meta: dict[str, Any], cfg: CriticConfig, weights: dict[str, torch.Tensor], device: str = "cpu"
     ) -> CompactProgressCritic:
-        """Rebuild from ``critic.json`` fields and ``model.safetensors`` weights (trainable.load_critic)."""
+        """Rebuild from ``critic.json`` fields and ``model.safetensors`` weights (registry.load_critic)."""
         critic = cls(cfg, state_dim=int(meta.get("state_dim", 0)), device=device)
         critic.module.load_state_dict(weights)
         return critic

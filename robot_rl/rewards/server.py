@@ -436,7 +436,7 @@ def serve_checkpoint(
 
     Raises:
         ConfigError: a non-loopback ``address`` without ``keys``, or a bad key folder (before loading)."""
-    from robot_rl.rewards.trainable import load_critic
+    from robot_rl.rewards.registry import load_critic
 
     server_keys = load_server_keys(keys) if keys else None
     check_address(address, server_keys, "critic server address", bind=True)

@@ -95,25 +95,6 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], CriticConfig, dic
     return meta, cfg, weights
 
 
-def load_critic(path: str | Path, device: str = "cpu") -> TrainableCritic:
-    """Rebuild a trained critic from its checkpoint folder.
-
-    Raises:
-        CriticInputError: not a checkpoint, or an unknown ``kind``.
-    """
-    meta, cfg, weights = read_checkpoint(path)
-    kind = meta.get("kind")
-    if kind == "compact":
-        from robot_rl.rewards.compact import CompactProgressCritic
-
-        return CompactProgressCritic.from_checkpoint(meta, cfg, weights, device)
-    if kind == "vlm":
-        from robot_rl.rewards.vlm import VLMProgressCritic
-
-        return VLMProgressCritic.from_checkpoint(meta, cfg, weights, device)
-    raise CriticInputError(f"{path}/{META_FILE}: unknown critic kind {kind!r} (compact or vlm)")
-
-
 def train_critic(
     critic: TrainableCritic, sampler: PairSampler, steps: int, log_every: int = 100, progress=None
 ) -> list[dict[str, float]]:

@@ -36,6 +36,7 @@ from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.messages import max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
+from robot_rl.threads import set_threads
 from robot_rl.transport import PeerUnavailableError
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class Actor:
         from robot_rl.sim import make_env
 
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
+        set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
         run = RunDir(cfg.run_dir)
         self.dir = run.root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
         self.env = make_env(cfg.env)
@@ -165,8 +167,8 @@ class Actor:
         """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
         if self.cfg.reward.mode == "success":
             return env
+        from robot_rl.rewards.registry import load_critic
         from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
-        from robot_rl.rewards.trainable import load_critic
 
         critic_dir = self.cfg.critic.checkpoint or str(RunDir(self.cfg.run_dir).root / "critic")
         gamma = shaping_gamma(self.cfg, "online")

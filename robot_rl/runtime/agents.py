@@ -4,7 +4,8 @@
   loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
   starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
   ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section.
-- ``hg_dagger``: flow BC (§2) on demos plus interventions, starting from the init checkpoint's policy.
+- ``hg_dagger``: flow BC (§2) on demos plus the human-driven steps of interventions (the learner masks the
+  policy's own steps, ``rlpd_batch(human_only=True)``), starting from the init checkpoint's policy.
 - ``sac``: the HIL-SERL recipe (§5) from scratch, single-step actions, normalised with the demos' stats.
 """
 

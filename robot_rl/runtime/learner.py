@@ -1,11 +1,13 @@
 """The online learner: ingests actors' episodes, trains on RLPD batches, publishes weights, checkpoints.
 
 ALGORITHMS.md §3-5. The agent is the chunked QC agent (best-of-N or FQL extraction) warm-started from the
-offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus interventions). The
-learner keeps ``updates <= utd_ratio * max(0, online env steps - warmup_steps)``: it waits for data
-instead of overfitting the first episodes. Weights are published every ``publish_every`` updates; a
-resumable checkpoint (modules, optimizers, counters) is written every ``checkpoint_every`` updates, and
-the replay lives in zarr, so a learner killed at any moment resumes without losing a recorded episode.
+offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus the human-driven steps
+of interventions). One update consumes ``agent.batches_per_update`` independently drawn RLPD batches
+(SAC: one per critic step). The learner keeps ``updates <= utd_ratio * max(0, online env steps -
+warmup_steps)``: it waits for data instead of overfitting the first episodes. Weights are published every
+``publish_every`` updates; a resumable checkpoint (modules, optimizers, counters) is written every
+``checkpoint_every`` updates, and the replay lives in zarr, so a learner killed at any moment resumes
+without losing a recorded episode.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from robot_rl.runtime.messages import (
 from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter, episode_meta
 from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, final_spec, rlpd_batch
 from robot_rl.runtime.weights import agent_weights
+from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
 METHODS = ("qc", "qc_fql", "sac", "hg_dagger")
@@ -63,6 +66,7 @@ class Learner:
         if not 0.0 <= on.demo_fraction <= 1.0:
             raise ConfigError(f"online.demo_fraction={on.demo_fraction} must be in [0, 1]")
         self.cfg, self.seed, self.progress = cfg, seed, progress
+        set_threads(cfg.threads, on.num_actors + 1)  # the learner shares the CPU with its actors
         self.run = RunDir(cfg.run_dir)
         self.name = online_name(cfg)
         self.dir = self.run.root / "online" / f"{self.name}_seed{seed}"
@@ -83,7 +87,7 @@ class Learner:
             raise ConfigError(f"online.max_episode_steps={on.max_episode_steps} must be >= 0 (0 = env's)")
         self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
-        self.demo_fraction = 1.0 if on.method == "hg_dagger" else on.demo_fraction
+        self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
         self.updates = self.version = 0
         self._resume()
         self.rng = np.random.default_rng([seed, self.updates])
@@ -197,19 +201,15 @@ class Learner:
                 with self.lock:
                     steps, allowed = self.replay.num_steps, self.updates_allowed()
                     done = steps >= on.env_steps and self.updates >= allowed
-                    batch = (
-                        rlpd_batch(self.replay, self.prior, on.batch_size, self.demo_fraction, self.rng)
-                        if (self.updates < allowed)
-                        else None
-                    )
+                    batches = self.draw_batches() if self.updates < allowed else None
                 if done:
                     break
-                if batch is None:
+                if batches is None:
                     if check is not None:
                         self._checked(check)
                     time.sleep(0.01)
                 else:
-                    metrics = self.agent.update(batch_to_torch(batch, self.cfg.device))
+                    metrics = self.agent.update(*(batch_to_torch(b, self.cfg.device) for b in batches))
                     self.updates += 1
                     if self.updates % on.publish_every == 0:
                         self._publish()
@@ -236,6 +236,20 @@ class Learner:
             bar.close()
             sinks.close()
         return self._finish()
+
+    def draw_batches(self) -> list[dict]:
+        """The ``agent.batches_per_update`` batches of one update, each drawn independently by
+        :func:`rlpd_batch` with ``online.batch_size`` chunks (numpy; ``human_only`` for HG-DAgger). Call it
+        with :attr:`lock` held while actors may push.
+
+        Raises:
+            DatasetError: nothing to sample from yet.
+        """
+        on = self.cfg.online
+        return [
+            rlpd_batch(self.replay, self.prior, on.batch_size, on.demo_fraction, self.rng, self.human_only)
+            for _ in range(self.agent.batches_per_update)
+        ]
 
     def _checked(self, check: Callable[[], None]) -> None:
         try:

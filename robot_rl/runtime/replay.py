@@ -210,28 +210,41 @@ def rlpd_batch(
     batch_size: int,
     demo_fraction: float,
     rng: np.random.Generator,
+    human_only: bool = False,
 ) -> dict:
     """One RLPD batch: ``round(batch_size * demo_fraction)`` chunks from the prior buffer (demos and
-    human-driven online steps, in proportion to their sizes) and the rest from all online steps.
+    human-driven online steps, in proportion to their sizes) and the rest from all online steps. Before
+    any online step is stored, the whole batch comes from the prior buffer.
 
-    With ``demo_fraction`` 1 the batch is prior data only (HG-DAgger). Before any online step is stored,
-    the whole batch comes from the prior buffer.
+    ``human_only`` (HG-DAgger: imitate only what a human did): the whole batch comes from the prior buffer
+    (``demo_fraction`` is ignored), and each chunk drawn from human-driven online steps gets
+    ``valid = valid * is_intervention`` (B, h): a chunk starts at a human step but may run past the
+    hand-back, and the policy's own actions after it must not be imitated. Demo chunks keep their
+    ``valid``. RL batches (``human_only`` False) keep every step: RL learns from the policy's steps too.
+
+    Returns the chunk batch of :meth:`ChunkSampler.get` without ``source`` / ``is_intervention``.
 
     Raises:
-        DatasetError: there is nothing to sample from.
+        DatasetError: there is nothing to sample from (with ``human_only``: no demonstration and no
+            human-driven step).
     """
-    n_prior = round(batch_size * demo_fraction) if replay.num_steps else batch_size
+    n_prior = batch_size if human_only or not replay.num_steps else round(batch_size * demo_fraction)
     n_online = batch_size - n_prior
     n_demo_rows = len(prior.data.train.rows) if prior is not None else 0
     n_interv = replay.intervention_steps
     if n_prior and not (n_demo_rows or n_interv):
+        if human_only:
+            raise DatasetError("no demonstrations or human-driven online steps to imitate yet")
         if not replay.num_steps:
             raise DatasetError("no demonstrations, interventions or online steps to sample from yet")
         n_online, n_prior = batch_size, 0
     from_interv = int(rng.binomial(n_prior, n_interv / (n_interv + n_demo_rows))) if n_prior else 0
+    interventions = replay.sample_interventions(from_interv, rng)
+    if human_only and interventions:
+        interventions["valid"] = interventions["valid"] * interventions["is_intervention"]
     parts = [
         prior.sample(n_prior - from_interv, rng) if prior is not None else {},
-        replay.sample_interventions(from_interv, rng),
+        interventions,
         replay.sample_online(n_online, rng),
     ]
     # per-sample source / intervention flags exist on some parts only; the agents do not read them
