@@ -49,6 +49,7 @@ def run_actor(cfg: PipelineConfig, seed: int, actor_id: int, parent_pid: int | N
     from robot_rl.runtime.actor import Actor
 
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
+    check_address(cfg.online.address, keys, "online.address", bind=False)
     link = ZmqLearnerLink(cfg.online.address, keys=keys)
     try:
         return Actor(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
