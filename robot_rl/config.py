@@ -205,6 +205,9 @@ class CriticConfig:
     breaks the constant-rate assumption of time labels and teaches that a failed attempt is progress.
     ``rule``: the VLAC negative-delta rule used to rebuild progress curves (``scale`` or ``mix``).
     ``lora_rank``: LoRA rank for ``vlm`` fine-tuning (0 = train the head only).
+    Serving (``robot-rl critic serve``): ``serve_max_pairs`` pairs per request at most (a bigger one is
+    refused at once; ``RemoteCritic`` splits its calls to fit), ``serve_max_message_mb`` MiB per message
+    frame at most (``zmq.MAXMSGSIZE``: a peer sending more is disconnected before the frame is buffered).
     """
 
     kind: str = "compact"
@@ -224,6 +227,8 @@ class CriticConfig:
     rule: str = "scale"
     lora_rank: int = 8
     seed: int = 0
+    serve_max_pairs: int = 1024
+    serve_max_message_mb: float = 64.0
 
 
 @dataclass
@@ -321,7 +326,10 @@ class OnlineConfig:
     with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
     process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``log_every_s``: seconds
     between metric rows.
-    ``tensorboard``/``wandb``: extra metric sinks.
+    for the learner before it gives up. ``log_every_s``: seconds between metric rows.
+    ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
+    records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
+    cap (``zmq.MAXMSGSIZE``). ``address`` off loopback (``tcp://*:5560``) needs ``security.keys``.
     """
 
     method: str = "qc"
@@ -347,6 +355,19 @@ class OnlineConfig:
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"
+    max_episode_steps: int = 0
+
+
+@dataclass
+class SecurityConfig:
+    """Who may talk to the learner and the critic server (robot_rl.security).
+
+    ``keys``: a folder made by ``robot-rl keys`` (ZeroMQ CURVE key pairs). With it, the servers accept
+    only the clients listed in ``<keys>/clients`` (actor K only with key ``actorK``) and traffic is
+    encrypted; without it a server refuses to bind anything but a loopback address.
+    """
+
+    keys: str = ""
 
 
 @dataclass
@@ -373,6 +394,7 @@ class PipelineConfig:
     online: OnlineConfig = field(default_factory=OnlineConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
     threads: int = 0

@@ -138,6 +138,8 @@ RULES: dict[str, Range | Choice] = {
     "critic.rule": Choice(("scale", "mix")),
     "critic.lora_rank": NONNEG_INT,
     "critic.seed": NONNEG_INT,
+    "critic.serve_max_pairs": COUNT,
+    "critic.serve_max_message_mb": POSITIVE,
     "reward.mode": Choice(("success", "shaped", "critic")),
     "reward.scale": POSITIVE,
     "reward.done_threshold": FRACTION,
@@ -173,6 +175,7 @@ RULES: dict[str, Range | Choice] = {
     "online.log_every_s": POSITIVE,
     "online.max_nan_stops": COUNT,
     "online.actor_restarts": NONNEG_INT,
+    "online.max_episode_steps": NONNEG_INT,
     "online.replay_capacity": NONNEG_INT,
 }
 

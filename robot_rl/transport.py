@@ -4,7 +4,9 @@ Used by the critic server (``robot_rl.rewards.server``) and the online learner l
 (``robot_rl.runtime.link``). A request is ``[header, blob?]`` where ``header`` is UTF-8 JSON carrying
 ``op``, ``protocol`` and a request ``id``; the reply echoes the ``id`` with ``ok`` true, or ``ok`` false
 with ``error`` and ``type``. Arrays travel as safetensors (numpy) bytes, so a peer on another machine
-never unpickles anything.
+never unpickles anything. Servers bind a :class:`RouterServer`: CURVE-authenticated when given keys
+(:mod:`robot_rl.security`; required off loopback) and refusing any frame over its size cap before it is
+buffered.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ import numpy as np
 import zmq
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
+
+from robot_rl.security import (
+    ClientKeys,
+    ServerKeys,
+    check_address,
+    secure_client_socket,
+    secure_server_socket,
+)
 
 
 class ProtocolError(RuntimeError):
@@ -92,6 +102,63 @@ def split_envelope(frames: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     return frames[:split], frames[split:]
 
 
+class RouterServer:
+    """A server's bound ROUTER socket, in its own ZeroMQ context.
+
+    Args:
+        address: endpoint to bind, e.g. ``tcp://127.0.0.1:5560`` (``:*`` or ``:0`` picks a free port).
+        keys: CURVE keys (:mod:`robot_rl.security`): only clients whose keys the folder lists get through
+            the handshake, and each message carries its client's key name. Required unless ``address``
+            is loopback.
+        max_message_bytes: ``zmq.MAXMSGSIZE``: a peer sending a larger frame is disconnected by ZeroMQ as
+            the frame's size arrives, before it is buffered; nothing reaches the server.
+        setting: the config key or flag that set ``address``, for messages.
+
+    Raises:
+        ConfigError: a non-loopback ``address`` without keys.
+        OSError: the address cannot be bound (in use, malformed); names the address.
+    """
+
+    def __init__(self, address: str, keys: ServerKeys | None, max_message_bytes: int, setting: str) -> None:
+        check_address(address, keys, setting, bind=True)
+        self.secure = keys is not None
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, int(max_message_bytes))
+        self.auth = secure_server_socket(self.context, self.sock, keys) if keys is not None else None
+        try:
+            self.sock.bind(address)
+        except zmq.ZMQError as err:
+            self.close()
+            raise OSError(f"{setting}: cannot bind {address!r}: {err}") from err
+        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def recv(self, flags: int = 0) -> tuple[list[bytes], str | None]:
+        """One message: (frames, the sender's key name; None without keys).
+
+        Raises:
+            zmq.Again: ``flags`` has NOBLOCK and nothing is queued.
+        """
+        frames = self.sock.recv_multipart(flags=flags, copy=False)
+        user = frames[-1].get("User-Id") if self.secure else None
+        return [f.bytes for f in frames], user
+
+    def send(self, frames: list[bytes]) -> bool:
+        """Send without blocking; False when the peer is gone or not reading (the reply is dropped)."""
+        try:
+            self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
+            return True
+        except zmq.Again:
+            return False
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+        if self.auth is not None:
+            self.auth.stop()
+        self.context.term()
+
+
 class RpcClient:
     """A DEALER socket doing one bounded request/reply round trip at a time.
 
@@ -102,12 +169,14 @@ class RpcClient:
         errors: server-side exception class names re-raised as these classes on the client; any other
             error type becomes a RuntimeError carrying the server's message.
         name: what the peer is, for messages (``"critic server"``, ``"learner"``).
+        keys: CURVE client keys (:mod:`robot_rl.security`); required for a non-loopback address.
 
     One instance may be shared by threads (calls are serialised). After a timeout the socket is replaced
     (a new identity), so a late reply to an old request is never taken for the reply to the next one.
 
     Raises:
         ValueError: ``timeout_s`` <= 0 or ``address`` is not a ZeroMQ endpoint.
+        ConfigError: a non-loopback ``address`` without keys (a server there requires them).
     """
 
     def __init__(
@@ -117,10 +186,13 @@ class RpcClient:
         timeout_s: float = 5.0,
         errors: dict[str, type[Exception]] | None = None,
         name: str = "server",
+        keys: ClientKeys | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        check_address(address, keys, f"{name} address", bind=False)
         self.address, self.protocol, self.timeout_s, self.name = address, protocol, timeout_s, name
+        self.keys = keys
         self.errors = {"ProtocolError": ProtocolError, **(errors or {})}
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -131,6 +203,8 @@ class RpcClient:
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDTIMEO, int(1000 * self.timeout_s))
+        if self.keys is not None:
+            secure_client_socket(sock, self.keys)
         try:
             sock.connect(self.address)
         except zmq.ZMQError as err:

@@ -6,6 +6,7 @@ kill test SIGKILLs it and restarts it on the same port, and the tests after it u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -20,12 +21,14 @@ import numpy as np
 import pytest
 import zmq
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import ConfigError, CriticConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.compact import CompactProgressCritic
 from robot_rl.rewards.registry import load_critic
 from robot_rl.rewards.remote import CriticUnavailableError, RemoteCritic
-from robot_rl.rewards.server import PROTOCOL, encode_header, serve
+from robot_rl.rewards.server import PROTOCOL, encode_header, encode_pairs, serve
+from robot_rl.security import load_client_keys, load_server_keys, make_keys
+from robot_rl.transport import decode_arrays
 
 SIZE = 32
 KEY = "observation.images.front"
@@ -298,3 +301,86 @@ def test_serve_in_thread_stops_on_event(local):
         stop.set()
         thread.join(5)
     assert not thread.is_alive(), "serve did not return after stop was set"
+
+
+@contextlib.contextmanager
+def _serving(critic, **kwargs):
+    """``serve`` in a thread on a free localhost port; yields the endpoint."""
+    stop, bound, ready = threading.Event(), [], threading.Event()
+    kwargs = {"max_wait_ms": 0.0, **kwargs, "stop": stop, "ready": lambda ep: (bound.append(ep), ready.set())}
+    thread = threading.Thread(target=serve, args=(critic, "tcp://127.0.0.1:*"), kwargs=kwargs)
+    thread.start()
+    assert ready.wait(30)
+    try:
+        yield bound[0]
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_big_request_does_not_block_small_ones(local):
+    """A request is scored in slices of max_batch pairs; a small request from another client that arrives
+    meanwhile is answered before the big one is finished."""
+    with _serving(local, max_batch=4, max_pairs=2048) as endpoint:
+        big_i, big_j = _pairs(512, seed=7)
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(endpoint)
+        header = {"op": "predict", "protocol": PROTOCOL, "id": 1, "tasks": ["stack"] * 512}
+        with RemoteCritic(endpoint) as small:
+            sock.send_multipart([encode_header(header), encode_pairs(big_i, big_j, [KEY])])
+            while small.stats()["batches"] == 0:  # the big one is being scored (stats are answered at once)
+                time.sleep(0.005)
+            obs_i, obs_j = _pairs(2, seed=8)
+            _assert_same(small.predict(obs_i, obs_j, "stack"), local.predict(obs_i, obs_j, "stack"))
+            assert not sock.poll(0), "the small request waited for the whole big one"
+            assert small.stats()["batches"] < 512 // 4
+        assert sock.poll(60_000)
+        head, blob = sock.recv_multipart()
+        assert json.loads(head)["ok"] and json.loads(head)["pairs"] == 512
+        out = decode_arrays(blob)
+        sock.close()
+    expected = local.predict(big_i, big_j, "stack")
+    np.testing.assert_allclose(out["delta"], expected.delta, atol=1e-5)
+    np.testing.assert_allclose(out["done"], expected.done, atol=1e-5)
+
+
+def test_size_limits_refuse_quickly_and_the_server_keeps_serving(local):
+    with _serving(local, max_pairs=16, max_message_mb=1) as endpoint, RemoteCritic(endpoint) as remote:
+        assert remote.max_pairs == 16 and remote.max_message_bytes == 2**20
+        obs_i, obs_j = _pairs(17, seed=9)
+        start = time.monotonic()
+        with pytest.raises(
+            CriticInputError, match=r"17 pairs in one request; .* at most 16 .*serve_max_pairs"
+        ):
+            remote._client.request(
+                {"op": "predict", "tasks": ["stack"] * 17}, encode_pairs(obs_i, obs_j, [KEY])
+            )
+        assert time.monotonic() - start < 2.0
+        # a frame over MAXMSGSIZE is dropped before it is buffered: no reply at all
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(endpoint)
+        sock.send_multipart([encode_header({"op": "ping", "protocol": PROTOCOL}), b"\x00" * (2**20 + 1)])
+        assert not sock.poll(1000)
+        sock.close()
+        # RemoteCritic splits a call to fit: 80 pairs of 6 KiB -> 5 requests of 16
+        many_i, many_j = _pairs(80, seed=10)
+        _assert_same(remote.predict(many_i, many_j, "stack"), local.predict(many_i, many_j, "stack"))
+        assert remote.stats()["requests"] == 5
+
+
+def test_keys_are_required_off_loopback_and_only_listed_clients_are_served(local, tmp_path):
+    with pytest.raises(ConfigError, match=r"critic server address=tcp://0.0.0.0:0 binds a non-loopback"):
+        serve(local, "tcp://0.0.0.0:0")  # refused before binding
+    make_keys(tmp_path / "keys", ["critic0"])
+    make_keys(tmp_path / "other", ["critic0"])
+    with _serving(local, keys=load_server_keys(tmp_path / "keys")) as endpoint:
+        with pytest.raises(CriticUnavailableError):
+            RemoteCritic(endpoint, timeout_s=0.5)  # no keys: nothing, not even info
+        with pytest.raises(CriticUnavailableError):
+            RemoteCritic(endpoint, timeout_s=0.5, keys=load_client_keys(tmp_path / "other", "critic0"))
+        with RemoteCritic(endpoint, keys=load_client_keys(tmp_path / "keys", "critic0")) as remote:
+            obs_i, obs_j = _pairs(3, seed=11)
+            _assert_same(remote.predict(obs_i, obs_j, "stack"), local.predict(obs_i, obs_j, "stack"))

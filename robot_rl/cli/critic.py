@@ -147,7 +147,17 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
 
 
 def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float) -> None:
-    """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server)."""
+    """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server), with the keys
+    of ``security.keys`` and the limits ``critic.serve_max_pairs`` and ``critic.serve_max_message_mb``."""
     from robot_rl.rewards.server import serve_checkpoint
 
-    serve_checkpoint(checkpoint_dir(cfg), address, cfg.device, max_batch, max_wait_ms)
+    serve_checkpoint(
+        checkpoint_dir(cfg),
+        address,
+        cfg.device,
+        max_batch,
+        max_wait_ms,
+        cfg.security.keys,
+        cfg.critic.serve_max_pairs,
+        cfg.critic.serve_max_message_mb,
+    )

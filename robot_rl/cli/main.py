@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, online
+from robot_rl.cli import dataset, errors, keys, online
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -48,7 +48,11 @@ def _parser() -> argparse.ArgumentParser:
             online.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
-            p.add_argument("--address", default="tcp://127.0.0.1:5555", help="serve: ZeroMQ bind address")
+            p.add_argument(
+                "--address",
+                default="tcp://127.0.0.1:5555",
+                help="serve: ZeroMQ bind address (off loopback it needs --security.keys)",
+            )
             p.add_argument("--max-batch", type=int, default=64, help="serve: most pairs per forward pass")
             p.add_argument(
                 "--max-wait-ms", type=float, default=0.0, help="serve: wait this long to fill a batch"
@@ -57,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--output", required=True, help="folder of the labelled copy of the dataset")
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
+    keys.add_parser(sub)
     return parser
 
 
@@ -68,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command == "dataset":
+    if args.command in ("dataset", "keys"):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return dataset.run(args)
+        return (dataset if args.command == "dataset" else keys).run(args)
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:

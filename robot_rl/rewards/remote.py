@@ -2,7 +2,8 @@
 
 Labelling, shaping and evaluation code takes any ``ProgressCritic``, so passing a ``RemoteCritic`` lets
 several actors share one critic process. Inputs are checked client-side (``predict``) before anything is
-sent; every round trip is bounded by ``timeout_s``, so a dead server raises instead of hanging.
+sent, and a call is split into requests that fit the server's ``max_pairs`` and ``max_message_bytes``;
+every round trip is bounded by ``timeout_s``, so a dead server raises instead of hanging.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from robot_rl.rewards.base import CriticInputError, CriticOutput, CriticScoreError, ProgressCritic
 from robot_rl.rewards.server import PROTOCOL, encode_pairs
+from robot_rl.security import ClientKeys
 from robot_rl.transport import PeerUnavailableError, ProtocolError, RpcClient, decode_arrays
 
 # Server-side exception classes re-raised as themselves on the client; any other becomes a RuntimeError.
@@ -32,23 +34,28 @@ class RemoteCritic(ProgressCritic):
     Args:
         address: the server's ZeroMQ endpoint, e.g. ``tcp://127.0.0.1:5555``.
         timeout_s: longest wait (s) for each reply, including the first ``info`` request.
+        keys: CURVE client keys (``robot_rl.security.load_client_keys(folder, name)``); required when the
+            server has keys, which it must off loopback.
 
     On construction it asks the server for ``info`` and takes ``image_keys``, ``image_size`` (H, W) and
     ``state_key`` from it. One instance may be shared by threads (calls are serialised); give each actor
     its own instance to let the server batch their requests.
 
     Raises:
-        CriticInputError: ``address`` is not a ZeroMQ endpoint.
-        CriticUnavailableError: no answer from ``address`` within ``timeout_s``.
+        CriticInputError: ``address`` is not a ZeroMQ endpoint, or is not loopback and no keys are given.
+        CriticUnavailableError: no answer from ``address`` within ``timeout_s`` (also what a client whose
+            key the server does not accept sees).
         ProtocolError: the peer is not a critic server speaking this protocol version.
     """
 
-    def __init__(self, address: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 5.0, keys: ClientKeys | None = None) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.address, self.timeout_s = address, timeout_s
         try:
-            self._client = RpcClient(address, PROTOCOL, timeout_s, REMOTE_ERRORS, name="critic server")
+            self._client = RpcClient(
+                address, PROTOCOL, timeout_s, REMOTE_ERRORS, name="critic server", keys=keys
+            )
         except ValueError as err:
             raise CriticInputError(str(err)) from err
         try:
@@ -65,6 +72,8 @@ class RemoteCritic(ProgressCritic):
         self.image_size = (int(info["image_size"][0]), int(info["image_size"][1]))
         self.state_key = info["state_key"]
         self.server_critic = str(info.get("critic", ""))
+        self.max_pairs = int(info.get("max_pairs", 2**31))
+        self.max_message_bytes = int(info.get("max_message_bytes", 2**62))
 
     def close(self) -> None:
         """Close the socket; the instance cannot be used afterwards."""
@@ -106,11 +115,21 @@ class RemoteCritic(ProgressCritic):
     def _score(
         self, obs_i: dict[str, np.ndarray], obs_j: dict[str, np.ndarray], tasks: list[str]
     ) -> CriticOutput:
-        """Send the pairs (only the keys the critic reads) and return the server's (B,) scores."""
-        blob = encode_pairs(obs_i, obs_j, self.input_keys)
-        head, frames = self.request({"op": "predict", "tasks": list(tasks)}, blob)
-        try:
-            arrays = decode_arrays(frames[0])
-            return CriticOutput(arrays["delta"], arrays["done"])
-        except Exception as err:
-            raise ProtocolError(f"critic server {self.address}: malformed predict reply: {err}") from err
+        """Send the pairs (only the keys the critic reads), in requests that fit the server's limits, and
+        return the server's (B,) scores."""
+        keys = self.input_keys
+        pair_bytes = sum(obs_i[k][0].nbytes + obs_j[k][0].nbytes for k in keys)
+        step = min(self.max_pairs, max(1, (self.max_message_bytes - (1 << 16)) // max(pair_bytes, 1)))
+        outs = []
+        for s in range(0, len(tasks), step):
+            part = slice(s, s + step)
+            blob = encode_pairs({k: obs_i[k][part] for k in keys}, {k: obs_j[k][part] for k in keys}, keys)
+            head, frames = self.request({"op": "predict", "tasks": list(tasks[part])}, blob)
+            try:
+                arrays = decode_arrays(frames[0])
+                outs.append(CriticOutput(arrays["delta"], arrays["done"]))
+            except Exception as err:
+                raise ProtocolError(f"critic server {self.address}: malformed predict reply: {err}") from err
+        if len(outs) == 1:
+            return outs[0]
+        return CriticOutput(np.concatenate([o.delta for o in outs]), np.concatenate([o.done for o in outs]))

@@ -10,8 +10,14 @@ request is answered with an error to its sender only; the server keeps serving e
 
 Dynamic batching: predict requests (B >= 1 pairs each) are gathered until ``max_batch`` pairs are pending
 or ``max_wait_ms`` has passed since the first of them, scored with one ``critic.predict`` and the results
-are split back to each sender. Clients are ``robot_rl.rewards.remote.RemoteCritic`` (DEALER sockets);
-plain REQ sockets work too.
+are split back to each sender. A forward pass takes at most ``max_batch`` pairs, newest requests first:
+a big request is scored in slices, and between two slices the server reads its socket, answers
+info/stats/ping and lets requests that arrived meanwhile into the next pass, so one slow request never
+blocks the others. A request of more than ``max_pairs`` pairs is refused at once, and a frame larger
+than ``max_message_mb`` is dropped by ZeroMQ before it is buffered (the sender is disconnected and gets
+no reply). With CURVE keys (:mod:`robot_rl.security`, required off loopback) only listed clients are
+answered. Clients are ``robot_rl.rewards.remote.RemoteCritic`` (DEALER sockets; it splits calls to fit
+the server's limits); plain REQ sockets work too.
 
 Run one with ``robot-rl critic serve`` or ``python -m robot_rl.rewards.server CHECKPOINT_DIR``.
 """
@@ -25,15 +31,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic
+from robot_rl.security import ServerKeys, check_address, load_server_keys
 from robot_rl.transport import (
     ProtocolError,
+    RouterServer,
     check_request,
     decode_arrays,
     decode_header,
@@ -51,6 +59,7 @@ except ImportError as _err:  # pragma: no cover - depends on the install
 PROTOCOL = 1
 OPS = ("predict", "info", "stats", "ping")
 POLL_MS = 100  # how often an idle server checks its stop event
+DRAIN_MESSAGES = 256  # most messages read between two forward passes
 LATENCY_WINDOW = 1024  # requests kept for the latency percentiles
 
 log = logging.getLogger(__name__)
@@ -77,9 +86,9 @@ def decode_pairs(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, np.ndarr
     return obs["i"], obs["j"]
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the queue removes exactly this request
 class _Request:
-    """One checked predict request waiting for the next batch."""
+    """One checked predict request, scored in slices of at most ``max_batch`` pairs."""
 
     envelope: list[bytes]  # routing frames to send the reply back
     request_id: Any
@@ -88,6 +97,17 @@ class _Request:
     tasks: list[str]
     pairs: int
     received: float  # time.perf_counter() when it arrived
+    scored: int = 0  # pairs scored so far
+    outputs: list[CriticOutput] = field(default_factory=list)  # their scores, in order
+
+    def take(self, n: int) -> tuple[dict, dict, list[str]]:
+        """The next ``n`` unscored pairs (obs_i, obs_j, tasks)."""
+        part = slice(self.scored, self.scored + n)
+        return (
+            {k: v[part] for k, v in self.obs_i.items()},
+            {k: v[part] for k, v in self.obs_j.items()},
+            self.tasks[part],
+        )
 
 
 class ServerStats:
@@ -124,14 +144,23 @@ class ServerStats:
 
 
 class _Server:
-    """State of one ``serve`` loop: the socket, the pending batch and the counters."""
+    """State of one ``serve`` loop: the socket, the pending requests and the counters."""
 
-    def __init__(self, critic: ProgressCritic, sock: zmq.Socket, max_batch: int, max_wait_ms: float) -> None:
-        self.critic, self.sock = critic, sock
+    def __init__(
+        self,
+        critic: ProgressCritic,
+        router: RouterServer,
+        max_batch: int,
+        max_wait_ms: float,
+        max_pairs: int,
+        max_message_bytes: int,
+    ) -> None:
+        self.critic, self.router = critic, router
         self.max_batch, self.max_wait_s = max_batch, max_wait_ms / 1000.0
+        self.max_pairs, self.max_message_bytes = max_pairs, max_message_bytes
         self.keys = critic.input_keys
         self.pending: list[_Request] = []
-        self.pending_pairs = 0
+        self.pending_pairs = 0  # pairs still to score
         self.deadline = 0.0
         self.stats = ServerStats()
 
@@ -144,14 +173,14 @@ class _Server:
             "state_key": self.critic.state_key,
             "max_batch": self.max_batch,
             "max_wait_ms": 1000.0 * self.max_wait_s,
+            "max_pairs": self.max_pairs,
+            "max_message_bytes": self.max_message_bytes,
             "stats": self.stats.as_dict(),
         }
 
     def send(self, envelope: list[bytes], header: dict[str, Any], blob: bytes | None = None) -> None:
         frames = [*envelope, encode_header(header)] + ([blob] if blob is not None else [])
-        try:
-            self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
-        except zmq.Again:  # the client is gone or not reading; ROUTER drops rather than blocks
+        if not self.router.send(frames):  # the client is gone or not reading; ROUTER drops, never blocks
             log.warning("critic server: could not deliver a reply (client gone or its queue full)")
 
     def send_error(self, envelope: list[bytes], err: BaseException, request_id: Any) -> None:
@@ -159,8 +188,9 @@ class _Server:
         log.info("critic server: error reply %s: %s", type(err).__name__, err)
         self.send(envelope, error_header(err, request_id))
 
-    def handle(self, frames: list[bytes]) -> None:
-        """Answer an info/stats/ping request at once, or check a predict request and queue it."""
+    def handle(self, frames: list[bytes]) -> int:
+        """Answer an info/stats/ping request at once, or check a predict request and queue it. Returns
+        the pairs queued (0 for anything else)."""
         received = time.perf_counter()
         envelope, body = split_envelope(frames)
         request_id = None
@@ -177,14 +207,17 @@ class _Server:
             elif op == "stats":
                 self.send(envelope, {"ok": True, "id": request_id, "stats": self.stats.as_dict()})
             else:
-                self.queue(self.check(envelope, request_id, header, body, received))
+                request = self.check(envelope, request_id, header, body, received)
+                self.queue(request)
+                return request.pairs
         except Exception as err:  # a bad request must never stop the server
             self.send_error(envelope, err, request_id)
+        return 0
 
     def check(
         self, envelope: list[bytes], request_id: Any, header: dict, body: list[bytes], received: float
     ) -> _Request:
-        """Decode and check one predict request against the critic (before it joins a batch)."""
+        """Decode and check one predict request against the critic and ``max_pairs`` (before it queues)."""
         if len(body) != 2:
             raise ProtocolError("a predict request needs [header, arrays] frames")
         obs_i, obs_j = decode_pairs(body[1])
@@ -194,6 +227,11 @@ class _Server:
         tasks = self.critic.check_pairs(obs_i, obs_j, tasks)
         if not tasks:
             raise CriticInputError("a predict request needs at least one observation pair")
+        if len(tasks) > self.max_pairs:
+            raise CriticInputError(
+                f"{len(tasks)} pairs in one request; this server scores at most {self.max_pairs} per "
+                "request (critic.serve_max_pairs): split it"
+            )
         obs_i = {k: obs_i[k] for k in self.keys}
         obs_j = {k: obs_j[k] for k in self.keys}
         return _Request(envelope, request_id, obs_i, obs_j, tasks, len(tasks), received)
@@ -205,49 +243,73 @@ class _Server:
         self.pending_pairs += request.pairs
 
     def flush(self) -> None:
-        """Score all pending requests with one ``predict`` and reply to each; on failure, retry each alone
-        so that one request's error (e.g. a NaN score) reaches only its sender."""
-        batch, self.pending, self.pending_pairs = self.pending, [], 0
+        """Score up to ``max_batch`` pending pairs with one ``predict``, requests with the fewest pairs
+        scored first (so a request that arrived during a big one's slices goes next), and reply to each
+        request whose pairs are all scored. On failure, retry each request's slice alone so that one
+        request's error (e.g. a NaN score) reaches only its sender, and drop that request."""
+        parts: list[tuple[_Request, int]] = []
+        room = self.max_batch
+        for request in sorted(self.pending, key=lambda r: r.scored):  # stable: first come first
+            if room <= 0:
+                break
+            n = min(request.pairs - request.scored, room)
+            parts.append((request, n))
+            room -= n
         try:
-            self.reply(batch, self.forward(batch))
-            return
+            self.collect(parts, self.forward(parts))
         except Exception as err:
-            if len(batch) == 1:
-                self.send_error(batch[0].envelope, err, batch[0].request_id)
-                return
-        for request in batch:
-            try:
-                out = self.forward([request])
-            except Exception as err:
-                self.send_error(request.envelope, err, request.request_id)
+            if len(parts) == 1:
+                self.drop(parts[0][0], err)
             else:
-                self.reply([request], out)
+                for part in parts:
+                    try:
+                        out = self.forward([part])
+                    except Exception as part_err:
+                        self.drop(part[0], part_err)
+                    else:
+                        self.collect([part], out)
 
-    def forward(self, batch: list[_Request]) -> CriticOutput:
-        """One ``critic.predict`` over the concatenation of ``batch``'s pairs."""
-        if len(batch) == 1:
-            obs_i, obs_j, tasks = batch[0].obs_i, batch[0].obs_j, batch[0].tasks
+    def forward(self, parts: list[tuple[_Request, int]]) -> CriticOutput:
+        """One ``critic.predict`` over the next ``n`` pairs of each (request, n) of ``parts``."""
+        taken = [request.take(n) for request, n in parts]
+        if len(taken) == 1:
+            obs_i, obs_j, tasks = taken[0]
         else:
-            obs_i = {k: np.concatenate([r.obs_i[k] for r in batch]) for k in self.keys}
-            obs_j = {k: np.concatenate([r.obs_j[k] for r in batch]) for k in self.keys}
-            tasks = [t for r in batch for t in r.tasks]
+            obs_i = {k: np.concatenate([t[0][k] for t in taken]) for k in self.keys}
+            obs_j = {k: np.concatenate([t[1][k] for t in taken]) for k in self.keys}
+            tasks = [task for t in taken for task in t[2]]
         start = time.perf_counter()
         out = self.critic.predict(obs_i, obs_j, tasks)
         self.stats.forward_s += time.perf_counter() - start
         self.stats.batches += 1
         return out
 
-    def reply(self, batch: list[_Request], out: CriticOutput) -> None:
-        """Split ``out`` back into each request's (B,) delta and done and send them."""
+    def collect(self, parts: list[tuple[_Request, int]], out: CriticOutput) -> None:
+        """Hand each request its share of ``out``; reply to those now complete with their (B,) delta and
+        done."""
         offset = 0
-        for r in batch:
-            part = slice(offset, offset + r.pairs)
-            offset += r.pairs
-            blob = encode_arrays({"delta": out.delta[part], "done": out.done[part]})
-            self.send(r.envelope, {"ok": True, "id": r.request_id, "pairs": r.pairs}, blob)
+        for request, n in parts:
+            part = slice(offset, offset + n)
+            offset += n
+            request.outputs.append(CriticOutput(out.delta[part], out.done[part]))
+            request.scored += n
+            self.pending_pairs -= n
+            if request.scored < request.pairs:
+                continue
+            self.pending.remove(request)
+            delta = np.concatenate([o.delta for o in request.outputs])
+            done = np.concatenate([o.done for o in request.outputs])
+            blob = encode_arrays({"delta": delta, "done": done})
+            self.send(request.envelope, {"ok": True, "id": request.request_id, "pairs": request.pairs}, blob)
             self.stats.requests += 1
-            self.stats.pairs += r.pairs
-            self.stats.latencies.append(time.perf_counter() - r.received)
+            self.stats.pairs += request.pairs
+            self.stats.latencies.append(time.perf_counter() - request.received)
+
+    def drop(self, request: _Request, err: BaseException) -> None:
+        """Answer ``request`` with ``err`` and forget the rest of its pairs."""
+        self.pending.remove(request)
+        self.pending_pairs -= request.pairs - request.scored
+        self.send_error(request.envelope, err, request.request_id)
 
     def poll_timeout_ms(self) -> int:
         if not self.pending:
@@ -255,13 +317,17 @@ class _Server:
         return max(0, int(np.ceil(1000.0 * (self.deadline - time.perf_counter()))))
 
     def drain(self) -> None:
-        """Take every message already queued on the socket (up to a full batch)."""
-        while self.pending_pairs < self.max_batch:
+        """Take the messages already queued on the socket, until a batch's worth of new pairs is in (or
+        :data:`DRAIN_MESSAGES` messages were read: a flood of pings cannot hold up scoring)."""
+        added = 0
+        for _ in range(DRAIN_MESSAGES):
+            if added >= self.max_batch:
+                return
             try:
-                frames = self.sock.recv_multipart(flags=zmq.NOBLOCK)
+                frames, _ = self.router.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self.handle(frames)
+            added += self.handle(frames)
 
     def ready_to_flush(self) -> bool:
         return bool(self.pending) and (
@@ -276,48 +342,55 @@ def serve(
     max_wait_ms: float = 2.0,
     stop: threading.Event | None = None,
     ready: Callable[[str], Any] | None = None,
+    keys: ServerKeys | None = None,
+    max_pairs: int = 1024,
+    max_message_mb: float = 64.0,
 ) -> None:
     """Serve ``critic`` on a ZeroMQ ROUTER socket until ``stop`` is set (blocking).
 
     Args:
         critic: any ProgressCritic; it is only called from this thread.
         address: ZeroMQ endpoint to bind, e.g. ``tcp://127.0.0.1:5555``, ``tcp://0.0.0.0:5555`` (all
-            interfaces) or ``tcp://127.0.0.1:*`` (a free port; ``ready`` receives the one chosen).
-        max_batch: a batch closes as soon as it holds this many pairs or more (a single larger request is
-            scored whole, never split).
+            interfaces, with ``keys``) or ``tcp://127.0.0.1:*`` (a free port; ``ready`` receives the one
+            chosen).
+        max_batch: most pairs per forward pass; a batch closes as soon as this many are pending, and a
+            bigger request is scored in slices of this size, interleaved with the other requests.
         max_wait_ms: longest wait, after the first pending request, for more requests to join a batch.
         stop: set it to make the loop return within about 0.1 s; None serves until interrupted.
         ready: called once with the bound endpoint (str, port resolved) when the server accepts requests.
+        keys: CURVE keys (:mod:`robot_rl.security`): only listed clients are answered. Required unless
+            ``address`` is loopback.
+        max_pairs: a request of more pairs is refused with a CriticInputError.
+        max_message_mb: ``zmq.MAXMSGSIZE`` in MiB: a client sending a larger frame is disconnected
+            before the frame is buffered, without a reply.
 
     Raises:
-        ValueError: ``max_batch`` < 1 or ``max_wait_ms`` < 0.
+        ValueError: ``max_batch``, ``max_pairs`` or ``max_message_mb`` < 1, or ``max_wait_ms`` < 0.
+        ConfigError: a non-loopback ``address`` without keys.
         OSError: the address cannot be bound (in use, or not a valid ZeroMQ endpoint); names the address.
     """
-    if max_batch < 1:
-        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    if max_batch < 1 or max_pairs < 1 or max_message_mb < 1:
+        raise ValueError(
+            f"max_batch ({max_batch}), max_pairs ({max_pairs}) and max_message_mb ({max_message_mb}) must "
+            "be >= 1"
+        )
     if max_wait_ms < 0:
         raise ValueError(f"max_wait_ms must be >= 0, got {max_wait_ms}")
     stop = stop or threading.Event()
-    sock = zmq.Context.instance().socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    try:
-        sock.bind(address)
-    except zmq.ZMQError as err:
-        sock.close()
-        raise OSError(f"critic server cannot bind {address!r}: {err}") from err
-    endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-    server = _Server(critic, sock, max_batch, max_wait_ms)
-    log.info("critic server: %s on %s", type(critic).__name__, endpoint)
+    max_bytes = int(max_message_mb * 2**20)
+    router = RouterServer(address, keys, max_bytes, "critic server address")
+    server = _Server(critic, router, max_batch, max_wait_ms, max_pairs, max_bytes)
+    log.info("critic server: %s on %s", type(critic).__name__, router.address)
     try:
         if ready is not None:
-            ready(endpoint)
+            ready(router.address)
         while not stop.is_set():
-            if sock.poll(server.poll_timeout_ms(), zmq.POLLIN):
+            if router.sock.poll(server.poll_timeout_ms(), zmq.POLLIN):
                 server.drain()
             if server.ready_to_flush():
                 server.flush()
     finally:
-        sock.close(linger=0)
+        router.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -331,17 +404,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--max-batch", type=int, default=64)
     parser.add_argument("--max-wait-ms", type=float, default=2.0)
+    parser.add_argument("--keys", default="", help="CURVE key folder (robot-rl keys); needed off loopback")
+    parser.add_argument("--max-pairs", type=int, default=1024, help="most pairs per request")
+    parser.add_argument("--max-message-mb", type=float, default=64.0, help="largest frame accepted (MiB)")
     args = parser.parse_args(argv)
-    serve_checkpoint(args.checkpoint, args.address, args.device, args.max_batch, args.max_wait_ms)
+    serve_checkpoint(
+        args.checkpoint,
+        args.address,
+        args.device,
+        args.max_batch,
+        args.max_wait_ms,
+        args.keys,
+        args.max_pairs,
+        args.max_message_mb,
+    )
 
 
 def serve_checkpoint(
-    checkpoint: str | Path, address: str, device: str = "cpu", max_batch: int = 64, max_wait_ms: float = 2.0
+    checkpoint: str | Path,
+    address: str,
+    device: str = "cpu",
+    max_batch: int = 64,
+    max_wait_ms: float = 2.0,
+    keys: str | Path = "",
+    max_pairs: int = 1024,
+    max_message_mb: float = 64.0,
 ) -> None:
-    """Load a saved critic and ``serve`` it; prints ``serving <endpoint> ...`` once it accepts requests,
-    and returns on SIGTERM or Ctrl-C. Used by ``robot-rl critic serve`` and by this module's ``main``."""
+    """Load a saved critic and ``serve`` it (with the CURVE keys of folder ``keys``, if given); prints
+    ``serving <endpoint> ...`` once it accepts requests, and returns on SIGTERM or Ctrl-C. Used by
+    ``robot-rl critic serve`` and by this module's ``main``.
+
+    Raises:
+        ConfigError: a non-loopback ``address`` without ``keys``, or a bad key folder (before loading)."""
     from robot_rl.rewards.registry import load_critic
 
+    server_keys = load_server_keys(keys) if keys else None
+    check_address(address, server_keys, "critic server address", bind=True)
     critic = load_critic(checkpoint, device)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -350,7 +448,17 @@ def serve_checkpoint(
         print(f"serving {endpoint} (max batch {max_batch}); Ctrl-C or SIGTERM stops it", flush=True)
 
     try:
-        serve(critic, address, max_batch, max_wait_ms, stop, ready=ready)
+        serve(
+            critic,
+            address,
+            max_batch,
+            max_wait_ms,
+            stop,
+            ready=ready,
+            keys=server_keys,
+            max_pairs=max_pairs,
+            max_message_mb=max_message_mb,
+        )
     except KeyboardInterrupt:
         pass
 

@@ -33,6 +33,8 @@ from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.messages import max_episode_steps
+from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
 from robot_rl.threads import set_threads
 from robot_rl.transport import PeerUnavailableError
@@ -41,24 +43,6 @@ log = logging.getLogger(__name__)
 ONLINE_SEED_OFFSET = 2_000_000  # online env seeds; demos use 0.., evaluation 1,000,000..
 ACTOR_SEED_STRIDE = 100_000
 POLL_S = 0.1
-
-
-def episode_meta(frames: dict[str, np.ndarray], control_hz: float, version: int) -> dict[str, Any]:
-    """Per-episode metrics from recorded frames: success, terminal (the episode ended on a ``next.done``
-    frame: the env's success, or with ``reward.mode=critic`` the critic's done head), steps,
-    intervention_steps, return, cycle_time_s (s from the first step to the first success, None without
-    success) and the weight version."""
-    success = np.asarray(frames[keys.SUCCESS]).astype(bool)
-    first = int(np.argmax(success)) + 1 if success.any() else None
-    return {
-        "success": bool(success.any()),
-        "terminal": bool(np.asarray(frames[keys.DONE]).astype(bool).any()),
-        "steps": int(len(success)),
-        "intervention_steps": int(np.asarray(frames[keys.INTERVENTION]).astype(bool).sum()),
-        "return": float(np.asarray(frames[keys.REWARD]).sum()),
-        "cycle_time_s": None if first is None else first / control_hz,
-        "version": int(version),
-    }
 
 
 class PolicyFaultError(RuntimeError):
@@ -77,6 +61,8 @@ class _Sender(threading.Thread):
         self.connected = False
         self.acked = -1  # unknown until hello
         self.spec: dict | None = None
+        self.episode_keys: list[str] = []  # what a push holds, from the learner's hello
+        self.max_steps = 0
         self.status: dict[str, Any] = {}
         self.pending: tuple[int, bytes] | None = None
         self.have = -1
@@ -110,6 +96,7 @@ class _Sender(threading.Thread):
         if self.acked < 0:
             reply = link.hello(actor.actor_id)
             self.spec, self.status, self.acked = reply["spec"], reply["status"], int(reply["acked"])
+            self.episode_keys, self.max_steps = reply["episode_keys"], int(reply["max_episode_steps"])
             if self.acked > actor.num_logged():
                 raise RuntimeError(
                     f"the learner holds {self.acked} episodes of actor {actor.actor_id} but its log "
@@ -117,7 +104,14 @@ class _Sender(threading.Thread):
                     "deleted"
                 )
         while self.acked < actor.num_logged():
-            frames = actor.logged_episode(self.acked)
+            logged = actor.logged_episode(self.acked)
+            missing = sorted(set(self.episode_keys) - set(logged))
+            if missing or len(logged[keys.ACTION]) > self.max_steps:
+                raise RuntimeError(
+                    f"episode {self.acked} of {actor.log.path} does not fit the learner: it lacks {missing} "
+                    f"or has more than {self.max_steps} steps (online.max_episode_steps)"
+                )
+            frames = {k: logged[k] for k in self.episode_keys}  # not the cameras only a critic reads
             meta = episode_meta(frames, actor.cfg.env.control_hz, actor.versions.get(self.acked, self.have))
             reply = link.push(actor.actor_id, self.acked, frames, meta)
             self.acked, self.status = int(reply["acked"]), reply["status"]
@@ -169,6 +163,7 @@ class Actor:
         self.versions: dict[int, int] = {}
         self.version = -1
         self.source = None  # robot_rl.cli.sources.AgentSource once weights arrived
+        self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
         self.sender = _Sender(self)
@@ -428,7 +423,7 @@ class Actor:
             step[keys.INTERVENTION] = intervened
             steps.append(step)
             obs = next_obs
-            if terminated or truncated:
+            if terminated or truncated or len(steps) >= self.max_steps:
                 break
         if not steps:
             return None, error

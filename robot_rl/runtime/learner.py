@@ -23,13 +23,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
-from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter
-from robot_rl.runtime.replay import STEP_KEYS, OnlineReplay, PriorData, rlpd_batch
+from robot_rl.runtime.messages import (
+    MAX_ACTOR,
+    check_int,
+    check_push,
+    max_episode_steps,
+    max_push_bytes,
+)
+from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter, episode_meta
+from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, final_spec, rlpd_batch
 from robot_rl.runtime.weights import agent_weights
 from robot_rl.threads import set_threads
 
@@ -79,6 +85,12 @@ class Learner:
             built.gamma,
             on.replay_capacity,
         )
+        self.episode_spec = episode_spec(self.obs_shapes, self.action_dim)
+        self.final_spec = final_spec(self.obs_shapes)
+        self.max_episode_steps = max_episode_steps(cfg)
+        if self.max_episode_steps < 1:
+            raise ConfigError(f"online.max_episode_steps={on.max_episode_steps} must be >= 0 (0 = env's)")
+        self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
         self.updates = self.version = 0
@@ -92,7 +104,7 @@ class Learner:
         self._reached_90: dict | None = None  # when the last 20 episodes first were >= 90% autonomous
         self._finished = False
 
-    # -- the link endpoint (called from the server thread or Ray) -------------------------------------
+    # -- the link endpoint (called from the server thread or Ray); every argument is checked first ------
     def status(self) -> dict[str, Any]:
         on = self.cfg.online
         allowed = (
@@ -106,31 +118,59 @@ class Learner:
         }
 
     def hello(self, actor: int) -> dict[str, Any]:
+        """Register ``actor``; the reply carries what it needs to act and send: the policy ``spec``, the
+        frame keys a push holds (``episode_keys``) and ``max_episode_steps``.
+
+        Raises:
+            ProtocolError: ``actor`` is not an int in [0, 2^31)."""
+        actor = check_int(actor, "actor", 0, MAX_ACTOR)
         with self.lock:
             self._active.add(actor)
             return {
                 "acked": self.replay.acked.get(actor, 0),
                 "version": self._published[0],
                 "spec": self._spec,
+                "episode_keys": sorted(self.episode_spec) + sorted(self.final_spec),
+                "max_episode_steps": self.max_episode_steps,
                 "status": self.status(),
             }
 
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
-        wanted = (*self.obs_shapes, *STEP_KEYS, *(keys.final_key(k) for k in self.obs_shapes))
-        frames = {k: v for k, v in frames.items() if k in wanted}
+        """Store ``actor``'s episode number ``episode`` (a resend of a stored one is acknowledged only).
+
+        Raises:
+            ProtocolError: the message does not pass :func:`robot_rl.runtime.messages.check_push`.
+            DatasetError: an episode was skipped (``episode`` beyond the next one expected).
+        Nothing is stored, counted or registered when it raises."""
+        actor, episode, frames, meta = check_push(
+            actor,
+            episode,
+            frames,
+            meta,
+            self.episode_spec,
+            self.final_spec,
+            self.max_episode_steps,
+            self.cfg.env.control_hz,
+        )
         with self.lock:
-            self._active.add(actor)
             if self.replay.add(actor, episode, frames):
                 self.window.add(meta, self.version)
+            self._active.add(actor)
             return {"acked": self.replay.acked[actor], "status": self.status()}
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
+        """The published weights when newer than version ``have`` (-1: none yet).
+
+        Raises:
+            ProtocolError: ``have`` is not an int >= -1."""
+        have = check_int(have, "have", -1, 2**62)
         version, blob = self._published
         with self.lock:
             status = self.status()
         return {"version": version, "status": status}, (blob if version > have else None)
 
     def bye(self, actor: int) -> dict[str, Any]:
+        actor = check_int(actor, "actor", 0, MAX_ACTOR)
         with self.lock:
             self._active.discard(actor)
             return {"status": self.status()}
@@ -329,8 +369,6 @@ class Learner:
 
     def _buffer_summary(self) -> dict:
         """Run totals and last-20-episode rates read back from the replay on disk (exact after restarts)."""
-        from robot_rl.runtime.actor import episode_meta
-
         window = EpisodeWindow()
         for index in range(self.replay.num_episodes):
             window.add(episode_meta(self.replay.buffer.episode(index), self.cfg.env.control_hz, 0), 0)

@@ -11,7 +11,9 @@ Operations (protocol :data:`PROTOCOL`), each a request from an actor answered by
 
 ``status`` is ``{env_steps, updates, allowed_env_steps, stop}``. Nothing is pickled: headers are JSON, arrays
 safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
-operations as Ray actor calls.
+operations as Ray actor calls. The learner checks every argument before acting on it
+(:mod:`robot_rl.runtime.messages`); with CURVE keys (:mod:`robot_rl.security`) the server also checks that
+the actor id of hello, push and bye is the one the client's key is bound to.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import Any, Protocol
 
 import zmq
 
+from robot_rl.security import ClientKeys, ServerKeys, key_actor
 from robot_rl.transport import (
     ProtocolError,
+    RouterServer,
     RpcClient,
     check_request,
     decode_arrays,
@@ -41,7 +45,10 @@ log = logging.getLogger(__name__)
 
 
 class LearnerEndpoint(Protocol):
-    """What the learner answers; :class:`robot_rl.runtime.learner.Learner` implements it (thread-safe)."""
+    """What the learner answers; :class:`robot_rl.runtime.learner.Learner` implements it (thread-safe).
+    Every method checks its arguments (they come straight off the wire) and raises ProtocolError."""
+
+    max_message_bytes: int
 
     def hello(self, actor: int) -> dict[str, Any]: ...
 
@@ -69,19 +76,21 @@ class LearnerServer:
     """Serves a :class:`LearnerEndpoint` on a ZeroMQ ROUTER socket from a background thread.
 
     Args:
-        endpoint: the learner.
-        address: bind address such as ``tcp://127.0.0.1:5560`` (``tcp://*:5560`` for other machines).
+        endpoint: the learner; its ``max_message_bytes`` caps every frame (``zmq.MAXMSGSIZE``).
+        address: bind address such as ``tcp://127.0.0.1:5560`` (``tcp://*:5560`` for other machines, with
+            keys).
+        keys: CURVE keys (:mod:`robot_rl.security`); required off loopback. Only listed clients get an
+            answer, and ``actor<K>`` may only say hello, push and bye as actor K.
 
     Raises:
-        zmq.ZMQError: the address cannot be bound (in use, malformed).
+        ConfigError: a non-loopback ``address`` without keys.
+        OSError: the address cannot be bound (in use, malformed).
     """
 
-    def __init__(self, endpoint: LearnerEndpoint, address: str) -> None:
+    def __init__(self, endpoint: LearnerEndpoint, address: str, keys: ServerKeys | None = None) -> None:
         self.endpoint = endpoint
-        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.bind(address)
-        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.router = RouterServer(address, keys, endpoint.max_message_bytes, "online.address")
+        self.address = self.router.address
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="learner-server", daemon=True)
 
@@ -93,51 +102,57 @@ class LearnerServer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        self.sock.close(linger=0)
+        self.router.close()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
-            if not self.sock.poll(POLL_MS, zmq.POLLIN):
+            if not self.router.sock.poll(POLL_MS, zmq.POLLIN):
                 continue
-            frames = self.sock.recv_multipart()
+            frames, user = self.router.recv()
             envelope, body = split_envelope(frames)
             request_id = None
             try:
                 header = decode_header(body[0])
                 request_id = header.get("id")
-                reply, blob = self._handle(header, body[1:])
+                reply, blob = self._handle(header, body[1:], user)
                 frames = [encode_header({"ok": True, "id": request_id, **reply})]
                 frames += [blob] if blob is not None else []
             except Exception as err:  # a bad request must never stop the learner
                 log.warning("learner: error answering a request: %s", err)
                 frames = [encode_header(error_header(err, request_id))]
-            try:
-                self.sock.send_multipart([*envelope, *frames], flags=zmq.NOBLOCK)
-            except zmq.Again:
+            if not self.router.send([*envelope, *frames]):
                 log.warning("learner: could not deliver a reply (actor gone)")
 
-    def _handle(self, header: dict, rest: list[bytes]) -> tuple[dict, bytes | None]:
+    def _handle(self, header: dict, rest: list[bytes], user: str | None) -> tuple[dict, bytes | None]:
         op = check_request(header, PROTOCOL, OPS, "learner")
-        if op == "hello":
-            return self.endpoint.hello(int(header["actor"])), None
-        if op == "push":
-            if len(rest) != 1:
-                raise ProtocolError("a push request needs [header, frames] parts")
-            frames = decode_arrays(rest[0])
-            return self.endpoint.push(
-                int(header["actor"]), int(header["episode"]), frames, header["meta"]
-            ), None
+        if len(rest) != (1 if op == "push" else 0):
+            raise ProtocolError(f"a {op} request needs [header{', frames' if op == 'push' else ''}] parts")
         if op == "weights":
-            return self.endpoint.weights(int(header["have"]))
-        return self.endpoint.bye(int(header["actor"])), None
+            return self.endpoint.weights(header.get("have"))
+        actor = header.get("actor")
+        if user is not None and (key_actor(user) is None or key_actor(user) != actor):
+            raise PermissionError(f"client key {user!r} may not act as actor {actor!r}")
+        if op == "hello":
+            return self.endpoint.hello(actor), None
+        if op == "push":
+            frames = decode_arrays(rest[0])
+            return self.endpoint.push(actor, header.get("episode"), frames, header.get("meta")), None
+        return self.endpoint.bye(actor), None
 
 
 class ZmqLearnerLink:
     """:class:`LearnerLink` over ZeroMQ to a :class:`LearnerServer` at ``address``; each call waits at most
-    ``timeout_s`` (s), longer (``push_timeout_s``) for pushes, which write to disk before answering."""
+    ``timeout_s`` (s), longer (``push_timeout_s``) for pushes, which write to disk before answering.
+    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback."""
 
-    def __init__(self, address: str, timeout_s: float = 2.0, push_timeout_s: float = 30.0) -> None:
-        self.client = RpcClient(address, PROTOCOL, timeout_s, name="learner")
+    def __init__(
+        self,
+        address: str,
+        timeout_s: float = 2.0,
+        push_timeout_s: float = 30.0,
+        keys: ClientKeys | None = None,
+    ) -> None:
+        self.client = RpcClient(address, PROTOCOL, timeout_s, name="learner", keys=keys)
         self.push_timeout_s = push_timeout_s
 
     def hello(self, actor: int) -> dict[str, Any]:

@@ -4,7 +4,8 @@ No services are needed. ``robot-rl online`` (role ``all``) binds the learner's s
 ``online.num_actors`` actor processes (``robot-rl online --role actor``) that connect to it, and trains.
 The roles can also be started by hand, on one machine or several: ``--role learner`` on the learning
 machine (``--online.address=tcp://*:5560``) and ``--role actor --actor-id K`` next to each robot
-(``--online.address=tcp://<learner host>:5560``).
+(``--online.address=tcp://<learner host>:5560``). Off loopback both need ``--security.keys=<folder>``
+(``robot-rl keys``): the learner its server key and client list, actor K its key ``actorK``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from robot_rl.config import PipelineConfig, save_config
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+from robot_rl.security import actor_key_name, check_address, load_client_keys, load_server_keys
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,10 @@ def run_learner(cfg: PipelineConfig, seed: int, check=None, on_bound=None) -> di
     ``on_bound(endpoint)`` is called once the socket is bound (with the actual port when ``:0`` was
     asked for), before training starts.
     """
+    keys = load_server_keys(cfg.security.keys) if cfg.security.keys else None
+    check_address(cfg.online.address, keys, "online.address", bind=True)  # before the slow learner build
     learner = Learner(cfg, seed)
-    server = LearnerServer(learner, cfg.online.address).start()
+    server = LearnerServer(learner, cfg.online.address, keys).start()
     log.info("learner: serving on %s", server.address)
     try:
         if on_bound is not None:
@@ -45,7 +49,9 @@ def run_actor(cfg: PipelineConfig, seed: int, actor_id: int, parent_pid: int | N
     """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters."""
     from robot_rl.runtime.actor import Actor
 
-    link = ZmqLearnerLink(cfg.online.address)
+    keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
+    check_address(cfg.online.address, keys, "online.address", bind=False)
+    link = ZmqLearnerLink(cfg.online.address, keys=keys)
     try:
         return Actor(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
     finally:

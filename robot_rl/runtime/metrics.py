@@ -15,9 +15,28 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl import keys
 from robot_rl.extras import MissingExtraError
 
 WINDOW = 20  # episodes in the rolling success / intervention window
+
+
+def episode_meta(frames: dict[str, np.ndarray], control_hz: float, version: int) -> dict[str, Any]:
+    """Per-episode metrics from recorded frames: success, terminal (the episode ended on a ``next.done``
+    frame: the env's success, or with ``reward.mode=critic`` the critic's done head), steps,
+    intervention_steps, return, cycle_time_s (s from the first step to the first success, None without
+    success) and the weight version."""
+    success = np.asarray(frames[keys.SUCCESS]).astype(bool)
+    first = int(np.argmax(success)) + 1 if success.any() else None
+    return {
+        "success": bool(success.any()),
+        "terminal": bool(np.asarray(frames[keys.DONE]).astype(bool).any()),
+        "steps": int(len(success)),
+        "intervention_steps": int(np.asarray(frames[keys.INTERVENTION]).astype(bool).sum()),
+        "return": float(np.asarray(frames[keys.REWARD]).sum()),
+        "cycle_time_s": None if first is None else first / control_hz,
+        "version": int(version),
+    }
 
 
 class EpisodeWindow:
