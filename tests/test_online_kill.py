@@ -101,3 +101,64 @@ def test_kill_whole_run_then_rerun(tiny_offline_run, tmp_path):
             _kill(proc)
     assert (run / "stages" / "online_qc_seed0.json").is_file()
     _assert_no_loss(folder)
+
+
+def _actor_pids(parent: int) -> list[int]:
+    """PIDs of the ``--role actor`` processes started by ``parent`` (read from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"actor" in cmdline and b"--role" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def test_role_all_restarts_a_killed_actor_and_loses_nothing(tiny_offline_run, tmp_path):
+    """Issue 15: one actor dying used to end `--role all` with a traceback; it is restarted (back-off) and
+    resumes from its log, and the run finishes with every logged episode stored once."""
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = overrides(run, f"--online.address={free_address()}", "--online.env_steps=300")
+    folder = run / "online" / "online_qc_seed0"
+    proc = start("online", *args, log=tmp_path / "online.log")
+    try:
+        wait_for(
+            lambda: committed_episodes(folder / "actor0" / "episodes") >= 1, procs=(proc,), what="an episode"
+        )
+        (victim,) = _actor_pids(proc.pid)
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: _actor_pids(proc.pid) not in ([], [victim]), procs=(proc,), what="a restarted actor")
+        assert proc.wait(timeout=600) == 0, (tmp_path / "online.log").read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+    assert "restarting it" in (tmp_path / "online.log").read_text()
+    _assert_no_loss(folder)
+
+
+def test_role_all_stops_with_one_line_on_an_actor_fault(tiny_offline_run, tmp_path):
+    """A fault a restart cannot fix (here: the progress critic the actors need is missing) stops the run
+    with the actor's one-line error instead of restarting it or hanging."""
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = overrides(
+        run,
+        f"--online.address={free_address()}",
+        "--reward.mode=critic",
+        f"--critic.checkpoint={tmp_path / 'no_critic_here'}",
+    )
+    proc = start("online", *args, log=tmp_path / "online.log")
+    try:
+        assert proc.wait(timeout=300) == 1
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+    lines = [
+        line for line in (tmp_path / "online.log").read_text().splitlines() if line.startswith("robot-rl:")
+    ]
+    assert lines and "actor 0 stopped: critic error" in lines[-1] and "no_critic_here" in lines[-1]
+    assert "Traceback" not in (tmp_path / "online.log").read_text()
