@@ -10,8 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import zarr
 
+from robot_rl import keys
 from robot_rl.cli import stages
 from robot_rl.config import load_config
 
@@ -91,3 +93,19 @@ def wait_for(condition, timeout_s: float = 240.0, procs: tuple = (), what: str =
             assert p.poll() is None, f"process {p.args[3:6]} exited ({p.returncode}) before: {what}"
         assert time.monotonic() < deadline, f"timed out waiting for: {what}"
         time.sleep(0.1)
+
+
+def toy_episode(
+    length: int, intervened: bool = False, value: float = 0.0, final: float = -1.0
+) -> dict[str, np.ndarray]:
+    """A truncated toy online episode (3-d state, 2-d action) of constant state and action ``value``,
+    whose final observation is ``final``."""
+    return {
+        keys.STATE: np.full((length, 3), value, np.float32),
+        keys.ACTION: np.full((length, 2), value, np.float32),
+        keys.REWARD: np.zeros(length, np.float32),
+        keys.DONE: np.zeros(length, bool),
+        keys.SUCCESS: np.zeros(length, bool),
+        keys.INTERVENTION: np.full(length, intervened),
+        keys.final_key(keys.STATE): np.full(3, final, np.float32),
+    }

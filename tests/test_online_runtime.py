@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from online_setup import CODE, committed_episodes, copy_run, free_address, overrides
+from online_setup import CODE, committed_episodes, copy_run, free_address, overrides, toy_episode
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, load_config
@@ -31,28 +31,13 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
-def _episode(
-    length: int, intervened: bool = False, value: float = 0.0, final: float = -1.0
-) -> dict[str, np.ndarray]:
-    """A truncated toy episode of constant state ``value``, whose final observation is ``final``."""
-    return {
-        keys.STATE: np.full((length, 3), value, np.float32),
-        keys.ACTION: np.full((length, 2), value, np.float32),
-        keys.REWARD: np.zeros(length, np.float32),
-        keys.DONE: np.zeros(length, bool),
-        keys.SUCCESS: np.zeros(length, bool),
-        keys.INTERVENTION: np.full(length, intervened),
-        keys.final_key(keys.STATE): np.full(3, final, np.float32),
-    }
-
-
 def test_replay_stores_each_episode_once_and_resumes(tmp_path):
     replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=2, gamma=0.9)
-    assert replay.add(0, 0, _episode(4))
-    assert not replay.add(0, 0, _episode(4))  # a resend after a lost acknowledgement
-    assert replay.add(1, 0, _episode(3, intervened=True, value=1.0))
+    assert replay.add(0, 0, toy_episode(4))
+    assert not replay.add(0, 0, toy_episode(4))  # a resend after a lost acknowledgement
+    assert replay.add(1, 0, toy_episode(3, intervened=True, value=1.0))
     with pytest.raises(DatasetError, match="actor 0 sent episode 2 but episode 1"):
-        replay.add(0, 2, _episode(2))
+        replay.add(0, 2, toy_episode(2))
     assert (replay.num_episodes, replay.num_steps, replay.intervention_steps) == (2, 7, 3)
     again = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=2, gamma=0.9)
     assert again.acked == {0: 1, 1: 1} and again.num_steps == 7
@@ -69,8 +54,8 @@ def test_replay_bootstraps_truncated_chunks_from_the_stored_final_observation(tm
     last step, kept once per episode on disk, also after a learner restart; with h = 1 (SAC) the last
     step does not bootstrap from its own state."""
     replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=1, gamma=0.9)
-    assert replay.add(0, 0, _episode(4, value=1.0, final=50.0))
-    assert replay.add(0, 1, _episode(3, value=2.0, final=60.0))
+    assert replay.add(0, 0, toy_episode(4, value=1.0, final=50.0))
+    assert replay.add(0, 1, toy_episode(3, value=2.0, final=60.0))
     for _ in range(2):  # live, then reopened from disk
         batch = replay.sample_online(64, np.random.default_rng(0))
         last = batch["observations"][keys.STATE][:, 0] == 1.0
@@ -79,7 +64,7 @@ def test_replay_bootstraps_truncated_chunks_from_the_stored_final_observation(tm
         assert (batch["critic_valid"] == 1).all()
         replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=1, gamma=0.9)
     assert replay.buffer.episode(1)[keys.final_key(keys.STATE)].tolist() == [60.0] * 3
-    frames = _episode(2)
+    frames = toy_episode(2)
     del frames[keys.final_key(keys.STATE)]
     with pytest.raises(DatasetError, match="final.observation.state"):
         replay.add(0, 2, frames)
@@ -109,7 +94,7 @@ def test_hg_dagger_batches_imitate_only_human_steps(tmp_path):
     h = 5
     replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=h, gamma=0.9)
     replay.add(0, 0, _takeover_episode({keys.STATE: (3,)}, 2))  # human steps 3..9, policy 10..19
-    replay.add(0, 1, _episode(12, value=-1.0))  # autonomous
+    replay.add(0, 1, toy_episode(12, value=-1.0))  # autonomous
     rng = np.random.default_rng(0)
     bc = rlpd_batch(replay, None, 512, 0.5, rng, human_only=True)  # no demos: all from interventions
     start = bc["observations"][keys.STATE][:, 0].astype(int)
@@ -122,7 +107,7 @@ def test_hg_dagger_batches_imitate_only_human_steps(tmp_path):
     rl = rlpd_batch(replay, None, 512, 1.0, rng)
     assert (rl["valid"] == 1).all() and (rl["actions"][rl["valid"] > 0] == -0.5).any()
     autonomous = OnlineReplay(tmp_path / "a", {keys.STATE: (3,)}, 2, horizon=h, gamma=0.9)
-    autonomous.add(0, 0, _episode(12))
+    autonomous.add(0, 0, toy_episode(12))
     with pytest.raises(DatasetError, match="no demonstrations or human-driven online steps to imitate"):
         rlpd_batch(autonomous, None, 8, 1.0, rng, human_only=True)
     assert rlpd_batch(autonomous, None, 8, 1.0, rng)["actions"].shape == (8, h, 2)  # RL: online steps

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from online_setup import toy_episode
 
 from robot_rl import keys
 from robot_rl.runtime.replay import OnlineReplay
@@ -15,17 +16,8 @@ SHAPES = {keys.STATE: (3,)}
 
 
 def _episode(length: int, value: float, intervened: bool = False) -> dict[str, np.ndarray]:
-    """A truncated toy episode whose state and action are ``value`` and whose final observation is
-    ``1000 + value``."""
-    return {
-        keys.STATE: np.full((length, 3), value, np.float32),
-        keys.ACTION: np.full((length, 2), value, np.float32),
-        keys.REWARD: np.zeros(length, np.float32),
-        keys.DONE: np.zeros(length, bool),
-        keys.SUCCESS: np.zeros(length, bool),
-        keys.INTERVENTION: np.full(length, intervened),
-        keys.final_key(keys.STATE): np.full(3, 1000.0 + value, np.float32),
-    }
+    """A toy episode whose state and action are ``value`` and whose final observation is ``1000 + value``."""
+    return toy_episode(length, intervened, value, final=1000.0 + value)
 
 
 def _expected_window(lengths: list[int], capacity: int) -> list[int]:
