@@ -13,7 +13,8 @@ from tiny_vlm import build_tiny_vlm
 from robot_rl.config import CriticConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.pairs import PairBatch
-from robot_rl.rewards.trainable import WEIGHTS_FILE, load_critic, train_critic
+from robot_rl.rewards.registry import load_critic
+from robot_rl.rewards.trainable import WEIGHTS_FILE, train_critic
 from robot_rl.rewards.vlm import VLMProgressCritic
 
 FRONT = "observation.images.front"
