@@ -162,7 +162,7 @@ class Actor:
         self.device = self._device()
         self.versions: dict[int, int] = {}
         self.version = -1
-        self.source = None  # robot_rl.cli.sources.AgentSource once weights arrived
+        self.source = None  # robot_rl.sources.AgentSource once weights arrived
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
