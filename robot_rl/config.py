@@ -324,8 +324,9 @@ class OnlineConfig:
     for the learner before it gives up (and, at the end, for its backlog to be acknowledged).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
     with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
-    process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``log_every_s``: seconds
-    between metric rows.
+    process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``max_weight_age_s``: an actor
+    that has not reached the learner for this long stops instead of acting on ever older weights (0 = never).
+    ``log_every_s``: seconds between metric rows.
     for the learner before it gives up. ``log_every_s``: seconds between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
     records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
@@ -352,6 +353,7 @@ class OnlineConfig:
     log_every_s: float = 5.0
     max_nan_stops: int = 3
     actor_restarts: int = 3
+    max_weight_age_s: float = 600.0
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"

@@ -175,6 +175,7 @@ RULES: dict[str, Range | Choice] = {
     "online.log_every_s": POSITIVE,
     "online.max_nan_stops": COUNT,
     "online.actor_restarts": NONNEG_INT,
+    "online.max_weight_age_s": NONNEG,
     "online.max_episode_steps": NONNEG_INT,
     "online.replay_capacity": NONNEG_INT,
 }

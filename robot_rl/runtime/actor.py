@@ -67,6 +67,7 @@ class _Sender(threading.Thread):
         self.pending: tuple[int, bytes] | None = None
         self.have = -1
         self.error: Exception | None = None
+        self.last_contact = time.monotonic()  # of the last completed exchange with the learner
 
     def run(self) -> None:
         backoff = 0.2
@@ -75,7 +76,7 @@ class _Sender(threading.Thread):
                 self._cycle()
                 if not self.connected:
                     log.info("actor %d: connected to the learner", self.actor.actor_id)
-                self.connected, backoff = True, 0.2
+                self.connected, backoff, self.last_contact = True, 0.2, time.monotonic()
                 self.wake.wait(POLL_S)
                 self.wake.clear()
             except Exception as err:  # the learner refused something: stop the actor, loudly
@@ -265,12 +266,24 @@ class Actor:
     def _should_stop(self) -> bool:
         """Stop when the learner says the budget is spent, when this actor alone has logged the run's
         ``online.env_steps`` (it knows the budget, so it stops even with the learner down instead of
-        acting on stale weights forever), or when its parent process is gone."""
+        acting on stale weights forever), or when its parent process is gone.
+
+        Raises:
+            PeerUnavailableError: the learner has been unreachable for more than
+                ``online.max_weight_age_s`` seconds (the weights are too old to keep acting on).
+        """
         if self.sender.error is not None:
             raise self.sender.error
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
             return True
+        age, limit = time.monotonic() - self.sender.last_contact, self.cfg.online.max_weight_age_s
+        if limit > 0 and not self.sender.connected and age > limit:
+            raise PeerUnavailableError(
+                f"actor {self.actor_id}: no contact with the learner at {self.cfg.online.address} for "
+                f"{age:.0f} s (online.max_weight_age_s={limit:g}); stopping instead of acting on stale "
+                f"weights (version {self.version})"
+            )
         with self._log_lock:
             logged = len(self.log)
         if logged >= self.cfg.online.env_steps:
