@@ -99,6 +99,21 @@ class OfflineRLConfig:
     """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    ``reward_norm``: how per-step rewards r are mapped before the critic sees them, with
+    ``[r_min, r_max] = reward_range``: ``max`` (the default) ``(r - r_max) / (r_max - r_min)``, in [-1, 0],
+    so every step costs until termination and a terminal state is worth at least as much as any step (QC's
+    and OGBench's -1/0 sparse convention; with positive dense rewards and termination on success, raw
+    rewards make a long failed episode worth more than an early success); ``scale``
+    ``r / (r_max - r_min)`` (keeps the sign); ``none`` (raw rewards). Both rescalings keep Q within
+    ``1 / (1 - gamma)`` whatever the dataset's reward scale. ``reward_range``: ``[r_min, r_max]``; empty
+    means the training dataset's ``next.reward`` minimum and maximum, filled in when training starts and
+    saved in the checkpoint config (the online learner uses the checkpoint's values, so offline and online
+    updates see the same rewards).
+    ``keep_terminal_chunks``: chunks that run past a true termination (``next.done``) keep their exact
+    partial-sum target (mask 0) instead of being dropped from the critic loss like chunks that run past a
+    time-limit truncation (ALGORITHMS.md §3).
+    ``fql_alpha``: QC-FQL distillation weight, for ``normalize_q_loss: true`` (the Q term divided by
+    mean |Q|, FQL's normalisation; its alpha range is then about 0.03-10).
     """
 
     method: str = "qc"
@@ -113,6 +128,9 @@ class OfflineRLConfig:
     best_of_n: int = 32
     fql_alpha: float = 100.0
     normalize_q_loss: bool = True
+    reward_norm: str = "max"
+    reward_range: list[float] = field(default_factory=list)
+    keep_terminal_chunks: bool = False
 
 
 @dataclass

@@ -14,7 +14,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import critic_td_step
+from robot_rl.algos.targets import critic_td_step, reward_affine
 
 
 class QCFQLAgent(Agent):
@@ -30,6 +30,7 @@ class QCFQLAgent(Agent):
     def __init__(self, policy: FlowPolicy, critic: ChunkCritic, one_step_policy: OneStepPolicy, cfg):
         self.policy, self.critic, self.one_step, self.cfg = policy, critic, one_step_policy, cfg
         self.target_critic = make_target(critic)
+        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         actor_params = list(policy.parameters()) + list(one_step_policy.parameters())
         self.optimizers = {
             "actor": torch.optim.Adam(actor_params, lr=cfg.lr),
@@ -77,6 +78,8 @@ class QCFQLAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.reward_affine,
+            self.cfg.keep_terminal_chunks,
         )
 
         losses = self.actor_losses(obs, actions_norm, valid)

@@ -17,7 +17,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs
-from robot_rl.algos.targets import critic_td_step
+from robot_rl.algos.targets import critic_td_step, reward_affine
 
 
 @torch.no_grad()
@@ -78,6 +78,7 @@ class QCAgent(Agent):
     def __init__(self, policy: FlowPolicy, critic: ChunkCritic, cfg):
         self.policy, self.critic, self.cfg = policy, critic, cfg
         self.target_critic = make_target(critic)
+        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         self.optimizers = {
             "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr),
             "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
@@ -103,6 +104,8 @@ class QCAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.reward_affine,
+            self.cfg.keep_terminal_chunks,
         )
 
         bc_loss = self.policy.bc_loss(obs, actions_norm, valid)

@@ -120,7 +120,8 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
     policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
     algo = "bc" if method == "hg_dagger" else method
-    offline = draccus.decode(OfflineRLConfig, saved.get("offline") or {})
+    # a checkpoint from before reward normalisation was trained on raw rewards
+    offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.get("offline") or {})})
     offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
     algo_cfg = cfg.bc if algo == "bc" else offline
     agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
