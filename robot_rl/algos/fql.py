@@ -22,7 +22,11 @@ class QCFQLAgent(Agent):
     policy: behaviour flow (FlowPolicy) trained by flow BC (warm-startable from BC).
     critic: :class:`ChunkCritic`; a Polyak target copy is made here.
     one_step_policy: mu_omega(obs, z (B, h, d)) -> (B, h, d) normalised (unclipped).
-    cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg).
+    cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg, reward_norm and
+        reward_range (:func:`~robot_rl.algos.targets.reward_affine`), keep_terminal_chunks).
+
+    Raises:
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
     """
 
     method = "qc_fql"

@@ -70,7 +70,11 @@ class QCAgent(Agent):
         policy: behaviour flow (FlowPolicy), trained by flow BC; warm start it from a BC checkpoint with
             :meth:`load_policy_state`.
         critic: :class:`ChunkCritic`; a Polyak target copy is made here.
-        cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n).
+        cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
+            map of :func:`~robot_rl.algos.targets.reward_affine`, keep_terminal_chunks).
+
+    Raises:
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
     """
 
     method = "qc"
