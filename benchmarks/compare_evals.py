@@ -60,7 +60,7 @@ def main() -> None:
             cmp_txt, p_txt = "", ""
         else:
             c = paired_comparison(_keyed(per_seed), _keyed(base))
-            cmp_txt, p_txt = f"{c['only_a']} / {c['only_b']}", f"{c['p_value']:.3f}"
+            cmp_txt, p_txt = f"{c['only_a']} / {c['only_b']}", f"{c['p_value']:.2g}"
         print(f"| {label} | {s['success_rate']:.3f} | [{lo:.2f}, {hi:.2f}] | {seeds} | {cmp_txt} | {p_txt} |")
 
 
