@@ -118,8 +118,23 @@ class OfflineRLConfig:
     """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
+    ``reward_norm``: how per-step rewards r are mapped before the critic sees them, with
+    ``[r_min, r_max] = reward_range``: ``max`` (the default) ``(r - r_max) / (r_max - r_min)``, in [-1, 0],
+    so every step costs until termination and a terminal state is worth at least as much as any step (QC's
+    and OGBench's -1/0 sparse convention; with positive dense rewards and termination on success, raw
+    rewards make a long failed episode worth more than an early success); ``scale``
+    ``r / (r_max - r_min)`` (keeps the sign); ``none`` (raw rewards). Both rescalings keep Q within
+    ``1 / (1 - gamma)`` whatever the dataset's reward scale. ``reward_range``: ``[r_min, r_max]``; empty
+    means the training dataset's ``next.reward`` minimum and maximum, filled in when training starts and
+    saved in the checkpoint config (the online learner uses the checkpoint's values, so offline and online
+    updates see the same rewards).
     ``terminal_chunks``: ``drop`` (QC's code) leaves chunks that end in a true termination before their
-    h-th step out of the critic loss; ``keep`` trains them on their exact partial-sum target (mask 0).
+    h-th step out of the critic loss; ``keep`` trains them on their exact partial-sum target (mask 0);
+    measured no better on the sim task (benchmarks/README.md), so ``drop`` is the default.
+    ``fql_alpha``: QC-FQL distillation weight, paired with ``normalize_q_loss: true`` (the Q term divided
+    by mean |Q|, FQL's normalisation, under which FQL tunes alpha in about 0.03-10). 10 was the best of
+    {0.3, 1, 3, 10, 100} on the sim task (benchmarks/README.md): 0.3 left the data's support (success 0),
+    100 behaved like BC.
     """
 
     method: str = "qc"
@@ -132,8 +147,10 @@ class OfflineRLConfig:
     critic_agg: str = "mean"
     critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
     best_of_n: int = 8
-    fql_alpha: float = 100.0
+    fql_alpha: float = 10.0
     normalize_q_loss: bool = True
+    reward_norm: str = "max"
+    reward_range: list[float] = field(default_factory=list)
     terminal_chunks: str = "drop"
 
 

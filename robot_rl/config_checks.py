@@ -114,6 +114,8 @@ RULES: dict[str, Range | Choice] = {
     "offline.best_of_n": COUNT,
     "offline.fql_alpha": NONNEG,
     "offline.terminal_chunks": Choice(("drop", "keep")),
+    "offline.reward_norm": Choice(("max", "scale", "none")),
+    "offline.reward_range": ANY,
     "eval.episodes_per_seed": COUNT,
     "eval.num_videos": NONNEG_INT,
     "data.image_size": Range(8, integer=True),

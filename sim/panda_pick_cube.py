@@ -16,8 +16,11 @@ Observation (gymnasium ``Dict``):
 - ``observation.images.<cam>`` uint8 (image_size, image_size, 3) for each camera in ``cameras``
   (``front``: fixed scene camera, ``wrist``: gym-hil's ``handcam_rgb``).
 
-Reward is 1.0 on the step success is reached, else 0.0. Success: the cube is more than ``lift_height_m``
-above its rest height for ``success_hold_steps`` consecutive control steps; the episode then terminates.
+Reward (``reward="sparse"``, the default) is 1.0 on the step success is reached, else 0.0.
+``reward="dense"`` gives a shaped per-step reward in [0, 10] from the new state (:func:`dense_reward`):
+``2 * reach + 3 * grasp + 5 * lift``, the scale of common manipulation benchmarks (Meta-World's 0-10).
+Success: the cube is more than ``lift_height_m`` above its rest height for ``success_hold_steps``
+consecutive control steps; the episode then terminates (in both reward modes).
 It is truncated after ``max_episode_steps`` (or at once, with ``info["sim_unstable"] = True``, if MuJoCo
 reports a diverged simulation). ``info["is_success"]`` is present on every step.
 """
@@ -54,6 +57,27 @@ CAMERAS = {"front": "front", "wrist": "handcam_rgb"}
 STATE_DIM = 22
 ENV_STATE_DIM = 7
 _ARM_GUESS = np.array([0.0, -0.25, 0.0, -2.44, 0.0, 2.19, 0.785])
+REWARD_MODES = ("sparse", "dense")
+DENSE_REWARD_MAX = 10.0
+GRASP_DISTANCE_M = 0.02
+"""Largest pinch-to-cube-centre distance (m) at which a closing gripper counts as grasping."""
+GRASP_CLOSURE = (0.3, 0.9)
+"""Gripper closure range (0 open, 1 closed) of fingers closed on the 4 cm cube (about 0.59)."""
+
+
+def dense_reward(pinch: np.ndarray, cube: np.ndarray, closure: float, rest_z: float, lift_m: float) -> float:
+    """Shaped pick-and-lift reward in [0, :data:`DENSE_REWARD_MAX`] of one state.
+
+    ``2 * (1 - tanh(10 d)) + 3 * grasp + 5 * clip((z - rest_z) / lift_m, 0, 1)``, with ``d`` the
+    pinch-to-cube distance (m), ``grasp`` 1 when ``d`` < :data:`GRASP_DISTANCE_M` and the closure is in
+    :data:`GRASP_CLOSURE`, ``z`` the cube height (m). Reach + grasp + lift terms as in robosuite's Lift and
+    Meta-World's 0-10 rewards. ``pinch``, ``cube``: (3,) world positions (m); ``closure`` in [0, 1].
+    """
+    d = float(np.linalg.norm(np.asarray(pinch) - np.asarray(cube)))
+    reach = 1.0 - np.tanh(10.0 * d)
+    grasp = float(d < GRASP_DISTANCE_M and GRASP_CLOSURE[0] < closure < GRASP_CLOSURE[1])
+    lift = float(np.clip((float(cube[2]) - rest_z) / lift_m, 0.0, 1.0))
+    return float(2.0 * reach + 3.0 * grasp + 5.0 * lift)
 
 
 class PandaPickCubeEnv(gym.Env):
@@ -69,9 +93,10 @@ class PandaPickCubeEnv(gym.Env):
         image_size: camera image side (pixels).
         render_mode: ``None`` or ``"rgb_array"``.
         torque_every: physics steps per controller torque update (1 = every physics step).
+        reward: ``"sparse"`` (1 on success) or ``"dense"`` (:func:`dense_reward` every step).
 
     Raises:
-        ValueError: bad rates, unknown camera or render mode, non-positive sizes or step counts.
+        ValueError: bad rates, unknown camera, render mode or reward, non-positive sizes or step counts.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -87,7 +112,11 @@ class PandaPickCubeEnv(gym.Env):
         image_size: int = 64,
         render_mode: str | None = None,
         torque_every: int = 1,
+        reward: str = "sparse",
     ) -> None:
+        if reward not in REWARD_MODES:
+            raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
+        self.reward_mode = reward
         ratio = physics_hz / control_hz
         if control_hz <= 0 or physics_hz <= 0 or abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
             raise ValueError(
@@ -211,7 +240,14 @@ class PandaPickCubeEnv(gym.Env):
         lifted = d.xpos[self._cube_body][2] - self._cube_rest_z > self.lift_height_m
         self._lifted = self._lifted + 1 if lifted else 0
         success = self._lifted >= self.success_hold_steps
-        reward = 1.0 if success else 0.0
+        if self.reward_mode == "dense":
+            closure = d.qpos[self._driver_qpos] / 0.8
+            cube = d.xpos[self._cube_body]
+            reward = dense_reward(
+                d.site_xpos[self._pinch], cube, closure, self._cube_rest_z, self.lift_height_m
+            )
+        else:
+            reward = 1.0 if success else 0.0
         truncated = not success and self._steps >= self.max_episode_steps
         info = {"is_success": bool(success)}
         unstable = d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0

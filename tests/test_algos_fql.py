@@ -14,6 +14,7 @@ PCFG = PolicyConfig(horizon=H, hidden_dims=[64, 64])
 
 def _agent(**kw):
     torch.manual_seed(0)
+    kw = {"reward_norm": "none", **kw}
     ocfg = OfflineRLConfig(method="qc_fql", critic_hidden_dims=[32, 32], lr=1e-3, **kw)
     agent = build_agent("qc_fql", PCFG, ocfg, SIM_OBS_SHAPES, D, fake_stats())
     assert isinstance(agent, QCFQLAgent)

@@ -36,7 +36,9 @@ def test_sampler_to_agents(tmp_path, method):
     cfg = PipelineConfig(
         policy=PolicyConfig(horizon=5, hidden_dims=[32, 32]),
         bc=BCConfig(lr=1e-3),
-        offline=OfflineRLConfig(method=method, critic_hidden_dims=[32, 32], best_of_n=4),
+        offline=OfflineRLConfig(
+            method=method, critic_hidden_dims=[32, 32], best_of_n=4, reward_range=[0.0, 1.0]
+        ),
     )
     sampler = sampler_mod.ChunkSampler(arrays, arrays[keys.EPISODE_INDEX], obs_keys, 5, cfg.offline.gamma)
     rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, 
 
 H, D = 5, SIM_ACTION_DIM
 PCFG = PolicyConfig(horizon=H, hidden_dims=[32, 32])
-OCFG = OfflineRLConfig(critic_hidden_dims=[32, 32], best_of_n=8, batch_size=16)
+OCFG = OfflineRLConfig(critic_hidden_dims=[32, 32], best_of_n=8, batch_size=16, reward_norm="none")
 
 
 class TargetCritic(nn.Module):

@@ -28,3 +28,19 @@ def test_summarize_cycle_time_only_over_successes():
     pooled = summarize_seeds({0: eps[:2], 1: eps[2:]})
     assert pooled["success_rate_per_seed"] == {"0": 0.5, "1": 1.0}
     assert pooled["success_rate_std_across_seeds"] == pytest.approx(0.25)
+
+
+def test_mcnemar_exact_known_values_and_pairing():
+    from robot_rl.eval.metrics import mcnemar_exact, paired_comparison
+
+    assert mcnemar_exact(38, 17) == pytest.approx(0.0066, abs=5e-4)  # README: QC vs BC, p = 0.006
+    assert mcnemar_exact(0, 7) == pytest.approx(2 / 128)  # issue 14: 0.82 vs 0.96 on 50 pairs, p = 0.016
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        mcnemar_exact(-1, 2)
+    a = [EpisodeResult(s, ok, 0.0, 10, None) for s, ok in [(1, True), (2, True), (3, False), (4, True)]]
+    b = [EpisodeResult(s, ok, 0.0, 10, None) for s, ok in [(4, False), (3, True), (2, True), (1, False)]]
+    out = paired_comparison(a, b)
+    assert (out["num_pairs"], out["only_a"], out["only_b"]) == (4, 2, 1)
+    with pytest.raises(ValueError, match="same env seeds"):
+        paired_comparison(a, b[:3])

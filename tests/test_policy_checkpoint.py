@@ -27,7 +27,9 @@ def _full_config(method):
     cfg = PipelineConfig(
         policy=PolicyConfig(horizon=H, hidden_dims=[32, 32]),
         bc=BCConfig(lr=1e-3),
-        offline=OfflineRLConfig(method=method, critic_hidden_dims=[32, 32], best_of_n=4, critic_agg="min"),
+        offline=OfflineRLConfig(
+            method=method, critic_hidden_dims=[32, 32], best_of_n=4, critic_agg="min", reward_range=[0.0, 1.0]
+        ),
     )
     return cfg, config_to_dict(cfg)
 

@@ -107,3 +107,31 @@ def test_bad_config_raises():
         make_env(EnvConfig(control_hz=7.0, physics_hz=500.0))
     with pytest.raises(ValueError, match="unknown camera"):
         make_env(EnvConfig(cameras=["top"]))
+
+
+def test_dense_reward_variant_scores_progress_and_keeps_success_termination():
+    """env.kwargs.reward=dense: a shaped 0-10 reward every step; success still terminates (issue 14 §2)."""
+    from robot_rl.sim.expert import PickCubeExpert
+
+    with pytest.raises(ValueError, match="reward must be one of"):
+        make_env(EnvConfig(kwargs={"reward": "shaped"}))
+    runs = {}
+    for mode in ("sparse", "dense"):
+        env = make_env(EnvConfig(kwargs={"reward": mode}))
+        expert = PickCubeExpert(noise=0.0)
+        obs, _ = env.reset(seed=3)
+        expert.reset(seed=3)
+        rewards, terminated = [], False
+        for _ in range(60):
+            obs, r, terminated, truncated, info = env.step(expert.act(obs))
+            rewards.append(r)
+            if terminated or truncated:
+                break
+        env.close()
+        runs[mode] = (np.array(rewards), terminated, info["is_success"])
+    sparse, dense = runs["sparse"], runs["dense"]
+    assert sparse[1] and dense[1] and sparse[2] and dense[2] and len(sparse[0]) == len(dense[0])
+    assert sparse[0].tolist() == [0.0] * (len(sparse[0]) - 1) + [1.0]
+    r = dense[0]
+    assert np.all((r >= 0) & (r <= 10)) and r[-1] > 9.5  # lifted and grasped at success
+    assert r[0] < 1.0 and np.all(r[:5] > 0) and np.all(np.diff(r[:5]) > 0)  # reaching pays as it closes in

@@ -155,6 +155,15 @@ def test_two_camera_dataset_trains_bc_and_offline_rl(tmp_path):
     agent, obs_keys = load_agent(run / "checkpoints" / "offline_seed0")
     assert obs_keys == ["observation.state", "observation.images.left", "observation.images.right"]
     assert json.loads((run / "open_loop" / "offline_seed0.json").read_text())["frames_scored"] == 14
+    # rewards 0/1 in the data: reward_range is filled from it and saved; the val log holds Q against MC
+    saved = json.loads((run / "checkpoints" / "offline_seed0" / "config.json").read_text())
+    assert saved["offline"]["reward_norm"] == "max" and saved["offline"]["reward_range"] == [0.0, 1.0]
+    with open(run / "logs" / "offline_seed0_val.csv") as f:
+        row = next(csv.DictReader(f))
+    for key in ("val_q_data", "val_q_policy", "val_mc_return", "val_q_minus_mc_terminal"):
+        assert np.isfinite(float(row[key])), key
+    # episode 2 (14 frames, -1 per step until its terminal frame, which is worth 0): exact MC returns
+    assert float(row["val_mc_return"]) == pytest.approx(-np.mean([(1 - 0.99**k) / 0.01 for k in range(14)]))
     # two instructions in the data: the policy is conditioned on the task string
     batch = batch_to_torch(data.batch(data.train, np.array([0, 0])))
     obs = {
@@ -186,3 +195,20 @@ def test_bad_training_configs_exit_with_a_clear_message(tmp_path, capsys):
     assert "data.horizon_s" in capsys.readouterr().err
     assert train("bc", "--data.frame_cache=disk") == 2
     assert "data.frame_cache" in capsys.readouterr().err
+
+
+def test_reward_range_is_filled_from_the_data_and_bad_settings_name_the_key():
+    from robot_rl.cli.training import resolve_reward_range
+    from robot_rl.config import OfflineRLConfig
+
+    rewards = np.array([0.0, 3.5, 10.0, 1.0], dtype=np.float32)
+    assert resolve_reward_range(OfflineRLConfig(), rewards).reward_range == [0.0, 10.0]
+    assert resolve_reward_range(OfflineRLConfig(reward_range=[0.0, 20.0]), rewards).reward_range == [
+        0.0,
+        20.0,
+    ]
+    assert resolve_reward_range(OfflineRLConfig(reward_norm="none"), rewards).reward_range == []
+    with pytest.raises(ConfigError, match="offline.reward_norm"):
+        resolve_reward_range(OfflineRLConfig(reward_norm="minmax"), rewards)
+    with pytest.raises(ConfigError, match="offline.reward_range"):
+        resolve_reward_range(OfflineRLConfig(reward_range=[1.0, 0.0]), rewards)

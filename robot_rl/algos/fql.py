@@ -14,7 +14,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import critic_td_step
+from robot_rl.algos.targets import critic_td_step, reward_affine
 
 
 class QCFQLAgent(Agent):
@@ -22,7 +22,11 @@ class QCFQLAgent(Agent):
     policy: behaviour flow (FlowPolicy) trained by flow BC (warm-startable from BC).
     critic: :class:`ChunkCritic`; a Polyak target copy is made here.
     one_step_policy: mu_omega(obs, z (B, h, d)) -> (B, h, d) normalised (unclipped).
-    cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg).
+    cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg, reward_norm and
+        reward_range (:func:`~robot_rl.algos.targets.reward_affine`), terminal_chunks).
+
+    Raises:
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
     """
 
     method = "qc_fql"
@@ -30,6 +34,7 @@ class QCFQLAgent(Agent):
     def __init__(self, policy: FlowPolicy, critic: ChunkCritic, one_step_policy: OneStepPolicy, cfg):
         self.policy, self.critic, self.one_step, self.cfg = policy, critic, one_step_policy, cfg
         self.target_critic = make_target(critic)
+        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         actor_params = list(policy.parameters()) + list(one_step_policy.parameters())
         self.optimizers = {
             "actor": torch.optim.Adam(actor_params, lr=cfg.lr),
@@ -77,6 +82,7 @@ class QCFQLAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.reward_affine,
             self.cfg.terminal_chunks,
         )
 

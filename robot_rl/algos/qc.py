@@ -17,7 +17,7 @@ from torch import nn
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs
-from robot_rl.algos.targets import critic_td_step
+from robot_rl.algos.targets import critic_td_step, reward_affine
 
 
 @torch.no_grad()
@@ -70,7 +70,11 @@ class QCAgent(Agent):
         policy: behaviour flow (FlowPolicy), trained by flow BC; warm start it from a BC checkpoint with
             :meth:`load_policy_state`.
         critic: :class:`ChunkCritic`; a Polyak target copy is made here.
-        cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n).
+        cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
+            map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks).
+
+    Raises:
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
     """
 
     method = "qc"
@@ -78,6 +82,7 @@ class QCAgent(Agent):
     def __init__(self, policy: FlowPolicy, critic: ChunkCritic, cfg):
         self.policy, self.critic, self.cfg = policy, critic, cfg
         self.target_critic = make_target(critic)
+        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         self.optimizers = {
             "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr),
             "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
@@ -103,6 +108,7 @@ class QCAgent(Agent):
             batch,
             self.cfg.gamma,
             self.policy.horizon,
+            self.reward_affine,
             self.cfg.terminal_chunks,
         )
 

@@ -5,6 +5,44 @@ from __future__ import annotations
 
 import torch
 
+REWARD_NORMS = ("max", "scale", "none")
+
+
+def reward_affine(norm: str, reward_range) -> tuple[float, float]:
+    """``(shift, scale)`` of the per-step reward map ``r' = scale * (r - shift)`` for
+    ``OfflineRLConfig.reward_norm`` / ``reward_range`` (see its docstring): ``max`` -> ``(r_max, 1/span)``,
+    ``scale`` -> ``(0, 1/span)``, ``none`` -> ``(0, 1)``, with ``span = r_max - r_min`` (1 when the data
+    holds one reward value).
+
+    Raises:
+        ValueError: unknown ``norm``; ``reward_range`` is not ``[r_min, r_max]`` with r_min <= r_max (an
+            empty range is filled from the dataset by training; an agent built outside training must set it).
+    """
+    if norm not in REWARD_NORMS:
+        raise ValueError(f"offline.reward_norm={norm!r}; expected one of {REWARD_NORMS}")
+    if norm == "none":
+        return 0.0, 1.0
+    if len(reward_range) != 2 or not float(reward_range[0]) <= float(reward_range[1]):
+        raise ValueError(
+            f"offline.reward_range={list(reward_range)}: reward_norm={norm!r} needs [r_min, r_max] with "
+            "r_min <= r_max (training fills an empty range from the dataset's next.reward)"
+        )
+    lo, hi = float(reward_range[0]), float(reward_range[1])
+    scale = 1.0 / (hi - lo) if hi > lo else 1.0
+    return (hi if norm == "max" else 0.0), scale
+
+
+def normalize_chunk_rewards(
+    rewards: torch.Tensor, valid: torch.Tensor, gamma: float, shift: float, scale: float
+) -> torch.Tensor:
+    """Apply ``r' = scale * (r - shift)`` to every valid step of discounted chunk rewards.
+
+    ``rewards`` (B,) = sum_i gamma^i r_{t+i} valid_i; ``valid`` (B, h) float. Returns (B,) float32
+    ``scale * (rewards - shift * sum_i gamma^i valid_i)``, which equals sum_i gamma^i r'_{t+i} valid_i.
+    """
+    discounts = gamma ** torch.arange(valid.shape[1], device=valid.device, dtype=valid.dtype)
+    return scale * (rewards - shift * (valid * discounts).sum(1))
+
 
 def qc_target(
     rewards: torch.Tensor, masks: torch.Tensor, next_q: torch.Tensor, gamma: float, horizon: int
@@ -68,16 +106,19 @@ def critic_td_step(
     batch: dict,
     gamma: float,
     horizon: int,
+    affine: tuple[float, float] = (0.0, 1.0),
     terminal_chunks: str = "drop",
 ):
     """One gradient step of the Q-chunking critic (ALGORITHMS.md §3).
 
-    y = R_t^(h) + γ^h·mask·next_q (no gradient), loss = w·(Q_k(s_t, A_t) − y)² averaged over the
+    y = R'_t^(h) + γ^h·mask·next_q (no gradient), with R' the chunk reward under the per-step map
+    ``affine = (shift, scale)`` (:func:`reward_affine`); loss = w·(Q_k(s_t, A_t) − y)² averaged over the
     ensemble, with w from :func:`critic_weight`. ``actions_norm`` (B, h, d) normalised; ``next_q`` (B,)
     aggregated target Q at s_{t+h}. Returns (loss, q, y): q (K, B) from this step's graph and the target
     y (B,).
     """
-    y = qc_target(batch["rewards"], batch["masks"], next_q.detach(), gamma, horizon)
+    rewards = normalize_chunk_rewards(batch["rewards"], batch["valid"], gamma, *affine)
+    y = qc_target(rewards, batch["masks"], next_q.detach(), gamma, horizon)
     q = critic(obs, actions_norm)
     loss = masked_critic_loss(q, y, critic_weight(batch, terminal_chunks))
     optimizer.zero_grad(set_to_none=True)

@@ -13,8 +13,10 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
-from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.algos.targets import reward_affine
+from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, config_to_dict
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
+from robot_rl.eval.q_values import q_calibration
 from robot_rl.eval.report import plot_training
 from robot_rl.run_dir import RunDir, write_json_atomic
 from robot_rl.training.resume import remove_resume, restore, resume_checkpoint, resume_dir, save_resume
@@ -33,7 +35,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     ``cfg.checkpoint_every`` steps the modules, optimizers and step go to ``<ckpt>_resume``; a killed run
     continues from there (a step's batch depends only on (seed, step)), and log rows written after that
     checkpoint are dropped so each CSV log has each step once. With ``cfg.data.val_episodes`` the policy is
-    scored on them every ``cfg.data.val_every`` steps (``logs/<algo>_seed<s>_val.csv``), and the saved
+    scored on them every ``cfg.data.val_every`` steps (``logs/<algo>_seed<s>_val.csv``; offline RL adds the
+    critic's Q against Monte-Carlo returns, :mod:`robot_rl.eval.q_values`), and the saved
     checkpoint is reloaded and scored open loop at the end (``open_loop/<algo>_seed<s>.json`` and ``.png``).
     Offline RL warm-starts its flow policy from ``init_from``. Returns the last logged metrics (plus the
     final validation metrics).
@@ -46,6 +49,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     data = _training_set(cfg, run, algo)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
     cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg)))
+    if algo != "bc":
+        cfg = replace(cfg, offline=resolve_reward_range(cfg.offline, data.train.sampler.rewards))
     torch.manual_seed(seed)
     agent = build_agent(
         _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
@@ -88,7 +93,10 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
                 log.write({"step": step + 1, **metrics})
             if data.val is not None and ((step + 1) % cfg.data.val_every == 0 or last):
                 val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
-                val_log.write({"step": step + 1, **val.metrics})
+                row = {"step": step + 1, **val.metrics}
+                if algo != "bc":  # critic calibration: Q of recorded chunks against their MC returns
+                    row.update(q_calibration(agent, data, data.val, cfg.data.val_max_frames, cfg.device))
+                val_log.write(row)
             if (step + 1) % cfg.checkpoint_every == 0 and not last:
                 save_resume(agent, resume_to, {"step": step + 1}, config, data.stats)
     finally:
@@ -118,6 +126,22 @@ def _action_box(cfg: PipelineConfig) -> dict[str, list[float]]:
     if not np.isfinite([*low, *high]).all():
         return {}
     return {"action_low": low, "action_high": high}
+
+
+def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:
+    """Fill an empty ``offline.reward_range`` with ``[min, max]`` of the training frames' per-step
+    ``rewards`` (N,) when ``reward_norm`` rescales, and check the result.
+
+    Raises:
+        ConfigError: unknown ``offline.reward_norm`` or an invalid ``offline.reward_range``.
+    """
+    if offline.reward_norm != "none" and not offline.reward_range:
+        offline = replace(offline, reward_range=[float(np.min(rewards)), float(np.max(rewards))])
+    try:
+        reward_affine(offline.reward_norm, offline.reward_range)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    return offline
 
 
 def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):

@@ -30,6 +30,41 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def mcnemar_exact(wins_a: int, wins_b: int) -> float:
+    """Two-sided exact McNemar p-value for paired binary outcomes (McNemar 1947; exact binomial form).
+
+    ``wins_a``: pairs where only A succeeded; ``wins_b``: pairs where only B succeeded (the discordant
+    pairs; concordant ones carry no information). Returns ``min(1, 2 * P[X <= min(a, b)])`` with
+    X ~ Binomial(a + b, 1/2); 1.0 when there are no discordant pairs. Raises ValueError on negative counts.
+    """
+    if wins_a < 0 or wins_b < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {wins_a}, {wins_b}")
+    n, k = wins_a + wins_b, min(wins_a, wins_b)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+def paired_comparison(a: list[EpisodeResult], b: list[EpisodeResult]) -> dict:
+    """Pair two methods' episodes by ``env_seed`` (the same held-out seeds) and compare successes.
+
+    Returns ``num_pairs``, ``only_a``, ``only_b`` (discordant pairs) and the exact McNemar ``p_value``.
+    Raises ValueError when the two lists do not cover the same env seeds.
+    """
+    sa, sb = {e.env_seed: e.success for e in a}, {e.env_seed: e.success for e in b}
+    if sa.keys() != sb.keys():
+        raise ValueError("paired comparison needs both methods evaluated on the same env seeds")
+    only_a = sum(sa[s] and not sb[s] for s in sa)
+    only_b = sum(sb[s] and not sa[s] for s in sa)
+    return {
+        "num_pairs": len(sa),
+        "only_a": only_a,
+        "only_b": only_b,
+        "p_value": mcnemar_exact(only_a, only_b),
+    }
+
+
 def summarize(episodes: list[EpisodeResult]) -> dict:
     """Aggregate episodes: ``success_rate`` with ``success_ci95``, ``mean_return``, ``cycle_time_s``
     (mean over successful episodes, None if none succeeded) and ``num_episodes``."""

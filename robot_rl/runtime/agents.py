@@ -3,7 +3,10 @@
 - ``qc`` / ``qc_fql``: the chunked agent of ALGORITHMS.md §3-4, every module the init checkpoint holds
   loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
   starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
-  ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section.
+  ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section. The reward
+  map (``reward_norm``, ``reward_range``) is the checkpoint's, so online updates see rewards as offline
+  training did (a BC checkpoint's empty range is taken from the demos; a checkpoint from before reward
+  normalisation keeps raw rewards).
 - ``hg_dagger``: flow BC (§2) on demos plus the human-driven steps of interventions (the learner masks the
   policy's own steps, ``rlpd_batch(human_only=True)``), starting from the init checkpoint's policy.
 - ``sac``: the HIL-SERL recipe (§5) from scratch, single-step actions, normalised with the demos' stats.
@@ -139,8 +142,19 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
     policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
     algo = "bc" if method == "hg_dagger" else method
-    offline = draccus.decode(OfflineRLConfig, saved.get("offline") or {})
+    # a checkpoint from before reward normalisation was trained on raw rewards
+    offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.get("offline") or {})})
     offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
+    demos = _demos(cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma)
+    if algo != "bc" and offline.reward_norm != "none" and not offline.reward_range:
+        # a BC init checkpoint has no reward range yet: take it from the demos, as offline training does
+        if demos is None:
+            raise ConfigError(
+                f"online.init={init} has no offline.reward_range and there are no demos to take it from: "
+                "set --offline.reward_range=[r_min,r_max]"
+            )
+        rewards = demos.train.sampler.rewards
+        offline = replace(offline, reward_range=[float(rewards.min()), float(rewards.max())])
     algo_cfg = cfg.bc if algo == "bc" else offline
     agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
     model_file = init / "model.safetensors"
@@ -155,5 +169,4 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         "init": str(init),
         **extra(obs_shapes),
     }
-    demos = _demos(cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma)
     return OnlineAgent(agent, config, stats, obs_shapes, action_dim, policy_cfg.horizon, offline.gamma, demos)

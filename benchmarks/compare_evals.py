@@ -1,0 +1,68 @@
+"""Paired comparison of evaluated methods: success rate (Wilson 95% CI, per seed) and the exact McNemar test
+of each method against a baseline, pairing episodes by (training seed, env seed).
+
+Each method is ``label=run_dir:algo`` (the eval files ``<run_dir>/eval/<algo>_seed<s>.json`` that
+``robot-rl eval`` writes); the first one is the baseline.
+
+    python benchmarks/compare_evals.py --seeds 0 1 2 bc=runs/dense:bc qc=runs/qc_dense:offline
+
+Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from robot_rl.eval.metrics import EpisodeResult, paired_comparison, summarize_seeds
+
+_SEED_KEY = 10_000_000  # env seeds are < 1e7 above EVAL_SEED_OFFSET: (seed, env_seed) -> one int
+
+
+def load(spec: str, seeds: list[int]) -> tuple[str, dict[int, list[EpisodeResult]]]:
+    """``label=run_dir:algo`` -> (label, {seed: episodes}). Raises FileNotFoundError naming the file."""
+    label, where = spec.split("=", 1)
+    run_dir, algo = where.rsplit(":", 1)
+    per_seed = {}
+    for seed in seeds:
+        path = Path(run_dir) / "eval" / f"{algo}_seed{seed}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{label}: no evaluation at {path}")
+        per_seed[seed] = [EpisodeResult(**e) for e in json.loads(path.read_text())["episodes"]]
+    return label, per_seed
+
+
+def _keyed(per_seed: dict[int, list[EpisodeResult]]) -> list[EpisodeResult]:
+    return [
+        EpisodeResult(s * _SEED_KEY + e.env_seed, e.success, e.episode_return, e.steps, e.cycle_time_s)
+        for s, eps in per_seed.items()
+        for e in eps
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("methods", nargs="+", help="label=run_dir:algo; the first is the baseline")
+    args = parser.parse_args()
+    runs = [load(spec, args.seeds) for spec in args.methods]
+    base_label, base = runs[0]
+    print(f"| method | success | 95% CI | per seed | vs {base_label}: only this / only {base_label} | p |")
+    print("|---|---|---|---|---|---|")
+    for label, per_seed in runs:
+        s = summarize_seeds(per_seed)
+        lo, hi = s["success_ci95"]
+        seeds = ", ".join(f"{v:.2f}" for v in s["success_rate_per_seed"].values())
+        if label == base_label:
+            cmp_txt, p_txt = "", ""
+        else:
+            c = paired_comparison(_keyed(per_seed), _keyed(base))
+            cmp_txt, p_txt = f"{c['only_a']} / {c['only_b']}", f"{c['p_value']:.2g}"
+        print(f"| {label} | {s['success_rate']:.3f} | [{lo:.2f}, {hi:.2f}] | {seeds} | {cmp_txt} | {p_txt} |")
+
+
+if __name__ == "__main__":
+    main()
