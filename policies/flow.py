@@ -118,7 +118,7 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
     def sample(
         self, obs: dict[str, torch.Tensor], num_samples: int = 1, noise: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Sample chunks: -> (B, N, h, d) normalised in [-1, 1].
+        """Sample chunks: -> (B, N, h, d) normalised, clipped to the normalised action box.
 
         Args:
             noise: optional (B, N, h, d) initial noise x_0 (deterministic sampling).

@@ -94,6 +94,20 @@ def test_g1_training_set_with_previous_action_and_relative_stats(tmp_path):
     assert np.isfinite(agent.update(torch_batch)["bc_loss"])
     chunk = agent.act(torch_batch["observations"])
     assert chunk.shape == (8, 5, 26)
+    # the offline-RL validation pass (Q against Monte-Carlo returns) normalises relative chunks too
+    from robot_rl.config import OfflineRLConfig
+    from robot_rl.eval.q_values import q_calibration
+
+    qc = build_agent(
+        "qc",
+        PolicyConfig(horizon=5, hidden_dims=[32], action_reference=keys.PREV_ACTION),
+        OfflineRLConfig(critic_hidden_dims=[32], best_of_n=2, reward_norm="none"),
+        data.obs_shapes,
+        26,
+        data.stats,
+    )
+    calibration = q_calibration(qc, data, data.val, max_frames=16)
+    assert np.isfinite(calibration["val_q_data"]) and np.isfinite(calibration["val_q_policy"])
     with pytest.raises(ConfigError, match="policy.action_reference"):
         TrainingSet(G1, cfg, horizon=5, gamma=0.99, cache_dir=tmp_path, action_reference="observation.nope")
 

@@ -14,7 +14,8 @@ alpha = exp(log_alpha) and K critics:
 - critic target: ``y = r + gamma * mask * (agg_k Qbar_k(s', a') - alpha * log pi(a'|s'))``, ``a' ~ pi(.|s')``
   (``agg`` = ``SACConfig.critic_agg``); with ``SACConfig.backup_entropy`` false (the default, as the
   released HIL-SERL configs) the entropy term is dropped: ``y = r + gamma * mask * agg_k Qbar_k(s', a')``;
-- critic loss: ``mean_{k,b} valid[b, 0] * (Q_k(s_b, a_b) - y_b)^2`` (:func:`masked_critic_loss`);
+- critic loss: ``mean_{k,b} w_b * (Q_k(s_b, a_b) - y_b)^2`` with ``w = critic_valid`` (:func:`critic_weight`:
+  0 for a demo step at a time limit, whose next state a LeRobot dataset does not record);
 - actor loss: ``E_s E_{a~pi}[alpha * log pi(a|s) - mean_k Q_k(s, a)]`` (alpha held fixed);
 - temperature loss: ``alpha * (H - H_target)`` with the entropy estimate ``H = -E log pi(a|s)`` held fixed,
   so alpha grows when the entropy is below the target and shrinks above it (the Lagrangian form of the

@@ -68,9 +68,9 @@ def q_calibration(
         for lo in range(0, len(indices), batch_size):
             batch = batch_to_torch(data.batch(split, indices[lo : lo + batch_size]), device)
             obs = batch["observations"]
-            actions = prepare_actions(agent.policy, batch["actions"], batch["valid"])
+            actions = prepare_actions(agent.policy, batch["actions"], batch["valid"], obs)
             q_data.append(critic.q_agg(critic(obs, actions)).cpu().numpy())
-            chosen = agent.policy.normalize_actions(agent.act(obs))
+            chosen = agent.policy.normalize_actions(agent.act(obs), obs)
             q_policy.append(critic.q_agg(critic(obs, chosen)).cpu().numpy())
     agent.train(was_training)
     q_d, q_p, g = np.concatenate(q_data), np.concatenate(q_policy), returns[indices]

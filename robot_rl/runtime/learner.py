@@ -41,7 +41,7 @@ from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
 METHODS = ("qc", "qc_fql", "sac", "hg_dagger")
-RUNTIME_FORMAT = 1  # learner checkpoint layout; a checkpoint of another format is refused
+RUNTIME_FORMAT = 2  # learner checkpoint and replay layout (2: final observations); another is refused
 
 
 class Learner:
