@@ -4,6 +4,7 @@ adapter."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 
 from robot_rl.config import EnvConfig
 from robot_rl.sim.gl_env import check_mujoco_gl
@@ -46,12 +47,21 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
 
 
-def action_box(cfg: EnvConfig) -> tuple[list[float], list[float]]:
-    """The env's action box ``(low, high)`` in its action units, each a list of d floats (one env is built
-    and closed). Raises what :func:`make_env` raises."""
+def box_bounds(space: gym.spaces.Box) -> dict[str, list[float]]:
+    """``{"action_low": [...], "action_high": [...]}`` (d floats each, the env's action units) for a
+    bounded action space, the form ``PolicyConfig.action_low/high`` take; ``{}`` when any bound is infinite
+    (the policy then falls back to the data's min/max)."""
+    low, high = space.low.reshape(-1), space.high.reshape(-1)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        return {}
+    return {"action_low": [float(v) for v in low], "action_high": [float(v) for v in high]}
+
+
+def action_box(cfg: EnvConfig) -> dict[str, list[float]]:
+    """:func:`box_bounds` of the env's action space (one env is built and closed). Raises what
+    :func:`make_env` raises."""
     env = make_env(cfg)
     try:
-        space = env.action_space
-        return [float(v) for v in space.low.reshape(-1)], [float(v) for v in space.high.reshape(-1)]
+        return box_bounds(env.action_space)
     finally:
         env.close()

@@ -122,10 +122,7 @@ def _action_box(cfg: PipelineConfig) -> dict[str, list[float]]:
         return {}
     from robot_rl.sim import action_box
 
-    low, high = action_box(cfg.env)
-    if not np.isfinite([*low, *high]).all():
-        return {}
-    return {"action_low": low, "action_high": high}
+    return action_box(cfg.env)
 
 
 def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import draccus
-import numpy as np
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
@@ -59,17 +58,15 @@ class OnlineAgent:
 def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
     """The env's observation shapes, action dimension, and ``cfg.policy`` with the env's action box filled
     in where ``policy.action_low/high`` are empty (one env is built and closed)."""
-    from robot_rl.sim import make_env
+    from robot_rl.sim import box_bounds, make_env
 
     env = make_env(cfg.env)
     try:
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in env.observation_space.spaces.items()}
         space = env.action_space
         policy = cfg.policy
-        bounded = np.isfinite(space.low).all() and np.isfinite(space.high).all()
-        if bounded and not (policy.action_low or policy.action_high):
-            low, high = space.low.reshape(-1).tolist(), space.high.reshape(-1).tolist()
-            policy = replace(policy, action_low=low, action_high=high)
+        if not (policy.action_low or policy.action_high):
+            policy = replace(policy, **box_bounds(space))
         return shapes, int(space.shape[0]), policy
     finally:
         env.close()

@@ -25,6 +25,7 @@ import torch
 
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.config_checks import problems
 from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.runtime.messages import (
@@ -40,7 +41,6 @@ from robot_rl.runtime.weights import agent_weights
 from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
-METHODS = ("qc", "qc_fql", "sac", "hg_dagger")
 RUNTIME_FORMAT = 2  # learner checkpoint and replay layout (2: final observations); another is refused
 
 
@@ -59,12 +59,9 @@ class Learner:
 
     def __init__(self, cfg: PipelineConfig, seed: int, progress: bool = True) -> None:
         on = cfg.online
-        if on.method not in METHODS:
-            raise ConfigError(f"online.method={on.method!r}; expected one of {METHODS}")
-        if on.env_steps <= 0:
-            raise ConfigError("online.env_steps must be > 0 (the online env-step budget)")
-        if not 0.0 <= on.demo_fraction <= 1.0:
-            raise ConfigError(f"online.demo_fraction={on.demo_fraction} must be in [0, 1]")
+        bad = problems(cfg)  # the same range checks as load_config, for a config built in code
+        if bad:
+            raise ConfigError("; ".join(bad))
         self.cfg, self.seed, self.progress = cfg, seed, progress
         set_threads(cfg.threads, on.num_actors + 1)  # the learner shares the CPU with its actors
         self.run = RunDir(cfg.run_dir)
@@ -88,8 +85,6 @@ class Learner:
         self.episode_spec = episode_spec(self.obs_shapes, self.action_dim)
         self.final_spec = final_spec(self.obs_shapes)
         self.max_episode_steps = max_episode_steps(cfg)
-        if self.max_episode_steps < 1:
-            raise ConfigError(f"online.max_episode_steps={on.max_episode_steps} must be >= 0 (0 = env's)")
         self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
