@@ -27,7 +27,6 @@ from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
 ACTOR_EPISODE_KEY = "runtime.actor_episode"
-STEP_KEYS = (keys.ACTION, keys.REWARD, keys.DONE, keys.SUCCESS, keys.INTERVENTION)
 
 
 def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dict:
