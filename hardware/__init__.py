@@ -1,1 +1,2 @@
-"""Hardware: Robot / Camera interfaces and drivers (filled by the hardware issues)."""
+"""Hardware: the ``Robot`` and ``Camera`` interfaces, drivers (behind extras, imported lazily), the safety
+layer, the MuJoCo-backed robot server, ``RobotEnv`` and the policy server."""
