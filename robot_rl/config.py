@@ -35,12 +35,48 @@ class AdapterConfig:
 
 
 @dataclass
+class CameraConfig:
+    """One camera of a real (or sim-backed) robot, read by a :class:`robot_rl.hardware.camera.Camera`.
+
+    ``driver``: ``opencv`` (``source`` is a device index or path such as ``/dev/video0``), ``realsense``
+    (``source`` is the serial number, empty for the first found), ``video`` (``source`` is a recorded video
+    file, for tests) or ``sim`` (the sim-backed robot's render of camera ``source``). ``width``/``height``
+    (pixels) and ``fps`` (Hz) are requested from the device; frames are resized to ``env.image_size``.
+    """
+
+    driver: str = "opencv"
+    source: str = "0"
+    width: int = 640
+    height: int = 480
+    fps: float = 30.0
+
+
+@dataclass
+class RobotConfig:
+    """A robot behind :class:`robot_rl.hardware.robot_env.RobotEnv` (``env.robot``); the env then has the
+    simulated task's observation and action keys, so every stage runs on it unchanged.
+
+    ``driver``: ``sim`` (the MuJoCo Panda in process), ``sim_server`` (the MuJoCo-backed robot server at
+    ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
+    ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
+    ``env.cameras`` to its device.
+    """
+
+    driver: str = "sim_server"
+    address: str = "tcp://127.0.0.1:5570"
+    port: str = ""
+    calibration: str = ""
+    cameras: dict[str, CameraConfig] = field(default_factory=dict)
+
+
+@dataclass
 class EnvConfig:
     """Which environment runs and how.
 
     ``id`` is a gymnasium id; the built-in task is ``robot_rl/PandaPickCube-v0``. Any other registered id
     works through ``adapter``. ``module`` is imported first so third-party ids get registered. ``kwargs``
-    are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types.
+    are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types. ``robot``
+    (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`).
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -55,6 +91,7 @@ class EnvConfig:
     lift_height_m: float = 0.1
     num_envs: int = 2
     kwargs: dict[str, Any] = field(default_factory=dict)
+    robot: RobotConfig | None = None
 
 
 @dataclass

@@ -235,4 +235,33 @@ def problems(cfg: Any) -> list[str]:
     reason = address_problem(cfg.online.address)
     if reason is not None:
         out.append(f"online.address={cfg.online.address!r}: {reason}")
+    if cfg.env.robot is not None:
+        out += robot_problems(cfg.env.robot)
+    return out
+
+
+ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
+CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
+ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS)}
+CAMERA_RULES: dict[str, Range | Choice] = {
+    "driver": Choice(CAMERA_DRIVERS),
+    "width": COUNT,
+    "height": COUNT,
+    "fps": POSITIVE,
+}
+
+
+def robot_problems(robot: Any) -> list[str]:
+    """Problems of ``env.robot`` (a :class:`~robot_rl.config.RobotConfig`), each naming its dotted key."""
+    out = []
+    checks = [(f"env.robot.{k}", getattr(robot, k), rule) for k, rule in ROBOT_RULES.items()]
+    for name, cam in robot.cameras.items():
+        checks += [
+            (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
+        ]
+    out += [f"{key}={value!r}: must be {rule}" for key, value, rule in checks if not rule.ok(value)]
+    if robot.driver == "sim_server":
+        reason = address_problem(robot.address)
+        if reason is not None:
+            out.append(f"env.robot.address={robot.address!r}: {reason}")
     return out

@@ -155,3 +155,15 @@ def test_cli_exits_2_before_any_work(tmp_path, command, override, key):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_robot_section_is_checked_when_present(tmp_path):
+    path = tmp_path / "robot.yaml"
+    path.write_text(
+        "env:\n  robot:\n    driver: sim\n    cameras:\n      front: {driver: sim, source: front}\n"
+    )
+    assert load_config(path).env.robot.cameras["front"].source == "front"
+    with pytest.raises(ConfigError, match=r"env\.robot\.cameras\.front\.fps=0"):
+        load_config(path, ["--env.robot.cameras.front.fps=0"])
+    with pytest.raises(ConfigError, match=r"env\.robot\.driver='kuka'"):
+        load_config(path, ["--env.robot.driver=kuka"])
