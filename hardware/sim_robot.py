@@ -17,6 +17,7 @@ import time
 import mujoco
 import numpy as np
 
+from robot_rl.config import RobotConfig
 from robot_rl.hardware.errors import RobotConnectionError
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 
@@ -76,6 +77,12 @@ class MujocoRobot(Robot):
             control_hz=float(control_hz),
             joint_names=tuple(f"joint{i}" for i in range(1, 8)),
         )
+
+    @classmethod
+    def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> MujocoRobot:
+        """The in-process sim robot for ``env.robot.driver: sim`` (lock-step; seeded per episode by
+        :meth:`reset_scene`)."""
+        return cls(control_hz=control_hz)
 
     @property
     def limits(self) -> RobotLimits:

@@ -35,3 +35,12 @@ def test_sim_robot_moves_down_and_closes_gripper():
         end = robot.read()
     assert end.ee_pos[2] < start.ee_pos[2] - 0.05
     assert end.gripper > 0.5 and end.timestamp > start.timestamp
+
+
+def test_factory_names_unknown_driver_and_builds_sim():
+    from robot_rl.config import RobotConfig
+    from robot_rl.hardware.factory import make_robot
+
+    with pytest.raises(ValueError, match="env.robot.driver"):
+        make_robot(RobotConfig(driver="kuka"))
+    assert isinstance(make_robot(RobotConfig(driver="sim")), MujocoRobot)

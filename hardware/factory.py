@@ -1,0 +1,58 @@
+"""Build the robot and cameras an ``env.robot`` config names, importing each driver lazily.
+
+Every driver class has ``from_config(cfg: RobotConfig) -> Robot``; every camera class has
+``from_config(name: str, cfg: CameraConfig, robot: RobotConfig) -> Camera``. A driver whose vendor SDK is
+missing raises :class:`~robot_rl.hardware.errors.MissingExtraError` naming the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from robot_rl.config import CameraConfig, RobotConfig
+from robot_rl.hardware.camera import Camera
+from robot_rl.hardware.robot import Robot
+
+ROBOTS = {
+    "sim": "robot_rl.hardware.sim_robot:MujocoRobot",
+    "sim_server": "robot_rl.hardware.drivers.sim_server:SimServerRobot",
+    "so101": "robot_rl.hardware.drivers.so101:SO101Robot",
+    "ur": "robot_rl.hardware.drivers.ur:URRobot",
+    "xarm": "robot_rl.hardware.drivers.xarm:XArmRobot",
+    "franka": "robot_rl.hardware.drivers.franka:FrankaRobot",
+}
+"""``env.robot.driver`` -> ``module:Class`` of its :class:`Robot`."""
+CAMERAS = {
+    "opencv": "robot_rl.hardware.cameras.opencv:OpenCVCamera",
+    "realsense": "robot_rl.hardware.cameras.realsense:RealSenseCamera",
+    "video": "robot_rl.hardware.cameras.video:VideoCamera",
+    "sim": "robot_rl.hardware.drivers.sim_server:SimServerCamera",
+}
+"""``env.robot.cameras.<name>.driver`` -> ``module:Class`` of its :class:`Camera`."""
+
+
+def _load(table: dict[str, str], name: str, what: str) -> type:
+    if name not in table:
+        raise ValueError(f"unknown {what} {name!r}; available: {sorted(table)}")
+    module, cls = table[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_robot(cfg: RobotConfig) -> Robot:
+    """The (unconnected) :class:`Robot` of ``cfg.driver``.
+
+    Raises:
+        ValueError: unknown driver.
+        MissingExtraError: the driver's SDK is not installed (names the extra).
+    """
+    return _load(ROBOTS, cfg.driver, "env.robot.driver").from_config(cfg)
+
+
+def make_cameras(cfg: RobotConfig) -> dict[str, Camera]:
+    """The (unopened) cameras of ``cfg.cameras``, by name. Raises like :func:`make_robot`."""
+    return {name: make_camera(name, cam, cfg) for name, cam in cfg.cameras.items()}
+
+
+def make_camera(name: str, cam: CameraConfig, robot: RobotConfig) -> Camera:
+    """One camera; raises like :func:`make_robot`."""
+    return _load(CAMERAS, cam.driver, f"env.robot.cameras.{name}.driver").from_config(name, cam, robot)
