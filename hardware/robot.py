@@ -137,6 +137,12 @@ class Robot(abc.ABC):
     def command(self, cmd: Command) -> None:
         """Send one command (non-blocking: returns once sent, not once reached)."""
 
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
+        """End-effector position (3,) float64 m (base frame) at joint positions ``joint_pos`` (n,) rad, or
+        ``None`` when the driver has no kinematic model (the default). The safety layer uses it to keep
+        joint commands inside the workspace box; without it the box is enforced from the measured pose."""
+        return None
+
     def hold(self) -> None:
         """Keep the current position: a zero ``ee_delta`` or the measured joint positions."""
         state = self.read()

@@ -65,6 +65,7 @@ class MujocoRobot(Robot):
         self._connected = False
         self._seed = seed
         self._gripper = 0.0
+        self._fk_data = mujoco.MjData(self.env.model)
         ctrl = self.env.controller
         self._limits = RobotLimits(
             joint_low=ctrl.q_low.copy(),
@@ -129,6 +130,14 @@ class MujocoRobot(Robot):
             extra={"environment_state": cube, "lifted": np.array([lifted])},
         )
 
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
+        """Pinch-site position (3,) m at arm joint positions ``joint_pos`` (7,) rad (MuJoCo kinematics on a
+        scratch ``MjData``; the scene itself is untouched)."""
+        d = self._fk_data
+        d.qpos[self.env._arm_q] = joint_pos
+        mujoco.mj_kinematics(self.env.model, d)
+        return d.site_xpos[self.env._pinch].copy()
+
     def command(self, cmd: Command) -> None:
         """Set the controller's target from ``cmd``; in lock-step also advance one control period.
 
@@ -147,8 +156,7 @@ class MujocoRobot(Robot):
         else:
             ctrl = env.controller
             ctrl.q_des = np.clip(value, ctrl.q_low, ctrl.q_high)
-            mujoco.mj_kinematics(env.model, d)
-            env._target = d.site_xpos[env._pinch].copy()
+            env._target = self.forward_kinematics(ctrl.q_des)  # the next ee_delta moves from here
         if cmd.gripper is not None:
             self._gripper = float(cmd.gripper)
         d.ctrl[env._grip_act] = 255.0 * self._gripper
