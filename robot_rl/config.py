@@ -52,6 +52,33 @@ class CameraConfig:
 
 
 @dataclass
+class SafetyConfig:
+    """The safety layer between every policy or human and a robot (``env.robot.safety``; enforced by
+    :class:`robot_rl.hardware.safety.SafeRobot`).
+
+    ``joint_margin_rad``: kept inside the robot's joint limits (rad). ``workspace_low``/``workspace_high``:
+    the end-effector box (m, base frame, 3 values each; empty: the robot's own box; a given box is
+    intersected with the robot's). ``ee_step_scale``, ``velocity_scale``, ``acceleration_scale``: fractions
+    of the robot's per-step end-effector move, joint speed and joint acceleration limits. ``watchdog_ms``:
+    hold when no fresh command came for this long (ms; 0 disables). ``estop_signal``: a signal that latches
+    the e-stop (``SIGUSR1``, ``SIGINT``, or empty for none). ``estop_key``: a key name (``esc``, ``e``, ...)
+    that latches it from a global keyboard listener (needs the ``teleop`` extra and an X display; empty for
+    none). ``fault_log``: JSON Lines file of clipped and rejected commands, holds and e-stops (empty: none).
+    """
+
+    joint_margin_rad: float = 0.0
+    workspace_low: list[float] = field(default_factory=list)
+    workspace_high: list[float] = field(default_factory=list)
+    ee_step_scale: float = 1.0
+    velocity_scale: float = 1.0
+    acceleration_scale: float = 1.0
+    watchdog_ms: float = 500.0
+    estop_signal: str = "SIGUSR1"
+    estop_key: str = ""
+    fault_log: str = ""
+
+
+@dataclass
 class RobotConfig:
     """A robot behind :class:`robot_rl.hardware.robot_env.RobotEnv` (``env.robot``); the env then has the
     simulated task's observation and action keys, so every stage runs on it unchanged.
@@ -59,7 +86,7 @@ class RobotConfig:
     ``driver``: ``sim`` (the MuJoCo Panda in process), ``sim_server`` (the MuJoCo-backed robot server at
     ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
     ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
-    ``env.cameras`` to its device.
+    ``env.cameras`` to its device. ``safety``: the safety layer's limits (:class:`SafetyConfig`).
     """
 
     driver: str = "sim_server"
@@ -67,6 +94,7 @@ class RobotConfig:
     port: str = ""
     calibration: str = ""
     cameras: dict[str, CameraConfig] = field(default_factory=dict)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
 
 
 @dataclass

@@ -250,6 +250,37 @@ CAMERA_RULES: dict[str, Range | Choice] = {
     "fps": POSITIVE,
 }
 
+ESTOP_SIGNALS = ("", "SIGUSR1", "SIGINT")
+SAFETY_RULES: dict[str, Range | Choice] = {
+    "joint_margin_rad": NONNEG,
+    "workspace_low": ANY,
+    "workspace_high": ANY,
+    "ee_step_scale": Range(0, 1, lo_open=True),
+    "velocity_scale": Range(0, 1, lo_open=True),
+    "acceleration_scale": Range(0, 1, lo_open=True),
+    "watchdog_ms": NONNEG,
+    "estop_signal": Choice(ESTOP_SIGNALS),
+}
+"""``env.robot.safety.<key>`` rules (:class:`~robot_rl.config.SafetyConfig`); list values per element."""
+
+
+def safety_problems(safety: Any) -> list[str]:
+    """Problems of ``env.robot.safety`` (a :class:`~robot_rl.config.SafetyConfig`), each naming its key."""
+    out = []
+    for k, rule in SAFETY_RULES.items():
+        value = getattr(safety, k)
+        values = value if isinstance(value, list) else [value]
+        if not all(rule.ok(v) for v in values):
+            each = "each element " if isinstance(value, list) else ""
+            out.append(f"env.robot.safety.{k}={value!r}: {each}must be {rule}")
+    low, high = safety.workspace_low, safety.workspace_high
+    for k, box in (("workspace_low", low), ("workspace_high", high)):
+        if len(box) not in (0, 3):
+            out.append(f"env.robot.safety.{k}={box!r}: must be empty (the robot's box) or 3 values (m)")
+    if len(low) == 3 and len(high) == 3 and not all(lo < hi for lo, hi in zip(low, high, strict=True)):
+        out.append(f"env.robot.safety.workspace_low={low!r}: must be below workspace_high={high!r} per axis")
+    return out
+
 
 def robot_problems(robot: Any) -> list[str]:
     """Problems of ``env.robot`` (a :class:`~robot_rl.config.RobotConfig`), each naming its dotted key."""
@@ -260,6 +291,7 @@ def robot_problems(robot: Any) -> list[str]:
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
     out += [f"{key}={value!r}: must be {rule}" for key, value, rule in checks if not rule.ok(value)]
+    out += safety_problems(robot.safety)
     if robot.driver == "sim_server":
         reason = address_problem(robot.address)
         if reason is not None:
