@@ -1,0 +1,186 @@
+"""An independent audit of the safety layer: ``LimitAudit`` sits *behind* a
+:class:`~robot_rl.hardware.safety.SafeRobot` (``SafeRobot(LimitAudit(robot), cfg)``), passes every command
+on to the real robot unchanged and records each one that breaks the limits of ``cfg``, checked from
+first principles (not with the layer's own code). ``ADVERSARIES`` are the hostile command sources the
+safety test and ``benchmarks/bench_safety.py`` drive through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from robot_rl.config import SafetyConfig
+from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState
+
+EPS = 1e-9
+"""Round-off allowed in every audit check (m, rad, rad/s)."""
+
+
+class LimitAudit(Robot):
+    """Passes commands to ``robot`` and appends ``(command, [broken rules])`` to :attr:`violations` for each
+    command that: uses a mode other than ``joint_position``/``ee_delta`` (3,), holds NaN/inf or a gripper
+    outside [0, 1]; moves the ``ee_delta`` target more than ``ee_step_max`` on an axis or out of the box;
+    sends joints outside their limits, faster than the speed limit or with a speed change above
+    ``acc * dt``, or (by forward kinematics) the end effector out of the box. Targets already outside a
+    limit may stay there but not move further out. Tracking starts from the measured state whenever the
+    mode changes, as the interface defines it."""
+
+    def __init__(self, robot: Robot, cfg: SafetyConfig) -> None:
+        self.robot, self.cfg = robot, cfg
+        self.name, self.modes = robot.name, robot.modes
+        self.violations: list[tuple[Command, list[str]]] = []
+        self.received = 0
+        self._mode: CommandMode | None = None
+
+    @property
+    def limits(self) -> RobotLimits:
+        return self.robot.limits
+
+    @property
+    def is_connected(self) -> bool:
+        return self.robot.is_connected
+
+    def connect(self) -> None:
+        self.robot.connect()
+        lim, c = self.robot.limits, self.cfg
+        self.q_low, self.q_high = lim.joint_low + c.joint_margin_rad, lim.joint_high - c.joint_margin_rad
+        self.vmax, self.amax = lim.joint_vel_max * c.velocity_scale, lim.joint_acc_max * c.acceleration_scale
+        self.step, self.dt = lim.ee_step_max * c.ee_step_scale, 1.0 / lim.control_hz
+        self.box_low = np.maximum(lim.ee_low, c.workspace_low) if c.workspace_low else lim.ee_low
+        self.box_high = np.minimum(lim.ee_high, c.workspace_high) if c.workspace_high else lim.ee_high
+
+    def disconnect(self) -> None:
+        self.robot.disconnect()
+
+    def read(self) -> RobotState:
+        return self.robot.read()
+
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
+        return self.robot.forward_kinematics(joint_pos)
+
+    def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
+        return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))
+
+    def command(self, cmd: Command) -> None:
+        self.received += 1
+        broken = []
+        value = np.asarray(cmd.value, dtype=np.float64)
+        if not np.all(np.isfinite(value)):
+            broken.append("non-finite value")
+        if cmd.gripper is not None and not (np.isfinite(cmd.gripper) and 0.0 <= cmd.gripper <= 1.0):
+            broken.append("gripper")
+        if cmd.mode == CommandMode.EE_DELTA and value.shape == (3,):
+            if self._mode != cmd.mode:  # from the measured pose, or where the joints were sent
+                joints = self._mode == CommandMode.JOINT_POSITION
+                fk = self.robot.forward_kinematics(self._q) if joints else None
+                self._target = self.robot.read().ee_pos.copy() if fk is None else fk
+            if np.any(np.abs(value) > self.step + EPS):
+                broken.append("ee step")
+            new = self._target + value
+            if self._outside(new, self.box_low, self.box_high, self._target):
+                broken.append("workspace")
+            self._target = new
+        elif cmd.mode == CommandMode.JOINT_POSITION and value.shape == self.q_low.shape:
+            if self._mode != cmd.mode:
+                state = self.robot.read()
+                self._q, self._v = state.joint_pos.copy(), np.clip(state.joint_vel, -self.vmax, self.vmax)
+                self._ee_start = self.robot.forward_kinematics(self._q)
+            vel = (value - self._q) / self.dt
+            if self._outside(value, self.q_low, self.q_high, self._q):
+                broken.append("joint limits")
+            if np.any(np.abs(vel) > self.vmax + EPS):
+                broken.append("joint velocity")
+            if np.any(np.abs(vel - self._v) > self.amax * self.dt + EPS):
+                broken.append("joint acceleration")
+            ee = self.robot.forward_kinematics(value)
+            if ee is not None and self._outside(ee, self.box_low, self.box_high, self._ee_start):
+                broken.append("workspace")
+            self._q, self._v = value, vel
+        else:
+            broken.append(f"mode {cmd.mode!s} with shape {value.shape}")
+        self._mode = cmd.mode
+        if broken:
+            self.violations.append((cmd, broken))
+        self.robot.command(cmd)
+
+
+Adversary = Callable[[np.random.Generator, RobotLimits, int], Command]
+"""One hostile command from a generator, the robot's own limits and the step index."""
+
+
+def _sane(rng: np.random.Generator, lim: RobotLimits, reach: float, move: float) -> Command:
+    """A command in a random valid mode: an ``ee_delta`` up to ``move`` m per axis, or joint targets up to
+    ``reach`` rad beyond the joint limits."""
+    gripper = float(rng.uniform(0.0, 1.0))
+    if rng.random() < 0.5:
+        return Command(CommandMode.EE_DELTA, rng.uniform(-move, move, 3), gripper)
+    target = rng.uniform(lim.joint_low - reach, lim.joint_high + reach)
+    return Command(CommandMode.JOINT_POSITION, target, gripper)
+
+
+def random_policy(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+    """Uniform commands somewhat beyond every limit (0.1 m steps, joints 0.5 rad past their limits)."""
+    return _sane(rng, lim, 0.5, 0.1)
+
+
+def nan_policy(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+    """Like :func:`random_policy`, with NaN/inf in the value or the gripper a third of the time."""
+    cmd = random_policy(rng, lim, step)
+    roll = rng.random()
+    if roll < 0.25:
+        value = cmd.value.copy()
+        value[rng.integers(len(value))] = rng.choice([np.nan, np.inf, -np.inf])
+        return Command(cmd.mode, value, cmd.gripper)
+    if roll < 0.33:
+        return Command(cmd.mode, cmd.value, float(rng.choice([np.nan, np.inf])))
+    return cmd
+
+
+def huge_policy(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+    """Steps of metres and joint targets tens of radians away."""
+    if rng.random() < 0.5:
+        return Command(CommandMode.EE_DELTA, rng.normal(0.0, 5.0, 3), 1.0)
+    return Command(CommandMode.JOINT_POSITION, rng.normal(0.0, 50.0, lim.num_joints), 0.0)
+
+
+def out_of_box_policy(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+    """For runs of 40 steps, pushes at twice the step limit towards a random corner beyond the box (ee) or
+    towards joint targets past the limits' extremes."""
+    run = np.random.default_rng(step // 40)
+    if run.random() < 0.6:
+        return Command(CommandMode.EE_DELTA, run.choice([-2.0, 2.0], 3) * lim.ee_step_max)
+    extremes = np.where(run.random(lim.num_joints) < 0.5, lim.joint_low - 0.2, lim.joint_high + 0.2)
+    return Command(CommandMode.JOINT_POSITION, extremes)
+
+
+def mode_abuse_policy(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+    """Any mode with any shape (2, 3, 6 or n values) and grippers in [-1, 2]."""
+    mode = CommandMode(rng.choice([str(m) for m in CommandMode]))
+    size = int(rng.choice([2, 3, 6, lim.num_joints]))
+    return Command(mode, rng.uniform(-1.0, 1.0, size), float(rng.uniform(-1.0, 2.0)))
+
+
+ADVERSARIES: dict[str, Adversary] = {
+    "random": random_policy,
+    "nan": nan_policy,
+    "huge": huge_policy,
+    "out_of_box": out_of_box_policy,
+    "mode_abuse": mode_abuse_policy,
+}
+"""The adversarial command sources, by name."""
+
+
+def single_mode(adversary: Adversary, mode: CommandMode) -> Adversary:
+    """``adversary`` restricted to ``mode``: its commands in other modes are redrawn (it must produce
+    ``mode`` with a fair probability, as every mixed adversary here does)."""
+
+    def draw(rng: np.random.Generator, lim: RobotLimits, step: int) -> Command:
+        for attempt in range(1000):
+            cmd = adversary(rng, lim, step + 1_000_003 * attempt)
+            if cmd.mode == mode:
+                return cmd
+        raise ValueError(f"{adversary.__name__} gave no {mode!s} command in 1000 draws")
+
+    return draw

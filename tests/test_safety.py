@@ -1,0 +1,296 @@
+"""The safety layer against adversarial command sources on the real MuJoCo Panda (lock-step, in process).
+
+``LimitAudit`` sits behind ``SafeRobot`` and checks every command that reaches the robot from first
+principles. The adversarial runs take a robot factory, so the same test can run through the robot server
+process (``make_robot`` below is the one place to add it).
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from robot_rl.config import ConfigError, RobotConfig, SafetyConfig, load_config
+from robot_rl.hardware.errors import CommandRejected
+from robot_rl.hardware.motion_limits import braking_path, braking_velocity, stop_offset
+from robot_rl.hardware.robot import Command, CommandMode, Robot
+from robot_rl.hardware.safety import SafeRobot
+from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
+from robot_rl.hardware.sim_robot import MujocoRobot
+
+BOX = dict(workspace_low=[0.35, -0.2, 0.05], workspace_high=[0.6, 0.2, 0.35])
+"""A workspace box well inside the sim robot's own, so the layer (not the sim) does the clipping."""
+ADVERSARIAL = SafetyConfig(**BOX, velocity_scale=0.5, acceleration_scale=0.5, watchdog_ms=0, estop_signal="")
+TRACKING_M = 0.025
+"""Allowed excursion of the measured end effector beyond the box: the PD/IK controller's tracking error."""
+JOINT_TRACKING_RAD = 0.01
+"""Allowed overshoot of a measured joint beyond the limits the commands respect (the PD's)."""
+STEPS = 400
+
+
+def make_robot() -> Robot:
+    """The robot under test (lock-step sim Panda)."""
+    return MujocoRobot(seed=0)
+
+
+def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot] = make_robot):
+    """Run ``adversary`` through SafeRobot -> LimitAudit -> robot; return (audit, counters, worst EE
+    excursion beyond the box (m), worst joint excursion beyond the limits (rad))."""
+    audit = LimitAudit(robot_factory(), ADVERSARIAL)
+    safe = SafeRobot(audit, ADVERSARIAL)
+    rng = np.random.default_rng(0)
+    ee_out = q_out = 0.0
+    with safe:
+        lim, enforced = audit.robot.limits, safe.limits
+        for step in range(steps):
+            try:
+                safe.command(adversary(rng, lim, step))
+            except CommandRejected:
+                pass
+            state = audit.robot.read()
+            ee_out = max(
+                ee_out,
+                float(np.max(np.maximum(enforced.ee_low - state.ee_pos, state.ee_pos - enforced.ee_high))),
+            )
+            q_out = max(
+                q_out,
+                float(np.max(np.maximum(lim.joint_low - state.joint_pos, state.joint_pos - lim.joint_high))),
+            )
+        counters = safe.counters
+    return audit, counters, ee_out, q_out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ADVERSARIES))
+def test_no_unsafe_command_reaches_the_robot(name):
+    audit, counters, _, q_out = drive(ADVERSARIES[name], STEPS)
+    assert audit.violations == [], audit.violations[:3]
+    assert audit.received >= counters.commands - counters.rejected and counters.commands == STEPS
+    assert q_out <= JOINT_TRACKING_RAD, f"a joint left its limits by {q_out:.4f} rad"
+    assert counters.clipped + counters.rejected > 0  # every adversary here is caught somewhere
+    if name in ("nan", "mode_abuse"):
+        assert counters.rejected > STEPS // 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [CommandMode.EE_DELTA, CommandMode.JOINT_POSITION])
+@pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
+def test_end_effector_stays_in_the_box(name, mode):
+    """In one mode the measured end effector stays within the box up to tracking error. (Switching
+    joint -> ee_delta lets the sim's IK controller re-orient the gripper to point down, a swing the layer
+    cannot see; the mixed runs above check the commands, and bench_safety.py reports that excursion.)"""
+    audit, counters, ee_out, q_out = drive(single_mode(ADVERSARIES[name], mode), 300)
+    assert audit.violations == [], audit.violations[:3]
+    assert counters.clipped > 0
+    assert ee_out <= TRACKING_M, f"the end effector left the box by {ee_out:.4f} m"
+    assert q_out <= JOINT_TRACKING_RAD
+
+
+def test_braking_keeps_the_stop_point():
+    acc, dt = np.array([7.5, 15.0]), 0.1
+    v = np.array([2.1, -1.3])
+    q = np.array([0.2, -0.4])
+    stop = q + stop_offset(v, acc, dt)
+    v1 = braking_velocity(v, acc, dt)
+    np.testing.assert_allclose(q + v1 * dt + stop_offset(v1, acc, dt), stop, atol=1e-12)
+    path = braking_path(q, v, acc, dt)
+    np.testing.assert_allclose(path[-1], stop, atol=1e-12)
+    np.testing.assert_allclose(braking_path(q + v1 * dt, v1, acc, dt), path[1:], atol=1e-12)
+
+
+def _cfg(tmp_path, **kw) -> SafetyConfig:
+    return SafetyConfig(**{"estop_signal": "", "fault_log": str(tmp_path / "faults.jsonl"), **kw})
+
+
+def _records(tmp_path) -> list[dict]:
+    def no_nan(token):
+        raise ValueError(f"non-JSON constant {token}")
+
+    lines = (tmp_path / "faults.jsonl").read_text().splitlines()
+    return [json.loads(line, parse_constant=no_nan) for line in lines]
+
+
+def test_fault_log_lines_are_strict_json_naming_the_reason(tmp_path):
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, watchdog_ms=0)) as safe:
+        with pytest.raises(CommandRejected, match="NaN"):
+            safe.command(Command(CommandMode.EE_DELTA, np.array([0.0, np.nan, np.inf])))
+        with pytest.raises(CommandRejected, match="not supported"):
+            safe.command(Command(CommandMode.EE_VELOCITY, np.zeros(6)))
+        safe.command(Command(CommandMode.EE_DELTA, np.array([0.5, 0.0, 0.0]), gripper=3.0))
+        counters = safe.counters
+    records = _records(tmp_path)
+    assert [r["kind"] for r in records] == ["rejected", "rejected", "clipped"]
+    assert "NaN" in records[0]["reason"] and records[0]["command"]["value"] == [0.0, "nan", "inf"]
+    assert "ee_velocity" in records[1]["reason"]
+    assert "ee step" in records[2]["reason"] and "gripper" in records[2]["reason"]
+    assert all({"time", "kind", "reason", "command"} <= r.keys() for r in records)
+    assert (counters.commands, counters.rejected, counters.clipped, counters.holds) == (3, 2, 1, 2)
+
+
+def _settled(robot: SafeRobot, seconds: float) -> float:
+    """How far (m) the measured end effector moves over ``seconds`` of wall time."""
+    start = robot.read().ee_pos
+    time.sleep(seconds)
+    return float(np.linalg.norm(robot.read().ee_pos - start))
+
+
+def test_watchdog_holds_after_the_timeout(tmp_path):
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, watchdog_ms=100)) as safe:
+        for _ in range(5):
+            safe.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, -0.03])))
+        assert safe.counters.watchdog_trips == 0
+        time.sleep(0.5)  # the watchdog trips and holds at control_hz; in lock-step each hold steps physics
+        counters = safe.counters
+        assert counters.watchdog_trips == 1 and counters.holds >= 2
+        assert _settled(safe, 0.3) < 0.002
+        safe.command(Command(CommandMode.EE_DELTA, np.zeros(3)))  # a fresh command clears the trip
+        time.sleep(0.05)
+        assert safe.counters.watchdog_trips == 1
+    assert any(r["kind"] == "watchdog" and "no command for" in r["reason"] for r in _records(tmp_path))
+
+
+def test_estop_latches_until_reset(tmp_path):
+    down = Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, -0.03]))
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, watchdog_ms=0)) as safe:
+        safe.command(down)
+        safe.estop("operator")
+        z = safe.read().ee_pos[2]
+        for _ in range(20):
+            with pytest.raises(CommandRejected, match=r"e-stop latched \(operator\)"):
+                safe.command(down)
+        assert safe.estopped and safe.read().ee_pos[2] > z - 0.03  # held: 20 steps down would be 0.6 m
+        safe.reset_estop()
+        z = safe.read().ee_pos[2]
+        for _ in range(5):
+            safe.command(down)
+        assert safe.read().ee_pos[2] < z - 0.05
+        counters = safe.counters
+    assert counters.estops == 1 and counters.rejected == 20
+    kinds = [r["kind"] for r in _records(tmp_path)]
+    assert kinds.count("estop") == 1 and kinds.count("estop_reset") == 1
+
+
+def test_sigusr1_latches_the_estop_and_disconnect_restores_the_handler(tmp_path):
+    before = signal.getsignal(signal.SIGUSR1)
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, estop_signal="SIGUSR1", watchdog_ms=0)) as safe:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.05)  # the handler runs in the main thread; the watchdog thread then holds
+        assert safe.estopped
+        with pytest.raises(CommandRejected, match="signal SIGUSR1"):
+            safe.command(Command(CommandMode.EE_DELTA, np.zeros(3)))
+        assert safe.counters.estops == 1
+    assert signal.getsignal(signal.SIGUSR1) is before
+    first = _records(tmp_path)[0]
+    assert (first["kind"], first["reason"]) == ("estop", "signal SIGUSR1")
+
+
+def test_joint_commands_are_rate_limited_and_kept_in_limits(tmp_path):
+    cfg = _cfg(tmp_path, watchdog_ms=0, joint_margin_rad=0.1, velocity_scale=0.5)
+    with SafeRobot(MujocoRobot(seed=0), cfg) as safe:
+        lim = safe.limits
+        start = safe.read().joint_pos
+        safe.command(Command(CommandMode.JOINT_POSITION, lim.joint_high + 5.0))
+        first = safe.robot.env.controller.q_des.copy()
+        # From rest the first step may only reach acc * dt speed: a move of acc * dt² per joint.
+        assert np.all(first - start > 0) and np.all(first - start <= lim.joint_acc_max * 0.01 + 1e-3)
+        for _ in range(60):
+            safe.command(Command(CommandMode.JOINT_POSITION, lim.joint_high + 5.0))
+        q_des = safe.robot.env.controller.q_des
+    assert np.all(q_des <= lim.joint_high + 1e-9)
+    np.testing.assert_allclose(lim.joint_high, MujocoRobot().limits.joint_high - 0.1)
+
+
+def test_rejects_what_it_cannot_make_safe(tmp_path):
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, watchdog_ms=0)) as safe:
+        assert safe.modes == (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION)
+        for cmd, match in [
+            (Command(CommandMode.EE_DELTA, np.zeros(6)), "rotation"),
+            (Command(CommandMode.JOINT_POSITION, np.zeros(6)), "shape"),
+            (Command(CommandMode.EE_DELTA, np.zeros(3), gripper=float("nan")), "gripper"),
+        ]:
+            with pytest.raises(CommandRejected, match=match):
+                safe.command(cmd)
+
+
+def test_stacks_and_builds_from_config():
+    cfg = RobotConfig(driver="sim", safety=SafetyConfig(watchdog_ms=0, estop_signal=""))
+    outer = SafeRobot(SafeRobot.from_config(cfg), cfg.safety)
+    with outer:
+        outer.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, 0.5])))
+        assert outer.counters.clipped == 1 and outer.robot.counters.clipped == 0
+    assert isinstance(outer.robot.robot, MujocoRobot) and not outer.is_connected
+
+
+def test_bad_safety_config_names_the_key(tmp_path):
+    with pytest.raises(ValueError, match=r"env\.robot\.safety\.velocity_scale=1\.5"):
+        SafeRobot(MujocoRobot(), SafetyConfig(velocity_scale=1.5))
+    with pytest.raises(ValueError, match=r"joint_margin_rad=2\.0: leaves no range for joint"):
+        SafeRobot(MujocoRobot(), SafetyConfig(joint_margin_rad=2.0, estop_signal="")).connect()
+    path = tmp_path / "robot.yaml"
+    path.write_text("env:\n  robot:\n    driver: sim\n    safety: {watchdog_ms: 200, estop_key: esc}\n")
+    assert load_config(path).env.robot.safety.watchdog_ms == 200
+    for override, key in [
+        ("--env.robot.safety.watchdog_ms=-1", r"env\.robot\.safety\.watchdog_ms=-1"),
+        ("--env.robot.safety.estop_signal=SIGKILL", r"env\.robot\.safety\.estop_signal='SIGKILL'"),
+        ("--env.robot.safety.workspace_low=[0.1,0.2]", r"env\.robot\.safety\.workspace_low=\[0\.1, 0\.2\]"),
+    ]:
+        with pytest.raises(ConfigError, match=key):
+            load_config(path, [override])
+
+
+@pytest.fixture
+def xvfb_display(monkeypatch):
+    """A real X display (Xvfb) for pynput's global keyboard listener, driven by xdotool."""
+    if not (shutil.which("Xvfb") and shutil.which("xdotool")):
+        pytest.skip("needs Xvfb and xdotool (apt-get install xvfb xdotool)")
+    if importlib.util.find_spec("pynput") is None:
+        pytest.skip("pynput is not installed (pip install 'robot-rl[teleop]')")
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        number = f.readline().strip()
+    if not number:
+        server.kill()
+        pytest.fail("Xvfb did not report a display number")
+    monkeypatch.setenv("DISPLAY", f":{number}")
+    yield f":{number}"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_estop_key_latches_on_a_real_x_display(xvfb_display, tmp_path):
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, estop_key="esc", watchdog_ms=0)) as safe:
+        subprocess.run(["xdotool", "key", "a"], check=True)
+        time.sleep(0.2)
+        assert not safe.estopped
+        subprocess.run(["xdotool", "key", "Escape"], check=True)
+        deadline = time.monotonic() + 5.0
+        while not safe.estopped and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert safe.estopped
+        with pytest.raises(CommandRejected, match="key esc"):
+            safe.command(Command(CommandMode.EE_DELTA, np.zeros(3)))
+
+
+def test_sim_robot_kinematics_and_target_after_joint_commands():
+    with MujocoRobot(seed=0) as robot:
+        state = robot.read()
+        np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), state.ee_pos, atol=1e-9)
+        q = state.joint_pos + 0.1
+        robot.command(Command(CommandMode.JOINT_POSITION, q))
+        # The next ee_delta moves from where the joints were sent (what SafeRobot tracks), not from
+        # where they were one control period earlier.
+        np.testing.assert_allclose(robot.env._target, robot.forward_kinematics(q), atol=1e-9)
