@@ -1,0 +1,123 @@
+"""The safety layer under attack, and what it costs per command.
+
+Part 1 drives each adversary of :data:`robot_rl.hardware.safety_audit.ADVERSARIES` for ``--steps`` steps
+through ``SafeRobot -> LimitAudit -> MujocoRobot`` (lock-step, the box and 0.5 speed/acceleration scales of
+tests/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot, plus
+how far the measured end effector and joints went beyond the box and the limits; then the same for three
+adversaries restricted to one mode (``/ee``, ``/joint``).
+
+Part 2 times ``command()`` on a bare ``MujocoRobot`` and on ``SafeRobot(MujocoRobot)`` in the same run,
+alternating blocks, with a benign stream (small sinusoidal moves, never clipped), in each mode: without
+physics (``lockstep=False``: the layer's cost against the robot's own command handling, IK for ee_delta)
+and with physics (one 10 Hz control step of 50 physics steps per command).
+Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from robot_rl.config import SafetyConfig
+from robot_rl.hardware.errors import CommandRejected
+from robot_rl.hardware.robot import Command, CommandMode, Robot
+from robot_rl.hardware.safety import SafeRobot
+from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
+from robot_rl.hardware.sim_robot import MujocoRobot
+
+CFG = SafetyConfig(
+    workspace_low=[0.35, -0.2, 0.05],
+    workspace_high=[0.6, 0.2, 0.35],
+    velocity_scale=0.5,
+    acceleration_scale=0.5,
+    watchdog_ms=0,
+    estop_signal="",
+)
+
+
+def attack(name: str, steps: int, mode: CommandMode | None = None) -> str:
+    adversary = ADVERSARIES[name] if mode is None else single_mode(ADVERSARIES[name], mode)
+    audit = LimitAudit(MujocoRobot(seed=0), CFG)
+    safe = SafeRobot(audit, CFG)
+    rng = np.random.default_rng(0)
+    ee_out = q_out = 0.0
+    with safe:
+        lim, enforced = audit.robot.limits, safe.limits
+        for step in range(steps):
+            try:
+                safe.command(adversary(rng, lim, step))
+            except CommandRejected:
+                pass
+            s = audit.robot.read()
+            ee_out = max(
+                ee_out, float(np.max(np.maximum(enforced.ee_low - s.ee_pos, s.ee_pos - enforced.ee_high)))
+            )
+            q_out = max(
+                q_out, float(np.max(np.maximum(lim.joint_low - s.joint_pos, s.joint_pos - lim.joint_high)))
+            )
+        c = safe.counters
+    label = name if mode is None else f"{name}/{'ee' if mode == CommandMode.EE_DELTA else 'joint'}"
+    return (
+        f"{label:<17}{c.commands:>9}{c.clipped:>9}{c.rejected:>9}{c.holds:>7}{len(audit.violations):>8}"
+        f"{1000 * max(ee_out, 0.0):>11.1f}{max(q_out, 0.0):>11.4f}"
+    )
+
+
+def benign(mode: CommandMode, home: np.ndarray, k: int) -> Command:
+    if mode == CommandMode.EE_DELTA:
+        return Command(mode, 0.005 * np.array([np.sin(0.1 * k), np.cos(0.1 * k), 0.0]))
+    return Command(mode, home + 0.05 * np.sin(0.05 * k))
+
+
+def per_command_us(robot: Robot, mode: CommandMode, n: int, start: int) -> list[float]:
+    home = robot.read().joint_pos
+    out = []
+    for k in range(start, start + n):
+        cmd = benign(mode, home, k)
+        t = time.perf_counter()
+        robot.command(cmd)
+        out.append(1e6 * (time.perf_counter() - t))
+    return out
+
+
+def overhead(mode: CommandMode, lockstep: bool, blocks: int, n: int) -> str:
+    bare = MujocoRobot(seed=0, lockstep=lockstep)
+    safe = SafeRobot(MujocoRobot(seed=0, lockstep=lockstep), CFG)
+    times: dict[str, list[float]] = {"bare": [], "safe": []}
+    with bare, safe:
+        for b in range(blocks):
+            times["bare"] += per_command_us(bare, mode, n, b * n)
+            times["safe"] += per_command_us(safe, mode, n, b * n)
+        clipped = safe.counters.clipped
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    label = f"{mode!s} ({'with 10 Hz physics' if lockstep else 'no physics'})"
+    return (
+        f"{label:<36} bare {med['bare']:8.1f} us  safe {med['safe']:8.1f} us  "
+        f"+{med['safe'] - med['bare']:7.1f} us  x{med['safe'] / med['bare']:.2f}  (clipped {clipped})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    args = parser.parse_args()
+    print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
+    print(
+        f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'unsafe':>8}"
+        f"{'ee_out mm':>11}{'q_out rad':>11}"
+    )
+    for name in ADVERSARIES:
+        print(attack(name, args.steps), flush=True)
+    for name in ("random", "huge", "out_of_box"):
+        for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
+            print(attack(name, args.steps, mode), flush=True)
+    print("per-command time, median (same run, alternating blocks)")
+    for lockstep, blocks, n in ((False, 10, 500), (True, 8, 50)):
+        for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
+            print(overhead(mode, lockstep, blocks, n), flush=True)
+
+
+if __name__ == "__main__":
+    main()
