@@ -53,7 +53,8 @@ class CameraCalibration:
 
 
 def calibration_file(robot_config: str | Path, camera: str) -> Path:
-    """Where ``camera``'s calibration lives: next to the robot config, ``<config stem>.<camera>.calibration.json``."""
+    """Where ``camera``'s calibration lives: next to the robot config, as
+    ``<config stem>.<camera>.calibration.json``."""
     path = Path(robot_config)
     return path.with_name(f"{path.stem}.{camera}.calibration.json")
 
