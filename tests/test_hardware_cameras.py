@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from robot_rl.config import CameraConfig, RobotConfig
-from robot_rl.data.video import encode_video
+from robot_rl.data.lerobot.video import encode_video
 from robot_rl.hardware.cameras.opencv import OpenCVCamera
 from robot_rl.hardware.cameras.realsense import RealSenseCamera
 from robot_rl.hardware.cameras.video import VideoCamera

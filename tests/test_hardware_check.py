@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from robot_rl.cli.main import main
-from robot_rl.data.video import encode_video
+from robot_rl.data.lerobot.video import encode_video
 
 FPS = 20
 
