@@ -143,6 +143,17 @@ def test_injected_bus_errors_are_typed_and_name_the_servo(emu, robot, fault, err
     np.testing.assert_allclose(robot.read().joint_pos, emu.joint_positions()[:5], atol=0.01)
 
 
+def test_late_answers_are_not_taken_for_the_next_reading(emu, robot):
+    emu.inject(1, delay_s=0.5)  # servo 1 answers late: after the driver gave up, before its next read
+    with pytest.raises(RobotTimeoutError, match="servo 1"):
+        robot.read()
+    emu.clear_faults()
+    target = np.array([0.5, -0.5, 0.5, -0.5, 0.5])
+    robot.command(Command(CommandMode.JOINT_POSITION, target))
+    wait_until(lambda: emu.joint_positions()[:5], target, 0.02)  # the stale answers are in the buffer now
+    np.testing.assert_allclose(robot.read().joint_pos, emu.joint_positions()[:5], atol=0.01)
+
+
 def test_servo_missing_at_connect_names_it(emu, cal_file):
     emu.inject(5, silent=True)
     with pytest.raises(RobotTimeoutError, match="servo 5"):
