@@ -327,7 +327,7 @@ def test_leader_drives_follower_joint_to_joint(tmp_path):
                     state = follower.read()
                     return np.append(state.joint_pos, state.gripper)
 
-                q = wait_until(follower_q, act, 0.01)
+                q = wait_until(follower_q, act, 0.015)
                 np.testing.assert_allclose(q, act, atol=0.02)  # follower joints and gripper = leader's
                 np.testing.assert_allclose(follower_bus.joint_positions()[:5], act[:5], atol=0.02)
                 np.testing.assert_allclose(leader_bus.joint_positions(), pose, atol=0.02)  # stays put
