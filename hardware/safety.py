@@ -5,7 +5,9 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
 (:class:`~robot_rl.hardware.errors.CommandRejected`, then holds):
 
 - **rejected**: a mode it does not pass (``joint_velocity``, ``ee_velocity``, rotation ``ee_delta``) or the
-  robot lacks, a wrong shape, NaN/inf in the value or gripper, a latched e-stop;
+  robot lacks, a wrong shape, NaN/inf in the value or gripper, a latched e-stop, and (with a kinematic
+  model) a switch from ``ee_delta`` to ``joint_position`` while the arm moves too fast to stop inside the
+  box;
 - **clipped**: ``ee_delta`` (3,): each axis to ``ee_step_max`` m, then the tracked end-effector target
   (start: the measured pose; then target + each delta sent) into the workspace box; ``joint_position``:
   into the joint limits (less ``joint_margin_rad``), the step velocity ``(q - q_prev) * control_hz`` to the
@@ -13,7 +15,9 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   its limits (:mod:`~robot_rl.hardware.motion_limits`); when the robot has a kinematic model
   (:meth:`Robot.forward_kinematics`) the step is also shortened until the end effector, at the new
   target and at its stop point, stays in the box. A target that is already outside a limit (the robot
-  started there) may not move further out. The gripper is clipped into [0, 1].
+  started there) may not move further out. When a joint lags its target by more than
+  ``max_tracking_error_rad`` (blocked by a contact), its target restarts from the measured pose, so the arm
+  does not wind up and jump when it comes free. The gripper is clipped into [0, 1].
 
 A **hold** brakes: in joint mode one maximum-deceleration step, in ``ee_delta`` mode the target moves at
 most one step towards the measured pose. A background thread holds at ``control_hz`` while the
@@ -58,7 +62,8 @@ class SafetyCounters:
     ``commands``: commands received; ``clipped``: of those, sent changed; ``rejected``: refused
     (``CommandRejected``); ``holds``: hold commands sent (after a rejection, while the watchdog has
     tripped or the e-stop is latched); ``watchdog_trips``: lapses of ``watchdog_ms`` without a command;
-    ``estops``: e-stop latches.
+    ``estops``: e-stop latches; ``tracking_resets``: joint targets restarted from the measured pose because
+    a joint lagged its target by more than ``max_tracking_error_rad`` (blocked, in contact).
     """
 
     commands: int = 0
@@ -67,6 +72,7 @@ class SafetyCounters:
     holds: int = 0
     watchdog_trips: int = 0
     estops: int = 0
+    tracking_resets: int = 0
 
 
 def _jsonable(x: object) -> object:
@@ -394,9 +400,19 @@ class SafeRobot(Robot):
 
     def _plan_joint(self, q_des: np.ndarray) -> tuple[np.ndarray, list[str]]:
         self._anchor(CommandMode.JOINT_POSITION)
+        reasons = []
+        max_lag = self.cfg.max_tracking_error_rad
+        if max_lag > 0:
+            lag = np.abs(self.robot.read().joint_pos - self._q)
+            if np.max(lag) > max_lag:  # blocked (contact): restart the target from where the arm is
+                joint = self._lim.joint_names[int(np.argmax(lag))]
+                reasons.append(f"tracking: {joint} {np.max(lag):.3f} rad behind its target")
+                self._counters.tracking_resets += 1
+                self._anchored = None
+                self._last_mode = None
+                self._anchor(CommandMode.JOINT_POSITION)
         lim, q, v_prev = self._lim, self._q, self._v
         dt, acc, vmax = 1.0 / lim.control_hz, lim.joint_acc_max, lim.joint_vel_max
-        reasons = []
         target = np.clip(q_des, lim.joint_low, lim.joint_high)
         if not np.array_equal(target, q_des):
             reasons.append("joint limits")

@@ -25,7 +25,8 @@ class LimitAudit(Robot):
     sends joints outside their limits, faster than the speed limit or with a speed change above
     ``acc * dt``, or (by forward kinematics) the end effector out of the box. Targets already outside a
     limit may stay there but not move further out. Tracking starts from the measured state whenever the
-    mode changes, as the interface defines it."""
+    mode changes, as the interface defines it; a joint command is also safe when it is a safe continuation
+    of the measured state (the layer restarts a target the arm cannot follow from where the arm is)."""
 
     def __init__(self, robot: Robot, cfg: SafetyConfig) -> None:
         self.robot, self.cfg = robot, cfg
@@ -63,6 +64,29 @@ class LimitAudit(Robot):
     def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
         return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))
 
+    def _measured_start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        state = self.robot.read()
+        q = state.joint_pos.copy()
+        return q, np.clip(state.joint_vel, -self.vmax, self.vmax), self.robot.forward_kinematics(q)
+
+    def _joint_problems(
+        self, q: np.ndarray, q_prev: np.ndarray, v_prev: np.ndarray, ee_start: np.ndarray | None
+    ) -> list[str]:
+        """Rules a joint target ``q`` breaks when it follows the state (``q_prev``, ``v_prev``); the box may
+        be exceeded no further than ``ee_start``."""
+        broken = []
+        vel = (q - q_prev) / self.dt
+        if self._outside(q, self.q_low, self.q_high, q_prev):
+            broken.append("joint limits")
+        if np.any(np.abs(vel) > self.vmax + EPS):
+            broken.append("joint velocity")
+        if np.any(np.abs(vel - v_prev) > self.amax * self.dt + EPS):
+            broken.append("joint acceleration")
+        ee = self.robot.forward_kinematics(q)
+        if ee is not None and self._outside(ee, self.box_low, self.box_high, ee_start):
+            broken.append("workspace")
+        return broken
+
     def command(self, cmd: Command) -> None:
         self.received += 1
         broken = []
@@ -83,21 +107,13 @@ class LimitAudit(Robot):
                 broken.append("workspace")
             self._target = new
         elif cmd.mode == CommandMode.JOINT_POSITION and value.shape == self.q_low.shape:
-            if self._mode != cmd.mode:
-                state = self.robot.read()
-                self._q, self._v = state.joint_pos.copy(), np.clip(state.joint_vel, -self.vmax, self.vmax)
-                self._ee_start = self.robot.forward_kinematics(self._q)
-            vel = (value - self._q) / self.dt
-            if self._outside(value, self.q_low, self.q_high, self._q):
-                broken.append("joint limits")
-            if np.any(np.abs(vel) > self.vmax + EPS):
-                broken.append("joint velocity")
-            if np.any(np.abs(vel - self._v) > self.amax * self.dt + EPS):
-                broken.append("joint acceleration")
-            ee = self.robot.forward_kinematics(value)
-            if ee is not None and self._outside(ee, self.box_low, self.box_high, self._ee_start):
-                broken.append("workspace")
-            self._q, self._v = value, vel
+            measured = self._measured_start()
+            start = measured if self._mode != cmd.mode else (self._q, self._v, self._ee_start)
+            joint_broken = self._joint_problems(value, *start)
+            if joint_broken and start is not measured and not self._joint_problems(value, *measured):
+                start, joint_broken = measured, []  # a safe continuation of the arm's actual motion
+            broken += joint_broken
+            self._q, self._v, self._ee_start = value, (value - start[0]) / self.dt, start[2]
         else:
             broken.append(f"mode {cmd.mode!s} with shape {value.shape}")
         self._mode = cmd.mode

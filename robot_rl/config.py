@@ -61,7 +61,9 @@ class SafetyConfig:
     ``joint_margin_rad``: kept inside the robot's joint limits (rad). ``workspace_low``/``workspace_high``:
     the end-effector box (m, base frame, 3 values each; empty: the robot's own box; a given box is
     intersected with the robot's). ``ee_step_scale``, ``velocity_scale``, ``acceleration_scale``: fractions
-    of the robot's per-step end-effector move, joint speed and joint acceleration limits. ``watchdog_ms``:
+    of the robot's per-step end-effector move, joint speed and joint acceleration limits.
+    ``max_tracking_error_rad``: a joint further than this behind its target (blocked, in contact) has the
+    target restarted from the measured pose (rad; 0 disables). ``watchdog_ms``:
     hold when no fresh command came for this long (ms; 0 disables). ``estop_signal``: a signal that latches
     the e-stop (``SIGUSR1``, ``SIGINT``, or empty for none). ``estop_key``: a key name (``esc``, ``e``, ...)
     that latches it from a global keyboard listener (needs the ``teleop`` extra and an X display; empty for
@@ -74,6 +76,7 @@ class SafetyConfig:
     ee_step_scale: float = 1.0
     velocity_scale: float = 1.0
     acceleration_scale: float = 1.0
+    max_tracking_error_rad: float = 0.3
     watchdog_ms: float = 500.0
     estop_signal: str = "SIGUSR1"
     estop_key: str = ""

@@ -269,6 +269,7 @@ SAFETY_RULES: dict[str, Range | Choice] = {
     "ee_step_scale": Range(0, 1, lo_open=True),
     "velocity_scale": Range(0, 1, lo_open=True),
     "acceleration_scale": Range(0, 1, lo_open=True),
+    "max_tracking_error_rad": NONNEG,
     "watchdog_ms": NONNEG,
     "estop_signal": Choice(ESTOP_SIGNALS),
 }

@@ -294,3 +294,41 @@ def test_sim_robot_kinematics_and_target_after_joint_commands():
         # The next ee_delta moves from where the joints were sent (what SafeRobot tracks), not from
         # where they were one control period earlier.
         np.testing.assert_allclose(robot.env._target, robot.forward_kinematics(q), atol=1e-9)
+
+
+def test_sigint_latches_the_estop_then_interrupts(tmp_path):
+    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, estop_signal="SIGINT", watchdog_ms=0)) as safe:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)
+        assert safe.estopped
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _peak_speed_after_release(tmp_path, max_lag: float) -> tuple[float, int]:
+    """Jam joint 1 (a hard stop 0.02 rad wide: a collision) while commanding a 0.5 rad swing, release it,
+    and return joint 1's peak speed (rad/s) over the next 10 steps and the tracking resets."""
+    cfg = _cfg(tmp_path, watchdog_ms=0, max_tracking_error_rad=max_lag)
+    with SafeRobot(MujocoRobot(seed=0), cfg) as safe:
+        model = safe.robot.env.model
+        joint = model.joint("joint1").id
+        free_range = model.jnt_range[joint].copy()
+        target = safe.read().joint_pos.copy()
+        model.jnt_range[joint] = [target[0] - 0.01, target[0] + 0.01]
+        target[0] += 0.5
+        for _ in range(20):
+            safe.command(Command(CommandMode.JOINT_POSITION, target))
+        model.jnt_range[joint] = free_range
+        peak = 0.0
+        for _ in range(10):
+            safe.command(Command(CommandMode.JOINT_POSITION, target))
+            peak = max(peak, abs(safe.read().joint_vel[0]))
+        return peak, safe.counters.tracking_resets
+
+
+def test_a_jammed_joint_does_not_jump_when_it_comes_free(tmp_path):
+    vmax = MujocoRobot().limits.joint_vel_max[0]
+    peak, resets = _peak_speed_after_release(tmp_path, 0.3)
+    peak_unguarded, resets_unguarded = _peak_speed_after_release(tmp_path, 0.0)
+    assert resets > 0 and resets_unguarded == 0
+    assert peak < 0.8 * vmax and peak_unguarded > vmax, (peak, peak_unguarded)  # 1.3 vs 2.6 rad/s here
