@@ -3,8 +3,10 @@
 Part 1 drives each adversary of :data:`robot_rl.hardware.safety_audit.ADVERSARIES` for ``--steps`` steps
 through ``SafeRobot -> LimitAudit -> MujocoRobot`` (lock-step, the box and 0.5 speed/acceleration scales of
 tests/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot, plus
-how far the measured end effector and joints went beyond the box and the limits; then the same for three
-adversaries restricted to one mode (``/ee``, ``/joint``).
+how far the measured end effector went beyond the box (``ee``; ``ee@sw`` within 10 steps after a
+``joint_position`` -> ``ee_delta`` switch, where the sim's IK controller turns the gripper back to
+pointing down) and the joints beyond their limits; then the same for three adversaries restricted to one
+mode (``/ee``, ``/joint``). ``tracking``: joint targets restarted because the arm could not follow.
 
 Part 2 times ``command()`` on a bare ``MujocoRobot`` and on ``SafeRobot(MujocoRobot)`` in the same run,
 alternating blocks, with a benign stream (small sinusoidal moves, never clipped), in each mode: without
@@ -27,6 +29,8 @@ from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
 from robot_rl.hardware.sim_robot import MujocoRobot
 
+SWITCH_STEPS = 10
+"""Steps after a joint_position -> ee_delta switch whose excursion is reported apart (``ee@sw``)."""
 CFG = SafetyConfig(
     workspace_low=[0.35, -0.2, 0.05],
     workspace_high=[0.6, 0.2, 0.35],
@@ -42,7 +46,8 @@ def attack(name: str, steps: int, mode: CommandMode | None = None) -> str:
     audit = LimitAudit(MujocoRobot(seed=0), CFG)
     safe = SafeRobot(audit, CFG)
     rng = np.random.default_rng(0)
-    ee_out = q_out = 0.0
+    ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
+    q_out, last_switch, sent = 0.0, -SWITCH_STEPS - 1, None
     with safe:
         lim, enforced = audit.robot.limits, safe.limits
         for step in range(steps):
@@ -50,18 +55,22 @@ def attack(name: str, steps: int, mode: CommandMode | None = None) -> str:
                 safe.command(adversary(rng, lim, step))
             except CommandRejected:
                 pass
+            if sent == CommandMode.JOINT_POSITION and audit.last_mode == CommandMode.EE_DELTA:
+                last_switch = step
+            sent = audit.last_mode
             s = audit.robot.read()
-            ee_out = max(
-                ee_out, float(np.max(np.maximum(enforced.ee_low - s.ee_pos, s.ee_pos - enforced.ee_high)))
-            )
+            key = "switch" if step - last_switch <= SWITCH_STEPS else "other"
+            beyond = np.maximum(enforced.ee_low - s.ee_pos, s.ee_pos - enforced.ee_high)
+            ee_out[key] = max(ee_out[key], float(np.max(beyond)))
             q_out = max(
                 q_out, float(np.max(np.maximum(lim.joint_low - s.joint_pos, s.joint_pos - lim.joint_high)))
             )
         c = safe.counters
     label = name if mode is None else f"{name}/{'ee' if mode == CommandMode.EE_DELTA else 'joint'}"
     return (
-        f"{label:<17}{c.commands:>9}{c.clipped:>9}{c.rejected:>9}{c.holds:>7}{len(audit.violations):>8}"
-        f"{1000 * max(ee_out, 0.0):>11.1f}{max(q_out, 0.0):>11.4f}"
+        f"{label:<17}{c.commands:>9}{c.clipped:>9}{c.rejected:>9}{c.holds:>7}{c.tracking_resets:>9}"
+        f"{len(audit.violations):>8}{1000 * ee_out['other']:>10.1f}{1000 * ee_out['switch']:>10.1f}"
+        f"{q_out:>11.4f}"
     )
 
 
@@ -105,8 +114,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
     print(
-        f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'unsafe':>8}"
-        f"{'ee_out mm':>11}{'q_out rad':>11}"
+        f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'tracking':>9}{'unsafe':>8}"
+        f"{'ee mm':>10}{'ee@sw mm':>10}{'q_out rad':>11}"
     )
     for name in ADVERSARIES:
         print(attack(name, args.steps), flush=True)

@@ -33,7 +33,7 @@ class LimitAudit(Robot):
         self.name, self.modes = robot.name, robot.modes
         self.violations: list[tuple[Command, list[str]]] = []
         self.received = 0
-        self._mode: CommandMode | None = None
+        self.last_mode: CommandMode | None = None
 
     @property
     def limits(self) -> RobotLimits:
@@ -96,8 +96,8 @@ class LimitAudit(Robot):
         if cmd.gripper is not None and not (np.isfinite(cmd.gripper) and 0.0 <= cmd.gripper <= 1.0):
             broken.append("gripper")
         if cmd.mode == CommandMode.EE_DELTA and value.shape == (3,):
-            if self._mode != cmd.mode:  # from the measured pose, or where the joints were sent
-                joints = self._mode == CommandMode.JOINT_POSITION
+            if self.last_mode != cmd.mode:  # from the measured pose, or where the joints were sent
+                joints = self.last_mode == CommandMode.JOINT_POSITION
                 fk = self.robot.forward_kinematics(self._q) if joints else None
                 self._target = self.robot.read().ee_pos.copy() if fk is None else fk
             if np.any(np.abs(value) > self.step + EPS):
@@ -108,7 +108,7 @@ class LimitAudit(Robot):
             self._target = new
         elif cmd.mode == CommandMode.JOINT_POSITION and value.shape == self.q_low.shape:
             measured = self._measured_start()
-            start = measured if self._mode != cmd.mode else (self._q, self._v, self._ee_start)
+            start = measured if self.last_mode != cmd.mode else (self._q, self._v, self._ee_start)
             joint_broken = self._joint_problems(value, *start)
             if joint_broken and start is not measured and not self._joint_problems(value, *measured):
                 start, joint_broken = measured, []  # a safe continuation of the arm's actual motion
@@ -116,7 +116,7 @@ class LimitAudit(Robot):
             self._q, self._v, self._ee_start = value, (value - start[0]) / self.dt, start[2]
         else:
             broken.append(f"mode {cmd.mode!s} with shape {value.shape}")
-        self._mode = cmd.mode
+        self.last_mode = cmd.mode
         if broken:
             self.violations.append((cmd, broken))
         self.robot.command(cmd)
