@@ -2,7 +2,7 @@
 
 ``LimitAudit`` sits behind ``SafeRobot`` and checks every command that reaches the robot from first
 principles. The adversarial runs take a robot factory, so the same test can run through the robot server
-process (``make_robot`` below is the one place to add it).
+process (``ROBOTS`` below is the one place to add it).
 """
 
 import importlib.util
@@ -35,12 +35,17 @@ JOINT_TRACKING_RAD = 0.01
 STEPS = 400
 
 
-def make_robot() -> Robot:
-    """The robot under test (lock-step sim Panda)."""
-    return MujocoRobot(seed=0)
+ROBOTS: dict[str, Callable[[], Robot]] = {"mujoco": lambda: MujocoRobot(seed=0)}
+"""Robots the adversarial runs drive, by name (the in-process lock-step sim Panda; add the robot server's
+client here to run the same tests through its process)."""
 
 
-def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot] = make_robot):
+@pytest.fixture(params=sorted(ROBOTS))
+def robot_factory(request) -> Callable[[], Robot]:
+    return ROBOTS[request.param]
+
+
+def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
     """Run ``adversary`` through SafeRobot -> LimitAudit -> robot; return (audit, counters, worst EE
     excursion beyond the box (m), worst joint excursion beyond the limits (rad))."""
     audit = LimitAudit(robot_factory(), ADVERSARIAL)
@@ -69,8 +74,8 @@ def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot] = 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ADVERSARIES))
-def test_no_unsafe_command_reaches_the_robot(name):
-    audit, counters, _, q_out = drive(ADVERSARIES[name], STEPS)
+def test_no_unsafe_command_reaches_the_robot(name, robot_factory):
+    audit, counters, _, q_out = drive(ADVERSARIES[name], STEPS, robot_factory)
     assert audit.violations == [], audit.violations[:3]
     assert audit.received >= counters.commands - counters.rejected and counters.commands == STEPS
     assert q_out <= JOINT_TRACKING_RAD, f"a joint left its limits by {q_out:.4f} rad"
@@ -82,11 +87,11 @@ def test_no_unsafe_command_reaches_the_robot(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [CommandMode.EE_DELTA, CommandMode.JOINT_POSITION])
 @pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
-def test_end_effector_stays_in_the_box(name, mode):
+def test_end_effector_stays_in_the_box(name, mode, robot_factory):
     """In one mode the measured end effector stays within the box up to tracking error. (Switching
     joint -> ee_delta lets the sim's IK controller re-orient the gripper to point down, a swing the layer
     cannot see; the mixed runs above check the commands, and bench_safety.py reports that excursion.)"""
-    audit, counters, ee_out, q_out = drive(single_mode(ADVERSARIES[name], mode), 300)
+    audit, counters, ee_out, q_out = drive(single_mode(ADVERSARIES[name], mode), 300, robot_factory)
     assert audit.violations == [], audit.violations[:3]
     assert counters.clipped > 0
     assert ee_out <= TRACKING_M, f"the end effector left the box by {ee_out:.4f} m"
