@@ -86,6 +86,29 @@ class ChunkExecutor:
         return self.pop()
 
 
+def align_chunk(remaining: np.ndarray, chunk: np.ndarray, elapsed: int, blend: int) -> np.ndarray:
+    """Step 3 of :class:`AsyncChunkExecutor`: the actions to execute from now on.
+
+    Args:
+        remaining: (r, d) actions of the current chunk not executed yet (r may be 0).
+        chunk: (h, d) the new chunk, predicted for the step ``elapsed`` control steps ago.
+        elapsed: steps executed since its observation (0 <= elapsed < h); ``chunk[:elapsed]`` is dropped.
+        blend: cross-fade length b: the first ``n = min(b, r, h - elapsed)`` steps are
+            ``(1 - w_j) remaining[j] + w_j chunk[elapsed + j]``, ``w_j = (j + 1) / (n + 1)``.
+    Returns: (h - elapsed, d) float32.
+    Raises:
+        ValueError: ``elapsed`` outside [0, h).
+    """
+    if not 0 <= elapsed < len(chunk):
+        raise ValueError(f"elapsed must be in [0, {len(chunk)}), got {elapsed}")
+    new = np.array(chunk[elapsed:], dtype=np.float32)
+    n = min(blend, len(remaining), len(new))
+    if n:
+        w = (np.arange(1, n + 1, dtype=np.float32) / (n + 1))[:, None]
+        new[:n] = (1 - w) * remaining[:n] + w * new[:n]
+    return new
+
+
 class AsyncChunkExecutor:
     """Open-loop chunk execution whose next chunk is inferred while the current one runs, so a real-time
     control loop does not wait for inference (deployment: :class:`robot_rl.hardware.remote_policy.
@@ -100,9 +123,11 @@ class AsyncChunkExecutor:
        ``c[:t - s]`` is dropped and ``c[t - s:]`` replaces what is left of the current chunk, with a linear
        cross-fade over the first ``n = min(b, overlap)`` steps: ``a_j = (1 - w_j) old_j + w_j new_j``,
        ``w_j = (j + 1) / (n + 1)`` (b = 0: switch at once).
-    4. If the current chunk runs out before the next one arrives (inference slower than k control periods)
-       the loop waits for it: ``stalls`` counts those steps and ``wait_s`` their time. Choose k with
-       ``k / control_hz`` above the round trip's p99 (benchmarks/bench_policy_server.py measures both).
+    4. If the current chunk runs out before the next one arrives, the loop waits for it: ``stalls`` counts
+       those steps and ``wait_s`` their time. With a round trip of d control steps (latency * control_hz,
+       rounded up) nothing ever waits when ``d <= k`` and ``2 d <= h`` (one inference at a time: each new
+       chunk must cover the next round trip after its own); take d from the round trip's p99
+       (benchmarks/bench_policy_server.py measures it).
 
     This is the simple form of real-time chunking. Full RTC (Black, Galliker & Levine 2025, "Real-Time
     Execution of Action Chunking Flow Policies", Physical Intelligence) also freezes the d actions that run
@@ -141,14 +166,6 @@ class AsyncChunkExecutor:
             raise ValueError("chunk contains NaN or inf")
         return c
 
-    def _merge(self, start: int, chunk) -> None:
-        new = list(self._check(chunk)[self._t - start :])
-        old = list(self._queue)
-        n = min(self.blend, len(old), len(new))
-        w = np.arange(1, n + 1, dtype=np.float32) / (n + 1)
-        blended = [((1 - w[j]) * old[j] + w[j] * new[j]).astype(np.float32) for j in range(n)]
-        self._queue = deque(blended + new[n:])
-
     def step(self, get_chunk: Callable[[], object]) -> np.ndarray:
         """The action (d,) float32 for this control step; starts or collects inference as described above.
 
@@ -171,7 +188,9 @@ class AsyncChunkExecutor:
                 finally:
                     self.wait_s += time.perf_counter() - began
             self._pending = None
-            self._merge(start, future.result())
+            self._queue = deque(
+                align_chunk(np.array(self._queue), self._check(future.result()), self._t - start, self.blend)
+            )
         if not self._queue:
             self._queue = deque(self._check(get_chunk()))
         if self._pending is None and len(self._queue) <= self.lead:

@@ -39,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
     accepts requests. Returns the exit code; a known error (bad key folder, non-loopback address without
     keys, missing or corrupt checkpoint) is one line on stderr (robot_rl.cli.errors)."""
     from robot_rl.cli import errors
-    from robot_rl.hardware.policy_server import ServedPolicy, serve_policy
     from robot_rl.security import check_address, load_server_keys
     from robot_rl.threads import set_threads
 
     try:
         keys = load_server_keys(args.keys) if args.keys else None
         check_address(args.address, keys, "--address", bind=True)
+        from robot_rl.hardware.policy_server import ServedPolicy, serve_policy  # torch: after the checks
+
         if args.threads:
             set_threads(args.threads)
         policy = ServedPolicy.load(args.checkpoint, args.device)
