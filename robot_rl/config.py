@@ -429,6 +429,27 @@ class SecurityConfig:
 
 
 @dataclass
+class DeployConfig:
+    """How a real-time control loop (a robot) gets its action chunks (README "Serving a policy").
+
+    ``server``: a policy server's address (``robot-rl serve``, e.g. ``tcp://127.0.0.1:5580``); empty runs
+    the checkpoint in this process. ``token``: the server's shared token, if it has one. ``timeout_s``:
+    longest wait for one reply before a clear error naming the address. ``client_key``: the name of this
+    client's key in ``security.keys`` (needed for a server off loopback). ``async_lead`` (k): infer the
+    next chunk when k actions of the current one remain (0: synchronous; else 1 <= k < policy.horizon);
+    ``async_blend``: cross-fade that many steps from the old chunk to the new one (0 <= b <= k)
+    (``robot_rl.policies.executor.AsyncChunkExecutor``).
+    """
+
+    server: str = ""
+    token: str = ""
+    timeout_s: float = 2.0
+    client_key: str = "robot"
+    async_lead: int = 0
+    async_blend: int = 0
+
+
+@dataclass
 class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
@@ -453,6 +474,7 @@ class PipelineConfig:
     sac: SACConfig = field(default_factory=SACConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    deploy: DeployConfig = field(default_factory=DeployConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
     threads: int = 0

@@ -98,6 +98,9 @@ RULES: dict[str, Range | Choice] = {
     "policy.ensemble_decay": NONNEG,
     "policy.action_low": ANY,
     "policy.action_high": ANY,
+    "deploy.timeout_s": POSITIVE,
+    "deploy.async_lead": NONNEG_INT,
+    "deploy.async_blend": NONNEG_INT,
     "bc.steps": COUNT,
     "bc.batch_size": COUNT,
     "bc.lr": POSITIVE,
@@ -246,6 +249,21 @@ def problems(cfg: Any) -> list[str]:
         out.append(f"online.address={cfg.online.address!r}: {reason}")
     if cfg.env.robot is not None:
         out += robot_problems(cfg.env.robot)
+    return out + deploy_problems(cfg)
+
+
+def deploy_problems(cfg: Any) -> list[str]:
+    """Problems of ``deploy`` against the policy's horizon (range checks are in RULES)."""
+    out = []
+    d, h = cfg.deploy, cfg.policy.horizon
+    if d.async_lead and NONNEG_INT.ok(d.async_lead) and not d.async_lead < h:
+        out.append(f"deploy.async_lead={d.async_lead}: must be < policy.horizon={h} (or 0: synchronous)")
+    if NONNEG_INT.ok(d.async_blend) and d.async_blend > max(d.async_lead, 0):
+        out.append(f"deploy.async_blend={d.async_blend}: must be <= deploy.async_lead={d.async_lead}")
+    if d.server:
+        reason = address_problem(d.server)
+        if reason is not None:
+            out.append(f"deploy.server={d.server!r}: {reason}")
     return out
 
 

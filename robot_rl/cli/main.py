@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, hardware_check, keys, online
+from robot_rl.cli import dataset, errors, hardware_check, keys, online, serve
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
     keys.add_parser(sub)
+    serve.add_parser(sub)
     return parser
 
 
@@ -76,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys"):
+    if args.command in ("dataset", "keys", "serve"):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return (dataset if args.command == "dataset" else keys).run(args)
+        return {"dataset": dataset, "keys": keys, "serve": serve}[args.command].run(args)
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
