@@ -242,7 +242,7 @@ def problems(cfg: Any) -> list[str]:
 
 ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
-ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS)}
+ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS), "timeout_s": POSITIVE}
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
     "width": COUNT,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, keys, online
+from robot_rl.cli import dataset, errors, keys, online, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
     keys.add_parser(sub)
+    hardware = sub.add_parser("hardware", help="robot hardware tools", description="robot hardware tools")
+    hardware_sub = hardware.add_subparsers(dest="hardware_command", required=True)
+    sim_server.add_parser(hardware_sub)
     return parser
 
 
@@ -73,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys"):
+    if args.command in ("dataset", "keys", "hardware"):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return (dataset if args.command == "dataset" else keys).run(args)
+        return {"dataset": dataset, "keys": keys, "hardware": sim_server}[args.command].run(args)
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
