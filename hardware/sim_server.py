@@ -50,7 +50,7 @@ import numpy as np
 from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode
-from robot_rl.security import ServerKeys
+from robot_rl.security import ServerKeys, check_address
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
 
 PROTOCOL = 1
@@ -182,7 +182,9 @@ class SimServer:
 
         if not tick_s > 0:
             raise ValueError(f"--tick-ms must be > 0, got {1000 * tick_s}")
+        check_address(address, keys, "--address", bind=True)  # before the slow scene build
         self.faults = faults or SimServerFaults()
+        self.physics_error: Exception | None = None
         self.robot = MujocoRobot(
             control_hz, physics_hz, lockstep=False, lift_height_m=lift_height_m, seed=scene_seed
         )
@@ -199,6 +201,13 @@ class SimServer:
 
     # -- physics ---------------------------------------------------------------------------------------
     def _physics(self, stop: threading.Event) -> None:
+        try:
+            self._run_physics(stop)
+        except Exception as err:  # noqa: BLE001 - a dead physics thread must stop the server, not freeze it
+            self.physics_error = err
+            stop.set()
+
+    def _run_physics(self, stop: threading.Event) -> None:
         hz = self.robot.env.physics_hz
         start, done = time.monotonic(), 0
         while not stop.wait(self.tick_s):
@@ -371,7 +380,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code (2 for a bad flag or address, 1 if it cannot
-    bind). Prints ``sim-server listening on ADDRESS`` once serving, and the counters at exit."""
+    bind or the physics thread failed). Prints ``sim-server listening on ADDRESS`` once serving, and the
+    counters at exit."""
     from robot_rl.config import ConfigError
     from robot_rl.security import load_server_keys
 
@@ -389,7 +399,8 @@ def run(args: argparse.Namespace) -> int:
             args.tick_ms / 1000.0,
         )
     except (ConfigError, ValueError) as err:
-        print(f"robot-rl hardware sim-server: {err}", file=sys.stderr)
+        hint = " (here: --keys FOLDER)" if "security.keys" in str(err) else ""
+        print(f"robot-rl hardware sim-server: {err}{hint}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"robot-rl hardware sim-server: {err}", file=sys.stderr)
@@ -400,6 +411,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"sim-server listening on {server.address}", flush=True)
     server.serve(stop)
     print(f"sim-server stopped: {asdict(server.stats)}", flush=True)
+    if server.physics_error is not None:
+        print(
+            f"robot-rl hardware sim-server: physics thread failed: {server.physics_error!r}", file=sys.stderr
+        )
+        return 1
     return 0
 
 

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import msgpack
@@ -28,7 +29,18 @@ from robot_rl.hardware.sim_server import PROTOCOL, SimServerFaults, serve_in_sub
 
 
 @pytest.fixture(scope="module")
-def server():
+def gl_backend() -> str | None:
+    """The offscreen GL backend, exported as MUJOCO_GL for the server subprocesses; None if there is none."""
+    from robot_rl.sim.render import RendererError, select_backend
+
+    try:
+        return select_backend()
+    except RendererError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def server(gl_backend):
     with serve_in_subprocess() as srv:
         yield srv
 
@@ -49,7 +61,14 @@ def _rtts(robot: SimServerRobot, n: int) -> list[float]:
 
 
 def test_arm_moves_in_real_time(server):
-    with SimServerRobot(server.address) as robot:
+    from robot_rl.config import RobotConfig
+    from robot_rl.hardware.factory import make_robot
+
+    robot = make_robot(RobotConfig(driver="sim_server", address=server.address, timeout_s=2.0))
+    assert isinstance(robot, SimServerRobot) and robot.timeout_s == 2.0
+    with pytest.raises(RobotConnectionError, match="not connected"):
+        robot.command(Command(CommandMode.EE_DELTA, np.zeros(3)))
+    with robot:
         assert robot.limits.control_hz == 10.0 and robot.limits.num_joints == 7
         assert CommandMode.EE_DELTA in robot.modes
         start = robot.read()
@@ -64,7 +83,7 @@ def test_arm_moves_in_real_time(server):
         wall, steps = time.monotonic() - t0, robot.ping()["stats"]["physics_steps"] - steps0
     assert first.ee_pos[2] > later.ee_pos[2] + 0.02, (first.ee_pos, later.ee_pos)  # moved with no client step
     assert later.gripper > first.gripper
-    assert 0.8 * wall <= steps / 500.0 <= 1.05 * wall, (steps, wall)  # physics ran at wall-clock rate
+    assert 0.7 * wall <= steps / 500.0 <= 1.05 * wall, (steps, wall)  # physics ran at wall-clock rate
     assert later.timestamp > first.timestamp
 
 
@@ -106,18 +125,23 @@ def test_dropped_request_times_out_and_the_next_one_works():
 
 
 def test_killed_server_gives_connection_error_within_timeout():
-    with serve_in_subprocess() as srv:
-        robot = SimServerRobot(srv.address, timeout_s=1.0)
+    with serve_in_subprocess(SimServerFaults(latency_ms=300)) as srv:
+        robot = SimServerRobot(srv.address, timeout_s=1.5)
         robot.connect()
         robot.read()
-        srv.process.send_signal(signal.SIGKILL)
+        killer = threading.Timer(0.1, srv.process.send_signal, (signal.SIGKILL,))
+        killer.start()  # dies while the next read waits out the latency: the drop is seen at once
+        start = time.monotonic()
+        with pytest.raises(RobotConnectionError, match=f"lost the connection.*{srv.address}.*'read'"):
+            robot.read()
+        assert time.monotonic() - start < 0.6
+        killer.join()
         srv.process.wait()
-        for _ in range(2):  # the first call may see the drop mid-request, the next finds no connection
-            start = time.monotonic()
-            with pytest.raises(RobotConnectionError, match=srv.address) as info:
-                robot.read()
-            assert time.monotonic() - start <= 1.2
-            assert not isinstance(info.value, RobotTimeoutError), info.value
+        start = time.monotonic()
+        with pytest.raises(RobotConnectionError, match=f"no connection.*{srv.address}") as info:
+            robot.read()
+        assert time.monotonic() - start <= 1.7
+        assert not isinstance(info.value, RobotTimeoutError), info.value
         robot.disconnect()  # safe with the server gone
 
 
@@ -224,34 +248,42 @@ def test_malformed_messages_get_error_replies_and_change_nothing(server):
         assert robot.read().joint_pos.shape == (7,)  # still serving
 
 
-@pytest.fixture(scope="module")
-def gl_backend():
-    from robot_rl.sim.render import RendererError, select_backend
-
-    try:
-        return select_backend()  # exports MUJOCO_GL, which the server subprocess inherits
-    except RendererError as err:
-        pytest.skip(f"no offscreen GL backend on this machine: {err}")
-
-
-def test_camera_renders_and_times_out(gl_backend):
+def test_camera_renders_and_times_out(server, gl_backend):
     from robot_rl.config import CameraConfig, RobotConfig
 
-    with serve_in_subprocess() as srv:
-        cfg = RobotConfig(driver="sim_server", address=srv.address)
-        cam = SimServerCamera.from_config("front", CameraConfig(driver="sim", source="front"), cfg)
-        with cam:
-            assert cam.size == 128  # 480 asked, the server renders at most 128 pixels
-            frame = cam.read(timeout_s=10.0)  # the first render initialises GL (about a second)
-        assert frame.image.dtype == np.uint8 and frame.image.shape == (128, 128, 3)
-        assert frame.image.std() > 5
-        wrist = SimServerCamera("wrist", srv.address, "wrist", 32)
-        with wrist:
-            assert wrist.read(timeout_s=5.0).image.shape == (32, 32, 3)
-            with pytest.raises(CameraError, match="'wrist'.*did not answer"):
-                wrist.read(timeout_s=0.0005)
-        with pytest.raises(CameraError, match="no such camera"):
-            SimServerCamera("top", srv.address, "top", 32).connect()
+    if gl_backend is None:
+        pytest.skip("no offscreen GL backend on this machine (install libegl1 or libosmesa6)")
+    cfg = RobotConfig(driver="sim_server", address=server.address)
+    cam = SimServerCamera.from_config("front", CameraConfig(driver="sim", source="front"), cfg)
+    with cam:
+        assert cam.size == 128  # 480 asked, the server renders at most 128 pixels
+        frame = cam.read(timeout_s=10.0)  # the first render initialises GL (about a second)
+    assert frame.image.dtype == np.uint8 and frame.image.shape == (128, 128, 3)
+    assert frame.image.std() > 5
+    wrist = SimServerCamera("wrist", server.address, "wrist", 32)
+    with wrist:
+        assert wrist.read(timeout_s=5.0).image.shape == (32, 32, 3)
+        with pytest.raises(CameraError, match="'wrist'.*did not answer"):
+            wrist.read(timeout_s=0.0005)
+    with pytest.raises(CameraError, match="no such camera"):
+        SimServerCamera("top", server.address, "top", 32).connect()
+
+
+def test_curve_keys_admit_only_known_clients(tmp_path):
+    from robot_rl.config import ConfigError
+    from robot_rl.hardware.sim_server import SimServer
+    from robot_rl.security import load_client_keys, make_keys
+
+    with pytest.raises(ConfigError, match="--address=tcp://0.0.0.0:5570 binds a non-loopback"):
+        SimServer("tcp://0.0.0.0:5570")
+    make_keys(tmp_path / "keys", ["robot"])
+    make_keys(tmp_path / "other", ["robot"])  # same name, keys the server does not know
+    with serve_in_subprocess(extra_args=(f"--keys={tmp_path / 'keys'}",)) as srv:
+        with SimServerRobot(srv.address, keys=load_client_keys(tmp_path / "keys", "robot")) as robot:
+            assert robot.read().joint_pos.shape == (7,)
+        for keys in (None, load_client_keys(tmp_path / "other", "robot")):
+            with pytest.raises(RobotConnectionError, match=srv.address):
+                SimServerRobot(srv.address, timeout_s=0.3, keys=keys).connect()
 
 
 def test_cli_rejects_bad_fault_flags():

@@ -277,7 +277,8 @@ class SimServerRobot(Robot):
                 (checked here before sending, and by the server).
             RobotConnectionError / RobotTimeoutError: see :meth:`SimServerLink.request`.
         """
-        value = check_command(cmd, self.modes, self.limits.num_joints, self.name)
+        num_joints = self.limits.num_joints  # raises when not connected (modes are known after hello)
+        value = check_command(cmd, self.modes, num_joints, self.name)
         self._request("command", mode=str(cmd.mode), value=value, gripper=cmd.gripper)
 
     def reset_scene(self, seed: int | None = None) -> None:
