@@ -27,8 +27,8 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in ARRAY_KINDS:
             raise TypeError(f"cannot send a {obj.dtype} array (only bool, int and float arrays)")
-        arr = np.ascontiguousarray(obj)
-        return {ARRAY_TAG: True, "dtype": arr.dtype.str, "shape": list(arr.shape), "data": arr.tobytes()}
+        # tobytes() is C order whatever the layout (np.ascontiguousarray would make a 0-d array 1-d)
+        return {ARRAY_TAG: True, "dtype": obj.dtype.str, "shape": list(obj.shape), "data": obj.tobytes()}
     if isinstance(obj, np.generic):
         return obj.item()
     raise TypeError(f"cannot send a {type(obj).__name__}")

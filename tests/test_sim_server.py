@@ -292,3 +292,23 @@ def test_cli_rejects_bad_fault_flags():
     assert out.returncode == 2 and "--drop-prob=1.5" in out.stderr, out.stderr
     with pytest.raises(ValueError, match="--jitter-ms"):
         SimServerFaults(jitter_ms=-1)
+
+
+def test_wire_round_trips_arrays_and_refuses_other_objects():
+    arrays = {
+        "image": np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3),
+        "f32": np.linspace(0, 1, 4, dtype=np.float32)[::2],  # not contiguous
+        "flags": np.array([True, False]),
+        "scalar": np.array(2.5),
+        "empty": np.zeros((0, 7)),
+    }
+    back = wire.unpack(wire.pack({"a": arrays, "n": np.float64(1.5), "s": "x"}))
+    for key, arr in arrays.items():
+        got = back["a"][key]
+        assert got.dtype == arr.dtype and got.shape == arr.shape and np.array_equal(got, arr)
+        assert got.flags.writeable
+    assert back["n"] == 1.5 and back["s"] == "x"
+    with pytest.raises(TypeError, match="object"):
+        wire.pack({"a": np.array([None, 1], dtype=object)})
+    with pytest.raises(TypeError, match="set"):
+        wire.pack({"a": {1, 2}})
