@@ -58,6 +58,8 @@ MAX_MESSAGE_BYTES = 64 * 1024
 """Largest request frame (bytes); requests are a few hundred bytes."""
 MAX_CATCH_UP_S = 0.1
 """Largest physics backlog (s) run at once; beyond it the backlog is skipped and an overrun counted."""
+MAX_PENDING = 1024
+"""Most requests held back by injected latency at once; more are dropped (counted in ``dropped``)."""
 MAX_ID = 2**63 - 1
 MAX_SEED = 2**32 - 1
 _NONE = type(None)
@@ -195,6 +197,7 @@ class SimServer:
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(self.faults.seed)
         self._renderer = None
+        self._render_error: str | None = None
         self._scratch = None
         self._router = RouterServer(address, keys, MAX_MESSAGE_BYTES, "--address")
         self.address = self._router.address
@@ -281,9 +284,15 @@ class SimServer:
             raise ValueError(f"unknown camera {camera!r:.40}; available: {sorted(self.cameras)}")
         model = self.robot.env.model
         if self._renderer is None:
-            from robot_rl.sim.render import OffscreenRenderer
+            from robot_rl.sim.render import OffscreenRenderer, RendererError
 
-            self._renderer = OffscreenRenderer(model)
+            if self._render_error is not None:  # do not probe GL again on every request
+                raise RendererError(self._render_error)
+            try:
+                self._renderer = OffscreenRenderer(model)
+            except RendererError as err:
+                self._render_error = str(err)
+                raise
             self._scratch = mujoco.MjData(model)
         if not 0 < size <= self._renderer.max_size:
             raise ValueError(f"image size {size} must be in [1, {self._renderer.max_size}]")
@@ -342,7 +351,8 @@ class SimServer:
                 if self._router.sock.poll(int(1000 * min(wait_s, 0.1)) if wait_s > 0 else 0):
                     frames, _ = self._router.recv()
                     self.stats.requests += 1
-                    if self.faults.drop_prob and self._rng.random() < self.faults.drop_prob:
+                    dropped = self.faults.drop_prob and self._rng.random() < self.faults.drop_prob
+                    if dropped or len(pending) >= MAX_PENDING:
                         self.stats.dropped += 1
                         continue
                     envelope, body = split_envelope(frames)
