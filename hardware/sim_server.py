@@ -9,7 +9,9 @@ robot_rl.hardware.sim_server``); :class:`robot_rl.hardware.drivers.sim_server.Si
 Physics: a thread advances the scene at wall-clock rate, whole physics steps (``1/physics_hz`` s) every
 ``tick_s``; a command only sets the controller's target (it takes effect on the next physics step). If the
 thread falls more than :data:`MAX_CATCH_UP_S` behind (a stalled machine), it skips the backlog rather
-than running faster than real time, and counts an overrun.
+than running faster than real time, and counts an overrun. Renders run in a thread of their own (it owns
+the GL context, made at the first render: about a second) on a copy of the state, so reads and commands
+never wait for a frame.
 
 Protocol (ZeroMQ ROUTER; one msgpack frame per message, :mod:`robot_rl.hardware.wire`): a request is a
 map ``{"op", "id", "protocol", **fields}`` with exactly the fields of its op (:data:`FIELDS`); the reply
@@ -33,6 +35,7 @@ import contextlib
 import heapq
 import itertools
 import os
+import queue
 import re
 import selectors
 import signal
@@ -46,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import zmq
 
 from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
@@ -60,6 +64,8 @@ MAX_CATCH_UP_S = 0.1
 """Largest physics backlog (s) run at once; beyond it the backlog is skipped and an overrun counted."""
 MAX_PENDING = 1024
 """Most requests held back by injected latency at once; more are dropped (counted in ``dropped``)."""
+MAX_RENDER_QUEUE = 16
+"""Most render requests waiting for the render thread; more get a ``busy`` error reply."""
 MAX_ID = 2**63 - 1
 MAX_SEED = 2**32 - 1
 _NONE = type(None)
@@ -196,9 +202,12 @@ class SimServer:
         self.stats = Stats()
         self._lock = threading.Lock()
         self._rng = np.random.default_rng(self.faults.seed)
-        self._renderer = None
+        self._renderer = None  # made, used and closed by the render thread only
         self._render_error: str | None = None
         self._scratch = None
+        self._render_jobs: queue.Queue = queue.Queue(MAX_RENDER_QUEUE)
+        self._render_inproc = f"inproc://sim-render-{id(self)}"
+        self._stats_lock = threading.Lock()
         self._router = RouterServer(address, keys, MAX_MESSAGE_BYTES, "--address")
         self.address = self._router.address
 
@@ -312,8 +321,14 @@ class SimServer:
     def _ping(self) -> dict[str, Any]:
         return {"server_time": time.monotonic(), "stats": asdict(self.stats)}
 
-    def handle(self, body: list[bytes]) -> dict[str, Any]:
-        """The reply to one request's frames (after the ROUTER envelope); never raises for bad input."""
+    def _error(self, err: Exception, request_id: int | None) -> dict[str, Any]:
+        with self._stats_lock:
+            self.stats.errors += 1
+        return {"ok": False, "id": request_id, "error": str(err), "type": type(err).__name__}
+
+    def handle(self, envelope: list[bytes], body: list[bytes]) -> dict[str, Any] | None:
+        """The reply to one request's frames (``body``, after the ROUTER ``envelope``), or None when it
+        is a render, queued for the render thread (which replies itself). Never raises for bad input."""
         request_id = None
         try:
             if len(body) != 1:
@@ -322,33 +337,72 @@ class SimServer:
             rid = message.get("id")
             request_id = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
             op, fields = check_request(message)
+            if op == "render":
+                try:
+                    self._render_jobs.put_nowait((envelope, request_id, fields))
+                except queue.Full:
+                    raise RuntimeError(f"busy: {MAX_RENDER_QUEUE} renders already queued") from None
+                return None
             handler = {
                 "hello": self._hello,
                 "ping": self._ping,
                 "read": self._read,
                 "command": self._command,
                 "reset_scene": self._reset_scene,
-                "render": self._render,
             }[op]
             return {"ok": True, "id": request_id, **handler(**fields)}
         except Exception as err:  # noqa: BLE001 - every bad request gets an error reply; the server goes on
-            self.stats.errors += 1
-            return {"ok": False, "id": request_id, "error": str(err), "type": type(err).__name__}
+            return self._error(err, request_id)
+
+    def _render_worker(self, stop: threading.Event) -> None:
+        """Render queued requests in this thread (it owns the GL context) and hand each reply to the serve
+        loop over an inproc socket, so reads and commands never wait for a frame."""
+        push = self._router.context.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(self._render_inproc)
+        try:
+            while not stop.is_set():
+                try:
+                    envelope, request_id, fields = self._render_jobs.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                try:
+                    reply = {"ok": True, "id": request_id, **self._render(**fields)}
+                except Exception as err:  # noqa: BLE001 - a bad render request gets an error reply
+                    reply = self._error(err, request_id)
+                push.send_multipart(envelope + [wire.pack(reply)])
+        finally:
+            push.close()
+            if self._renderer is not None:
+                self._renderer.close()
 
     def _delay(self) -> float:
         jitter = self._rng.uniform(0.0, self.faults.jitter_ms) if self.faults.jitter_ms else 0.0
         return (self.faults.latency_ms + jitter) / 1000.0
 
     def serve(self, stop: threading.Event) -> None:
-        """Serve until ``stop`` is set, then close the socket. Runs the physics thread meanwhile."""
-        physics = threading.Thread(target=self._physics, args=(stop,), name="sim-physics", daemon=True)
-        physics.start()
+        """Serve until ``stop`` is set, then close the socket. Runs the physics and render threads."""
+        rendered = self._router.context.socket(zmq.PULL)
+        rendered.setsockopt(zmq.LINGER, 0)
+        rendered.bind(self._render_inproc)
+        threads = [
+            threading.Thread(target=self._physics, args=(stop,), name="sim-physics", daemon=True),
+            threading.Thread(target=self._render_worker, args=(stop,), name="sim-render", daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        poller = zmq.Poller()
+        poller.register(self._router.sock, zmq.POLLIN)
+        poller.register(rendered, zmq.POLLIN)
         pending: list[tuple[float, int, list[bytes], list[bytes]]] = []  # (due time, seq, envelope, body)
         seq = itertools.count()
         try:
             while not stop.is_set():
                 wait_s = 0.1 if not pending else max(0.0, pending[0][0] - time.monotonic())
-                if self._router.sock.poll(int(1000 * min(wait_s, 0.1)) if wait_s > 0 else 0):
+                ready = dict(poller.poll(int(1000 * min(wait_s, 0.1)) if wait_s > 0 else 0))
+                if rendered in ready:
+                    self._router.send(rendered.recv_multipart())
+                if self._router.sock in ready:
                     frames, _ = self._router.recv()
                     self.stats.requests += 1
                     dropped = self.faults.drop_prob and self._rng.random() < self.faults.drop_prob
@@ -359,12 +413,14 @@ class SimServer:
                     heapq.heappush(pending, (time.monotonic() + self._delay(), next(seq), envelope, body))
                 while pending and pending[0][0] <= time.monotonic():
                     _, _, envelope, body = heapq.heappop(pending)
-                    self._router.send(envelope + [wire.pack(self.handle(body))])
+                    reply = self.handle(envelope, body)
+                    if reply is not None:
+                        self._router.send(envelope + [wire.pack(reply)])
         finally:
             stop.set()
-            physics.join()
-            if self._renderer is not None:
-                self._renderer.close()
+            for thread in threads:
+                thread.join()
+            rendered.close()
             self._router.close()
 
 

@@ -267,6 +267,21 @@ def test_camera_renders_and_times_out(server, gl_backend):
             wrist.read(timeout_s=0.0005)
     with pytest.raises(CameraError, match="no such camera"):
         SimServerCamera("top", server.address, "top", 32).connect()
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(server.address)
+    try:  # a read sent right after a render is answered first: renders run in their own thread
+        sock.send(wire.pack({"op": "render", "id": 1, "protocol": PROTOCOL, "camera": "front", "size": 128}))
+        sock.send(wire.pack({"op": "read", "id": 2, "protocol": PROTOCOL}))
+        order = []
+        for _ in range(2):
+            assert sock.poll(10000)
+            reply = wire.unpack(sock.recv())
+            assert reply["ok"], reply
+            order.append(reply["id"])
+        assert order == [2, 1]
+    finally:
+        sock.close()
 
 
 def test_camera_without_gl_names_the_camera_and_the_fix(monkeypatch):
