@@ -142,6 +142,8 @@ def test_killed_server_gives_connection_error_within_timeout():
             robot.read()
         assert time.monotonic() - start <= 1.7
         assert not isinstance(info.value, RobotTimeoutError), info.value
+        with serve_in_subprocess(address=srv.address):  # restarted on the same port: the link recovers
+            assert robot.read().joint_pos.shape == (7,)
         robot.disconnect()  # safe with the server gone
 
 
