@@ -3,9 +3,9 @@ decode-every-sample loop, measured in the same run.
 
 Baseline: for every sampled frame, open its mp4 with PyAV, seek, decode up to the frame, convert and scale
 it, close (what a naive ``Dataset.__getitem__`` does). robot_rl: ``TrainingSet`` batches through
-``robot_rl.data.loader.batches``, decoding only the sampled frames with containers kept open (``none``),
-or reading the zarr decoded-frame cache (``zarr``), or from RAM (``memory``), with 0 or 2 DataLoader
-workers. Every case returns the same (B, H, W, 3) uint8 frames for the same rows.
+``robot_rl.data.training.loader.batches``, decoding only the sampled frames with containers kept open
+(``none``), or reading the zarr decoded-frame cache (``zarr``), or from RAM (``memory``), with 0 or 2
+DataLoader workers. Every case returns the same (B, H, W, 3) uint8 frames for the same rows.
 
     python benchmarks/bench_loader.py [--dataset PATH] [--batches 12] [--batch-size 64]
 """
@@ -21,8 +21,8 @@ import av
 import numpy as np
 
 from robot_rl.config import DataConfig
-from robot_rl.data.loader import batches
-from robot_rl.data.training_set import TrainingSet
+from robot_rl.data.training.loader import batches
+from robot_rl.data.training.training_set import TrainingSet
 
 FIXTURE = Path(__file__).resolve().parents[1].parent / "shared/fixtures/lerobot/g1_pick_bottle_v30"
 

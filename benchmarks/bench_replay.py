@@ -4,7 +4,7 @@ per episode to add it and then draw one batch, for the capped FIFO replay and th
 Cases, each run in its own process so that RSS is its own:
 
 - ``new``: the learner's :class:`~robot_rl.runtime.replay_memory.EpisodeMemory` with ``--capacity`` env
-  steps, sampled through a :class:`~robot_rl.data.sampler.ChunkSampler` over views, as
+  steps, sampled through a :class:`~robot_rl.data.training.sampler.ChunkSampler` over views, as
   :class:`~robot_rl.runtime.replay.OnlineReplay` does.
 - ``old`` (the same-run baseline): the mirror OnlineReplay kept before, a list of every episode
   concatenated into one array whenever a batch follows an add. Run only up to ``--old-episodes``: its
@@ -34,7 +34,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.data.replay import ZarrReplayBuffer
-from robot_rl.data.sampler import ChunkSampler
+from robot_rl.data.training.sampler import ChunkSampler
 from robot_rl.runtime.replay import ACTOR_EPISODE_KEY, ACTOR_KEY, OnlineReplay, episode_spec, final_spec
 from robot_rl.runtime.replay_memory import EpisodeMemory
 

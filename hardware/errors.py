@@ -3,13 +3,24 @@ tell a lost link (hold and retry) from a fault (stop and ask a human) from a ref
 
 from __future__ import annotations
 
+from robot_rl.extras import MissingExtraError
+
+__all__ = [
+    "CalibrationError",
+    "CameraError",
+    "CommandRejected",
+    "HardwareError",
+    "MissingExtraError",
+    "RobotConnectionError",
+    "RobotFault",
+    "RobotTimeoutError",
+]
+
 
 class HardwareError(RuntimeError):
-    """Base of every hardware error; the message names the device (robot, port, camera) involved."""
-
-
-class MissingExtraError(HardwareError, ImportError):
-    """A driver's optional dependency is not installed; the message names the ``pip install`` extra."""
+    """Base of every hardware error; the message names the device (robot, port, camera) involved.
+    A driver whose vendor SDK is missing raises :class:`robot_rl.extras.MissingExtraError` (also importable
+    from here), which names the ``pip install`` extra."""
 
 
 class RobotConnectionError(HardwareError):

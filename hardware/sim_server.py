@@ -425,7 +425,7 @@ class SimServer:
 
 
 # -- command line --------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The server's flags (shared by ``robot-rl hardware sim-server`` and ``python -m``)."""
     parser.add_argument(
         "--address",

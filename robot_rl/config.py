@@ -42,6 +42,7 @@ class CameraConfig:
     (``source`` is the serial number, empty for the first found), ``video`` (``source`` is a recorded video
     file, for tests) or ``sim`` (the sim-backed robot's render of camera ``source``). ``width``/``height``
     (pixels) and ``fps`` (Hz) are requested from the device; frames are resized to ``env.image_size``.
+    ``depth``: also stream depth (m) aligned to the colour frame (``realsense`` only).
     """
 
     driver: str = "opencv"
@@ -49,6 +50,7 @@ class CameraConfig:
     width: int = 640
     height: int = 480
     fps: float = 30.0
+    depth: bool = False
 
 
 @dataclass

@@ -209,6 +209,15 @@ def address_problem(address: str) -> str | None:
     return None
 
 
+def controller_host_problem(address: str) -> str | None:
+    """Why ``address`` is not a vendor arm controller's host (``192.168.1.10``, ``tcp://`` optional), or
+    None when it is: the vendor SDKs (UR, xArm, Franka) use fixed ports, so a port is a mistake."""
+    host = address.removeprefix("tcp://").strip()
+    if not host or ":" in host or "/" in host:
+        return "needs the controller's IP or hostname without a port (e.g. 192.168.1.10)"
+    return None
+
+
 def problems(cfg: Any) -> list[str]:
     """Every problem of ``cfg`` (a PipelineConfig), each naming the dotted key, its value and the fix."""
     out = []
@@ -242,6 +251,8 @@ def problems(cfg: Any) -> list[str]:
 
 ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
+VENDOR_ARMS = ("ur", "xarm", "franka")
+"""Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
 ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS), "timeout_s": POSITIVE}
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
@@ -264,4 +275,8 @@ def robot_problems(robot: Any) -> list[str]:
         reason = address_problem(robot.address)
         if reason is not None:
             out.append(f"env.robot.address={robot.address!r}: {reason}")
+    if robot.driver in VENDOR_ARMS:
+        reason = controller_host_problem(robot.address)
+        if reason is not None:
+            out.append(f"env.robot.address={robot.address!r}: driver {robot.driver} {reason}")
     return out

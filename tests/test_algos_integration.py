@@ -11,7 +11,7 @@ from robot_rl.data.normalize import compute_stats
 from robot_rl.policies import build_agent_from_config, load_agent, save_agent, warm_start_from_bc
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES
 
-sampler_mod = pytest.importorskip("robot_rl.data.sampler")
+sampler_mod = pytest.importorskip("robot_rl.data.training.sampler")
 
 
 def _dataset(n_eps=6, length=12, seed=0):

@@ -75,7 +75,7 @@ def test_reward_normalisation_maps_every_valid_step_as_the_sampler_sums_them():
 
     from robot_rl import keys
     from robot_rl.algos.targets import normalize_chunk_rewards, reward_affine
-    from robot_rl.data.sampler import ChunkSampler
+    from robot_rl.data.training.sampler import ChunkSampler
 
     r = np.array([0.0, 2.0, 5.0, 10.0, 1.0, 0.0, 3.0], dtype=np.float32)
     arrays = {

@@ -9,7 +9,7 @@ import pytest
 from robot_rl.cli import stages
 from robot_rl.cli.envs import dataset_features, make_rollout_vec_env
 from robot_rl.config import load_config
-from robot_rl.data.lerobot_writer import LeRobotWriter
+from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir
 

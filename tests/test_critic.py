@@ -187,8 +187,8 @@ def test_critic_checkpoint_round_trip_and_eval_cli(sim_run, capsys):
 
 @pytest.mark.slow
 def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
-    from robot_rl.data.validate import validate_dataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+    from robot_rl.data.lerobot.validate import validate_dataset
 
     run, args = sim_run
     out = tmp_path / "labelled"
@@ -293,7 +293,7 @@ def test_episode_progress_batches_line_up():
 
 @pytest.mark.slow
 def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
     from robot_rl.rewards.evaluate import episode_vocs
     from robot_rl.rewards.registry import load_critic
 

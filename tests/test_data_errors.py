@@ -11,9 +11,9 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.video import VideoDecoder, encode_video
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.video import VideoDecoder, encode_video
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 CAM = "observation.images.front"
 DATA = "data/chunk-000/file-000.parquet"

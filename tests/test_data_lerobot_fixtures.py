@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.video import VideoDecoder
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.video import VideoDecoder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 V30 = FIXTURES / "g1_pick_bottle_v30"

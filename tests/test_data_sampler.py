@@ -7,7 +7,7 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.sampler import ChunkSampler
+from robot_rl.data.training.sampler import ChunkSampler
 
 G = 0.9
 

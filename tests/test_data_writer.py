@@ -15,9 +15,9 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.video import available_encoders, default_codec
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.video import available_encoders, default_codec
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 FIXTURE_V30 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
 CAM = "observation.images.front"
@@ -250,7 +250,7 @@ def test_dataloader_workers(tmp_path: Path) -> None:
 
 def test_episodes_metadata_rolls_over_files_and_resumes(tmp_path, monkeypatch) -> None:
     """Appending rewrites only the newest episodes file; a resumed writer reads every file back."""
-    import robot_rl.data.lerobot_writer as writer_module
+    import robot_rl.data.lerobot.writer as writer_module
 
     monkeypatch.setattr(writer_module, "EPISODES_PER_META_FILE", 2)
     root = tmp_path / "ds"

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from robot_rl import keys
-from robot_rl.data.dataset_tools import dataset_summary, recompute_stats
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.validate import validate_dataset
+from robot_rl.data.lerobot.tools import dataset_summary, recompute_stats
+from robot_rl.data.lerobot.validate import validate_dataset
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 CAM = "observation.images.top"

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.columns import with_columns
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.validate import validate_dataset
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.columns import with_columns
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.validate import validate_dataset
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 V21, V30 = FIXTURES / "g1_pick_bottle_v21", FIXTURES / "g1_pick_bottle_v30"

@@ -15,12 +15,12 @@ import pytest
 import zarr
 
 from robot_rl import keys
+from robot_rl.data.convert.hdf5 import ALOHA_NAMES, hdf5_to_lerobot
+from robot_rl.data.convert.zarr_buffers import lerobot_to_zarr, zarr_to_lerobot
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.hdf5_io import ALOHA_NAMES, hdf5_to_lerobot
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.validate import validate_dataset
-from robot_rl.data.zarr_io import lerobot_to_zarr, zarr_to_lerobot
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.validate import validate_dataset
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 FIXTURE_V21 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v21"
 LENGTHS = (7, 5, 9)

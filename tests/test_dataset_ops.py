@@ -15,13 +15,13 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.cli.main import main
-from robot_rl.data.dataset_ops import convert_v21_to_v30, filter_success, merge, split
-from robot_rl.data.episode_copy import copy_episodes
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.validate import validate_dataset
-from robot_rl.data.video import encode_video
+from robot_rl.data.lerobot.episode_copy import copy_episodes
+from robot_rl.data.lerobot.ops import convert_v21_to_v30, filter_success, merge, split
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.validate import validate_dataset
+from robot_rl.data.lerobot.video import encode_video
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 V21, V30 = FIXTURES / "g1_pick_bottle_v21", FIXTURES / "g1_pick_bottle_v30"
@@ -375,7 +375,7 @@ def test_cli_bad_input_exits_1_naming_the_file(tmp_path, capsys, argv, message):
 
 
 def test_cli_convert_routes_zarr_both_ways(tmp_path, capsys):
-    pytest.importorskip("robot_rl.data.zarr_io")
+    pytest.importorskip("robot_rl.data.convert.zarr_buffers")
     src = _write(tmp_path / "src", [3, 4], _features(video=False))
     zarr_dir = str(tmp_path / "buffer.zarr")
     assert main(["dataset", "convert", str(src), "--out", zarr_dir, "--to", "zarr"]) == 0

@@ -14,9 +14,9 @@ import pytest
 from robot_rl import keys
 from robot_rl.cli.main import main
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.visualize import CAMERA_HEIGHT, STRIP_HEIGHT, write_episode_video, write_rerun
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.visualize import CAMERA_HEIGHT, STRIP_HEIGHT, write_episode_video, write_rerun
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 G1 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
 CAM = "observation.images.cam_high"

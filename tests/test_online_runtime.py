@@ -378,22 +378,30 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
         frames, error = actor._episode(env_seed=5)  # the env itself raises on a NaN action
         assert error is None and frames is None  # stopped before the first step: nothing was executed
         assert actor.counters["policy_nan_stops"] == 1
+        actor.sender.closed.set()
+        # an actor whose (cached) policy is NaN stops after online.max_nan_stops episodes in a row instead
+        # of spinning through resets (460 resets in 20 s before), logging nothing, and tells the learner,
+        # which stops waiting for data once no actor is left
+        from safetensors.torch import load_file, save_file
+
+        from robot_rl.runtime.actor import Actor, PolicyFaultError
+        from robot_rl.runtime.learner import ActorsFaultedError
+        from robot_rl.runtime.link import ZmqLearnerLink
+
+        model = actor.dir / "policy" / "model.safetensors"
+        save_file({k: torch.full_like(v, float("nan")) for k, v in load_file(model).items()}, model)
+        broken = Actor(actor.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=2.0))
+        broken.sender.have = learner.version  # its cache is current: the NaN policy is the one it runs
+        with pytest.raises(PolicyFaultError, match="3 episodes in a row"):
+            broken.run()
+        assert broken.counters["policy_nan_stops"] == 3 and broken.num_logged() == 0
+        assert "NaN/inf" in learner.faults[0]
+        with pytest.raises(ActorsFaultedError, match="actor 0: .*NaN/inf"):
+            learner.train(drain_s=0)
+        assert (learner.dir / "learner_resume").exists()  # the learner saved before stopping
     finally:
         actor.sender.closed.set()
         server.close()
-    # an actor whose (cached) policy is NaN stops after online.max_nan_stops episodes in a row instead of
-    # spinning through resets (460 resets in 20 s before), logging nothing
-    from safetensors.torch import load_file, save_file
-
-    from robot_rl.runtime.actor import Actor, PolicyFaultError
-    from robot_rl.runtime.link import ZmqLearnerLink
-
-    model = actor.dir / "policy" / "model.safetensors"
-    save_file({k: torch.full_like(v, float("nan")) for k, v in load_file(model).items()}, model)
-    broken = Actor(actor.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=0.2))
-    with pytest.raises(PolicyFaultError, match="3 episodes in a row"):
-        broken.run()
-    assert broken.counters["policy_nan_stops"] == 3 and broken.num_logged() == 0
 
 
 class _UnpluggedAfter:

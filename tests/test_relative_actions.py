@@ -13,7 +13,7 @@ from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import BCConfig, ConfigError, DataConfig, PolicyConfig
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.data.training_set import TrainingSet, previous_actions
+from robot_rl.data.training.training_set import TrainingSet, previous_actions
 from robot_rl.policies import FlowChunkPolicy
 from robot_rl.policies.factory import build_agent
 

@@ -16,7 +16,7 @@ import pytest
 
 from robot_rl.cli import stages
 from robot_rl.config import load_config
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.training.resume import resume_checkpoint
 
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"

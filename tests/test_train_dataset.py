@@ -13,12 +13,12 @@ import torch
 
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.cli.main import main
-from robot_rl.cli.training import load_agent
 from robot_rl.config import ConfigError, DataConfig
-from robot_rl.data.frames import ZarrFrameCache
-from robot_rl.data.lerobot_writer import LeRobotWriter
-from robot_rl.data.loader import batches
-from robot_rl.data.training_set import TrainingSet, horizon_from_seconds
+from robot_rl.data.lerobot.writer import LeRobotWriter
+from robot_rl.data.training.frames import ZarrFrameCache
+from robot_rl.data.training.loader import batches
+from robot_rl.data.training.training_set import TrainingSet, horizon_from_seconds
+from robot_rl.training.loop import load_agent
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 G1 = FIXTURES / "g1_pick_bottle_v30"
@@ -198,8 +198,8 @@ def test_bad_training_configs_exit_with_a_clear_message(tmp_path, capsys):
 
 
 def test_reward_range_is_filled_from_the_data_and_bad_settings_name_the_key():
-    from robot_rl.cli.training import resolve_reward_range
     from robot_rl.config import OfflineRLConfig
+    from robot_rl.training.loop import resolve_reward_range
 
     rewards = np.array([0.0, 3.5, 10.0, 1.0], dtype=np.float32)
     assert resolve_reward_range(OfflineRLConfig(), rewards).reward_range == [0.0, 10.0]

@@ -81,10 +81,10 @@ TERMINAL_CHUNKS = ("drop", "keep")
 def critic_weight(batch: dict, terminal_chunks: str = "drop") -> torch.Tensor:
     """Per-chunk weight (B,) of the critic loss.
 
-    ``critic_valid`` (``robot_rl.data.sampler``): all h steps recorded (``valid_{h-1}``, QC's rule) and a
-    recorded next state or a true termination. ``terminal_chunks='keep'`` also keeps a chunk that ends in a
-    true termination before its h-th step: its target is the exact partial sum R_t^(h) with mask 0 (the
-    padded steps repeat the last action and earn nothing). 'drop' (QC's code) leaves it out.
+    ``critic_valid`` (``robot_rl.data.training.sampler``): all h steps recorded (``valid_{h-1}``, QC's
+    rule) and a recorded next state or a true termination. ``terminal_chunks='keep'`` also keeps a chunk
+    that ends in a true termination before its h-th step: its target is the exact partial sum R_t^(h) with
+    mask 0 (the padded steps repeat the last action and earn nothing). 'drop' (QC's code) leaves it out.
 
     Raises:
         ValueError: ``terminal_chunks`` not in TERMINAL_CHUNKS.

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, PipelineConfig
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.rewards.episodes import critic_episodes, iter_episodes
 from robot_rl.run_dir import RunDir, write_json_atomic
 

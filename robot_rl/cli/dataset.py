@@ -58,7 +58,7 @@ def _info_args(p: argparse.ArgumentParser) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from robot_rl.data.dataset_tools import dataset_summary
+    from robot_rl.data.lerobot.tools import dataset_summary
 
     summary = dataset_summary(args.path)
     if args.json:
@@ -88,7 +88,7 @@ def _path_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from robot_rl.data.validate import validate_dataset
+    from robot_rl.data.lerobot.validate import validate_dataset
 
     problems = validate_dataset(args.path)
     if not problems:
@@ -106,7 +106,7 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from robot_rl.data.dataset_tools import recompute_stats
+    from robot_rl.data.lerobot.tools import recompute_stats
 
     print(f"wrote {recompute_stats(args.path, args.out)}")
     return 0
@@ -114,7 +114,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 # -- merge | split | filter | convert ----------------------------------------------------------------
 def _wrote(path: str | Path) -> None:
-    from robot_rl.data import lerobot_format as fmt
+    from robot_rl.data.lerobot import layout as fmt
 
     info = fmt.read_json(Path(path) / fmt.INFO)
     print(f"wrote {path}: {info['total_episodes']} episodes, {info['total_frames']} frames")
@@ -127,7 +127,7 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from robot_rl.data.dataset_ops import merge
+    from robot_rl.data.lerobot.ops import merge
 
     _wrote(merge(args.sources, args.out, args.overwrite))
     return 0
@@ -156,7 +156,7 @@ def _split_args(p: argparse.ArgumentParser) -> None:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from robot_rl.data.dataset_ops import split
+    from robot_rl.data.lerobot.ops import split
 
     if args.by_task:
         parts = split(args.path, args.out, by="task", overwrite=args.overwrite)
@@ -187,13 +187,13 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
 
 
 def _filter(args: argparse.Namespace) -> int:
-    from robot_rl.data.dataset_ops import filter_success
+    from robot_rl.data.lerobot.ops import filter_success
 
     if args.success:
         _wrote(filter_success(args.path, args.out, args.overwrite))
         return 0
-    from robot_rl.data.episode_copy import copy_episodes
     from robot_rl.data.errors import DatasetError
+    from robot_rl.data.lerobot.episode_copy import copy_episodes
     from robot_rl.rewards.evaluate import episode_vocs
     from robot_rl.rewards.registry import load_critic
 
@@ -225,7 +225,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 def _input_kind(path: Path) -> str:
     """``lerobot``, ``zarr`` or ``hdf5``. Raises ValueError naming the path when it is none of them."""
-    from robot_rl.data import lerobot_format as fmt
+    from robot_rl.data.lerobot import layout as fmt
 
     if not path.exists():
         raise ValueError(f"{path}: not found")
@@ -252,22 +252,22 @@ def _convert(args: argparse.Namespace) -> int:
     if args.overwrite and (kind != "lerobot" or args.to != "v3.0"):
         raise ValueError(f"{src}: --overwrite is supported for LeRobot v2.1 -> v3.0 only")
     if kind == "lerobot" and args.to == "v3.0":
-        from robot_rl.data.dataset_ops import convert_v21_to_v30
+        from robot_rl.data.lerobot.ops import convert_v21_to_v30
 
         _wrote(convert_v21_to_v30(src, args.out, args.overwrite))
         return 0
     try:
         if kind == "lerobot":
-            from robot_rl.data.zarr_io import lerobot_to_zarr
+            from robot_rl.data.convert.zarr_buffers import lerobot_to_zarr
 
             print(f"wrote {lerobot_to_zarr(src, args.out)}")
             return 0
         if kind == "zarr":
-            from robot_rl.data.zarr_io import zarr_to_lerobot
+            from robot_rl.data.convert.zarr_buffers import zarr_to_lerobot
 
             _wrote(zarr_to_lerobot(src, args.out, fps=args.fps))
             return 0
-        from robot_rl.data.hdf5_io import hdf5_to_lerobot
+        from robot_rl.data.convert.hdf5 import hdf5_to_lerobot
 
         _wrote(hdf5_to_lerobot(src, args.out, fps=args.fps))
         return 0
@@ -290,7 +290,7 @@ def _visualize_args(p: argparse.ArgumentParser) -> None:
 
 
 def _visualize(args: argparse.Namespace) -> int:
-    from robot_rl.data.visualize import write_episode_video, write_rerun
+    from robot_rl.data.lerobot.visualize import write_episode_video, write_rerun
 
     out = Path(args.out)
     writers = {".mp4": write_episode_video, ".rrd": write_rerun}

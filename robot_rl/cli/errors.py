@@ -32,6 +32,8 @@ KNOWN = (
     ("robot_rl.runtime.weights", "NonFiniteWeightsError", "training diverged", 1),
     ("robot_rl.runtime.actor", "PolicyFaultError", "policy fault", 1),
     ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
+    ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
+    ("robot_rl.hardware.errors", "HardwareError", "hardware error", 1),
 )
 
 DISK_FIXES = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, keys, online, sim_server
+from robot_rl.cli import dataset, errors, hardware_check, keys, online, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -25,6 +25,7 @@ COMMANDS = {
     "online": "human-in-the-loop online RL from the offline checkpoint: a learner and actors (local "
     "processes or Ray) with a simulated or real human able to take over",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
+    "hardware": hardware_check.HELP,
 }
 DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
 
@@ -46,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--algo", choices=["bc", "offline", "online"], default="bc")
         if name == "online":
             online.add_arguments(p)
+        if name == "hardware":
+            hardware_check.add_arguments(p)
+            sim_server.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument(
@@ -62,9 +66,6 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
     keys.add_parser(sub)
-    hardware = sub.add_parser("hardware", help="robot hardware tools", description="robot hardware tools")
-    hardware_sub = hardware.add_subparsers(dest="hardware_command", required=True)
-    sim_server.add_parser(hardware_sub)
     return parser
 
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys", "hardware"):
+    if args.command in ("dataset", "keys") or (args.command == "hardware" and args.action == "sim-server"):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
         return {"dataset": dataset, "keys": keys, "hardware": sim_server}[args.command].run(args)
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, cfg) -> None:
+    if args.command == "hardware":  # no torch: a quick check on the robot's own computer
+        hardware_check.run(args, cfg)
+        return
     from robot_rl.cli import stages  # heavy imports (torch, mujoco) only after the config is valid
     from robot_rl.threads import set_threads
 

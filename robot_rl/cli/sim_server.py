@@ -1,20 +1,23 @@
 """``robot-rl hardware sim-server``: the MuJoCo-backed robot server (robot_rl.hardware.sim_server), the
-simulated Panda in real time behind a socket, with injectable latency, jitter and dropped requests."""
+simulated Panda in real time behind a socket, with injectable latency, jitter and dropped requests. It
+takes its own flags, not the experiment config."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def add_parser(hardware_sub: argparse._SubParsersAction) -> None:
-    """Register ``sim-server`` under ``robot-rl hardware``."""
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the server's flags, as a group, to the ``hardware`` subcommand's parser."""
     from robot_rl.hardware.sim_server import add_arguments
 
-    text = (
-        "serve the simulated Panda in real time over ZeroMQ for the sim_server driver (env.robot.driver: "
-        "sim_server), with optional injected latency, jitter and dropped requests"
+    add_arguments(
+        p.add_argument_group(
+            "sim-server",
+            "serve the simulated Panda in real time over ZeroMQ for env.robot.driver: sim_server, with "
+            "optional injected latency, jitter and dropped requests",
+        )
     )
-    add_arguments(hardware_sub.add_parser("sim-server", help=text, description=text))
 
 
 def run(args: argparse.Namespace) -> int:

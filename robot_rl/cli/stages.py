@@ -19,13 +19,13 @@ from robot_rl.cli.envs import (
     dataset_features,
     make_rollout_vec_env,
 )
-from robot_rl.cli.training import load_agent, score_checkpoint, train_agent
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.sources import AgentSource, ExpertSource
+from robot_rl.training.loop import load_agent, score_checkpoint, train_agent
 
 
 def collect(cfg: PipelineConfig) -> dict:
@@ -37,7 +37,7 @@ def collect(cfg: PipelineConfig) -> dict:
         ConfigError: ``cfg.env.id`` is not the built-in task; only that task ships a scripted expert.
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
-    from robot_rl.data.lerobot_writer import LeRobotWriter
+    from robot_rl.data.lerobot.writer import LeRobotWriter
     from robot_rl.sim import BUILTIN_ID
 
     run = RunDir(cfg.run_dir)
@@ -83,7 +83,7 @@ def collect(cfg: PipelineConfig) -> dict:
 
 
 def _dataset_success_rate(run: RunDir) -> float:
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
 
     table = LeRobotDataset(run.dataset).load_tabular()
     success = np.asarray(table[keys.SUCCESS]).reshape(-1).astype(bool)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.cli.envs import EVAL_SEED_OFFSET, action_bounds
-from robot_rl.cli.training import load_agent
 from robot_rl.config import PipelineConfig
-from robot_rl.data.video import encode_video
+from robot_rl.data.lerobot.video import encode_video
 from robot_rl.run_dir import RunDir
 from robot_rl.sources import AgentSource
+from robot_rl.training.loop import load_agent
 
 
 def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "offline")) -> list[Path]:

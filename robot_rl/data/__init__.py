@@ -1,4 +1,6 @@
-"""Datasets (LeRobot v3.0 writer, v3.0/v2.1 reader), the zarr replay buffer and the chunk sampler.
+"""Datasets: ``lerobot/`` (the LeRobot format: reader, writer, video, validation, operations), ``convert/``
+(other demo formats), ``training/`` (training set, frames, chunk sampler, loader), the zarr replay buffer
+(``replay``) and normalisation statistics (``normalize``).
 
 Names are imported lazily so that ``robot_rl.data.normalize`` stays light (no torch, PyAV or zarr).
 """
@@ -10,13 +12,13 @@ from typing import Any
 
 _EXPORTS = {
     "DatasetError": "robot_rl.data.errors",
-    "LeRobotWriter": "robot_rl.data.lerobot_writer",
-    "LeRobotDataset": "robot_rl.data.lerobot_dataset",
+    "LeRobotWriter": "robot_rl.data.lerobot.writer",
+    "LeRobotDataset": "robot_rl.data.lerobot.reader",
     "ZarrReplayBuffer": "robot_rl.data.replay",
-    "ChunkSampler": "robot_rl.data.sampler",
-    "VideoDecoder": "robot_rl.data.video",
-    "encode_video": "robot_rl.data.video",
-    "default_codec": "robot_rl.data.video",
+    "ChunkSampler": "robot_rl.data.training.sampler",
+    "VideoDecoder": "robot_rl.data.lerobot.video",
+    "encode_video": "robot_rl.data.lerobot.video",
+    "default_codec": "robot_rl.data.lerobot.video",
 }
 __all__ = list(_EXPORTS)
 

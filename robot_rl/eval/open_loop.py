@@ -23,8 +23,8 @@ import torch  # noqa: E402
 
 from robot_rl.algos.base import prepare_actions  # noqa: E402
 from robot_rl.algos.batch import batch_to_torch  # noqa: E402
-from robot_rl.data.dataset_tools import evenly_spaced  # noqa: E402
-from robot_rl.data.training_set import Split, TrainingSet  # noqa: E402
+from robot_rl.data.lerobot.tools import evenly_spaced  # noqa: E402
+from robot_rl.data.training.training_set import Split, TrainingSet  # noqa: E402
 
 
 @dataclass

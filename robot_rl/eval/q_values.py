@@ -20,8 +20,8 @@ import torch
 
 from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.batch import batch_to_torch
-from robot_rl.data.dataset_tools import evenly_spaced
-from robot_rl.data.training_set import Split, TrainingSet
+from robot_rl.data.lerobot.tools import evenly_spaced
+from robot_rl.data.training.training_set import Split, TrainingSet
 
 
 def discounted_returns(rewards: np.ndarray, episode_end: np.ndarray, gamma: float) -> np.ndarray:

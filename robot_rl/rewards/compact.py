@@ -16,7 +16,6 @@ from torch import nn
 
 from robot_rl import keys
 from robot_rl.config import CriticConfig
-from robot_rl.policies.encoders import SmallCNN
 from robot_rl.rewards.base import CriticOutput
 from robot_rl.rewards.pairs import PairBatch
 from robot_rl.rewards.text import TextEmbedder
@@ -42,6 +41,8 @@ class CompactNet(nn.Module):
     """
 
     def __init__(self, image_keys: list[str], state_dim: int, text_dim: int) -> None:
+        from robot_rl.policies.encoders import SmallCNN  # the core imports policies only when it builds one
+
         super().__init__()
         self.image_keys = list(image_keys)
         self.cnns = nn.ModuleList(SmallCNN(WIDTH) for _ in self.image_keys)

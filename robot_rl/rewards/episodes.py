@@ -64,7 +64,7 @@ def iter_episodes(
         DatasetError: naming the dataset when a camera or ``next.success`` is missing, or an episode
             index is out of range.
     """
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
 
     ds = LeRobotDataset(root)
     try:

@@ -8,9 +8,9 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.config import RewardConfig
-from robot_rl.data.columns import with_columns
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot.columns import with_columns
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.rewards.base import ProgressCritic
 from robot_rl.rewards.episodes import critic_episodes
 from robot_rl.rewards.metrics import voc

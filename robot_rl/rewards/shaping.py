@@ -62,7 +62,7 @@ def shaping_terms(progress: np.ndarray, gamma: float, terminal: np.ndarray | Non
 
     The last row's successor frame is not recorded: it gets -Phi_{T-1} when terminal and 0 otherwise. The
     non-terminal case is a time-limit truncation, whose chunks have no recorded next state and are left
-    out of the critic loss (``robot_rl.data.sampler``), so that value is never bootstrapped from.
+    out of the critic loss (``robot_rl.data.training.sampler``), so that value is never bootstrapped from.
     """
     progress = np.asarray(progress, dtype=np.float64)
     n = len(progress)

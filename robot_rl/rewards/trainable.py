@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.config import CriticConfig
-from robot_rl.data.lerobot_format import staged_destination
+from robot_rl.data.lerobot.layout import staged_destination
 from robot_rl.rewards.base import CriticInputError, ProgressCritic
 from robot_rl.rewards.pairs import PairBatch, PairSampler
 

@@ -33,7 +33,7 @@ from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
-from robot_rl.runtime.messages import max_episode_steps
+from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
 from robot_rl.threads import set_threads
@@ -339,7 +339,7 @@ class Actor:
                 env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
                 nan_stops = self.counters["policy_nan_stops"]
                 frames, error = self._episode(env_seed)
-                self._count_nan_stops(self.counters["policy_nan_stops"] > nan_stops)
+                fault = self._nan_fault(self.counters["policy_nan_stops"] > nan_stops)
                 if frames is not None:
                     with self._log_lock:
                         self.log.add_episode(frames, source="online")
@@ -347,6 +347,9 @@ class Actor:
                     self.counters["episodes"] += 1
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
+                if fault is not None:  # the recorded episodes still reach the learner, then it hears why
+                    self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
+                    raise fault
                 if error is not None:
                     raise error
             self._flush(self.cfg.online.connect_timeout_s)
@@ -358,23 +361,24 @@ class Actor:
             self.env.close()
         return dict(self.counters)
 
-    def _count_nan_stops(self, stopped: bool) -> None:
+    def _nan_fault(self, stopped: bool) -> PolicyFaultError | None:
         self._nan_streak = self._nan_streak + 1 if stopped else 0
         limit = self.cfg.online.max_nan_stops
-        if self._nan_streak >= limit:
-            raise PolicyFaultError(
-                f"actor {self.actor_id}: the policy (weights version {self.version}) produced NaN/inf "
-                f"actions in {limit} episodes in a row (online.max_nan_stops); stopping, nothing unsafe was "
-                "executed"
-            )
+        if self._nan_streak < limit:
+            return None
+        return PolicyFaultError(
+            f"actor {self.actor_id}: the policy (weights version {self.version}) produced NaN/inf "
+            f"actions in {limit} episodes in a row (online.max_nan_stops); stopping, nothing unsafe was "
+            "executed"
+        )
 
-    def _flush(self, timeout_s: float = 30.0) -> None:
+    def _flush(self, timeout_s: float = 30.0, fault: str = "") -> None:
         deadline = time.monotonic() + timeout_s
         while self.sender.acked < self.num_logged() and time.monotonic() < deadline:
             self.sender.wake.set()
             time.sleep(POLL_S)
         try:
-            self.link.bye(self.actor_id)
+            self.link.bye(self.actor_id, fault[:MAX_FAULT_CHARS])
         except PeerUnavailableError:
             log.warning(
                 "actor %d: learner gone at shutdown; unsent episodes stay in %s", self.actor_id, self.log.path

@@ -73,7 +73,7 @@ def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, Po
 
 
 def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float):
-    from robot_rl.data.training_set import TrainingSet
+    from robot_rl.data.training.training_set import TrainingSet
 
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
     if not (root / "meta" / "info.json").is_file():

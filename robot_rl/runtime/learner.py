@@ -30,6 +30,7 @@ from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.runtime.messages import (
     MAX_ACTOR,
+    check_fault,
     check_int,
     check_push,
     max_episode_steps,
@@ -42,6 +43,11 @@ from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
 RUNTIME_FORMAT = 2  # learner checkpoint and replay layout (2: final observations); another is refused
+
+
+class ActorsFaultedError(RuntimeError):
+    """Every actor that joined the run has stopped on a fault it reported (``bye`` with ``fault``) and none
+    is active, so no data can come; the learner saves its resumable checkpoint and stops."""
 
 
 class Learner:
@@ -95,6 +101,9 @@ class Learner:
         self._published: tuple[int, bytes] = (self.version, agent_weights(self.agent))
         self._spec = {"config": self.config, "stats": stats_to_json(self.stats)}
         self._active: set[int] = set()
+        self.faults: dict[
+            int, str
+        ] = {}  # actor -> the fault it stopped on (cleared when it says hello again)
         self._trained_steps = 0  # online env steps when training stopped
         self._reached_90: dict | None = None  # when the last 20 episodes first were >= 90% autonomous
         self._finished = False
@@ -121,6 +130,7 @@ class Learner:
         actor = check_int(actor, "actor", 0, MAX_ACTOR)
         with self.lock:
             self._active.add(actor)
+            self.faults.pop(actor, None)
             return {
                 "acked": self.replay.acked.get(actor, 0),
                 "version": self._published[0],
@@ -164,11 +174,30 @@ class Learner:
             status = self.status()
         return {"version": version, "status": status}, (blob if version > have else None)
 
-    def bye(self, actor: int) -> dict[str, Any]:
+    def bye(self, actor: int, fault: str = "") -> dict[str, Any]:
+        """``actor`` has stopped; a non-empty ``fault`` says why it cannot go on (logged, kept in
+        ``summary.json``; when every actor has stopped on one, :meth:`train` raises ActorsFaultedError).
+
+        Raises:
+            ProtocolError: ``actor`` is not an int in [0, 2^31), or ``fault`` not a short string."""
         actor = check_int(actor, "actor", 0, MAX_ACTOR)
+        fault = check_fault(fault)
         with self.lock:
             self._active.discard(actor)
+            if fault:
+                self.faults[actor] = fault
+                log.error("learner: actor %d stopped on a fault: %s", actor, fault)
             return {"status": self.status()}
+
+    def _check_faults(self) -> None:
+        with self.lock:
+            faulted = bool(self.faults) and not self._active
+            faults = dict(self.faults)
+        if faulted:
+            raise ActorsFaultedError(
+                "every actor stopped on a fault, no data can come: "
+                + "; ".join(f"actor {k}: {v}" for k, v in sorted(faults.items()))
+            )
 
     # -- training ------------------------------------------------------------------------------------
     def updates_allowed(self) -> int:
@@ -180,7 +209,10 @@ class Learner:
         ``summary.json``; wait up to ``drain_s`` for active actors to say bye. Returns the summary.
 
         ``check()`` is called whenever the learner waits for data and may raise to abort (e.g. when every
-        actor process died); the resumable checkpoint is written before the error propagates."""
+        actor process died); the resumable checkpoint is written before the error propagates.
+
+        Raises:
+            ActorsFaultedError: every actor that joined stopped on a reported fault and none is active."""
         from tqdm import tqdm
 
         on = self.cfg.online
@@ -205,6 +237,7 @@ class Learner:
                 if done:
                     break
                 if batches is None:
+                    self._checked(self._check_faults)
                     if check is not None:
                         self._checked(check)
                     time.sleep(0.01)
@@ -357,6 +390,7 @@ class Learner:
             "updates": self.updates,
             "env_steps_trained": self._trained_steps,
             "autonomous_90": self._reached_90,
+            "actor_faults": {str(k): v for k, v in sorted(self.faults.items())},
             "checkpoint": str(final),
         }
         write_json_atomic(self.dir / "summary.json", summary)

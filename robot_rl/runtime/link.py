@@ -7,7 +7,8 @@ Operations (protocol :data:`PROTOCOL`), each a request from an actor answered by
 - ``push {actor, episode, meta}`` + safetensors frames -> ``{acked, status}``: one recorded episode, stored
   durably before the reply (a resend of a stored episode is acknowledged and ignored);
 - ``weights {have}`` -> ``{version, status}`` plus the model's safetensors bytes when newer than ``have``;
-- ``bye {actor}`` -> ``{status}``: the actor has stopped.
+- ``bye {actor, fault}`` -> ``{status}``: the actor has stopped; ``fault`` (optional, a short text) says it
+  stopped on a fault it cannot heal (a policy that keeps producing NaN/inf actions).
 
 ``status`` is ``{env_steps, updates, allowed_env_steps, stop}``. Nothing is pickled: headers are JSON, arrays
 safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
@@ -56,7 +57,7 @@ class LearnerEndpoint(Protocol):
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]: ...
 
-    def bye(self, actor: int) -> dict[str, Any]: ...
+    def bye(self, actor: int, fault: str = "") -> dict[str, Any]: ...
 
 
 class LearnerLink(Protocol):
@@ -69,7 +70,7 @@ class LearnerLink(Protocol):
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]: ...
 
-    def bye(self, actor: int) -> dict[str, Any]: ...
+    def bye(self, actor: int, fault: str = "") -> dict[str, Any]: ...
 
 
 class LearnerServer:
@@ -137,7 +138,7 @@ class LearnerServer:
         if op == "push":
             frames = decode_arrays(rest[0])
             return self.endpoint.push(actor, header.get("episode"), frames, header.get("meta")), None
-        return self.endpoint.bye(actor), None
+        return self.endpoint.bye(actor, header.get("fault", "")), None
 
 
 class ZmqLearnerLink:
@@ -166,8 +167,9 @@ class ZmqLearnerLink:
         head, rest = self.client.request({"op": "weights", "have": have})
         return head, (bytes(rest[0]) if rest else None)
 
-    def bye(self, actor: int) -> dict[str, Any]:
-        return self.client.request({"op": "bye", "actor": actor})[0]
+    def bye(self, actor: int, fault: str = "") -> dict[str, Any]:
+        header = {"op": "bye", "actor": actor, **({"fault": fault} if fault else {})}
+        return self.client.request(header)[0]
 
     def close(self) -> None:
         self.client.close()

@@ -67,6 +67,22 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     return int(value)
 
 
+MAX_FAULT_CHARS = 500
+
+
+def check_fault(value: Any) -> str:
+    """A ``bye``'s fault text: a str of at most :data:`MAX_FAULT_CHARS` characters ("" = no fault).
+
+    Raises:
+        ProtocolError: not a str, or too long.
+    """
+    if not isinstance(value, str):
+        raise ProtocolError(f"fault must be a string, got {type(value).__name__}")
+    if len(value) > MAX_FAULT_CHARS:
+        raise ProtocolError(f"fault text has {len(value)} characters; at most {MAX_FAULT_CHARS}")
+    return value
+
+
 def _key_sets(what: str, missing: list[str], extra: list[str]) -> str:
     parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
     return f"{what}: {'; '.join(parts)}"

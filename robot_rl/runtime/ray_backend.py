@@ -54,8 +54,8 @@ class RayLearnerLink:
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
         return self._get(self.handle.weights.remote(have), self.timeout_s, "weights")
 
-    def bye(self, actor: int) -> dict[str, Any]:
-        return self._get(self.handle.bye.remote(actor), self.timeout_s, "bye")
+    def bye(self, actor: int, fault: str = "") -> dict[str, Any]:
+        return self._get(self.handle.bye.remote(actor, fault), self.timeout_s, "bye")
 
 
 def _decode_config(tree: dict) -> PipelineConfig:
@@ -83,8 +83,8 @@ class _LearnerActor:
     def weights(self, have: int) -> tuple[dict, bytes | None]:
         return self.learner.weights(have)
 
-    def bye(self, actor: int) -> dict:
-        return self.learner.bye(actor)
+    def bye(self, actor: int, fault: str = "") -> dict:
+        return self.learner.bye(actor, fault)
 
 
 class _ActorWorker:

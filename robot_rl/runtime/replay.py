@@ -22,7 +22,7 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
-from robot_rl.data.sampler import ChunkSampler
+from robot_rl.data.training.sampler import ChunkSampler
 from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
@@ -205,7 +205,7 @@ class OnlineReplay:
 
 
 class PriorData:
-    """The demonstration side of RLPD sampling: a :class:`~robot_rl.data.training_set.TrainingSet`'s
+    """The demonstration side of RLPD sampling: a :class:`~robot_rl.data.training.training_set.TrainingSet`'s
     training split. ``keys`` are the observation keys the learner uses (the env's)."""
 
     def __init__(self, data, obs_keys: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Dataset operations built on :mod:`robot_rl.data.episode_copy`: merge, split, filter successful
+"""Dataset operations built on :mod:`robot_rl.data.lerobot.episode_copy`: merge, split, filter successful
 episodes, and convert LeRobot v2.1 to v3.0. Every output is a LeRobot v3.0 dataset, written whole or not
 at all; video is copied, not re-encoded, wherever the source allows."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.episode_copy import copy_episodes, write_episodes
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.episode_copy import copy_episodes, write_episodes
+from robot_rl.data.lerobot.reader import LeRobotDataset
 
 SELECTED, REST = "selected", "rest"  # the two datasets a split by episodes writes
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from robot_rl.data.training_set import TrainingSet
+from robot_rl.data.training.training_set import TrainingSet
 
 
 class _StepBatches(torch.utils.data.Dataset):

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.episode_copy import write_episodes
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.episode_copy import write_episodes
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import compute_stats
 
 INDEX_KEYS = (keys.INDEX, keys.EPISODE_INDEX, keys.FRAME_INDEX, keys.TIMESTAMP, keys.TASK_INDEX)

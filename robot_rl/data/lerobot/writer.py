@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.dataset_tools import evenly_spaced
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.tools import evenly_spaced
+from robot_rl.data.lerobot.video import codec_info_name, default_codec, encode_video
 from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
-from robot_rl.data.video import codec_info_name, default_codec, encode_video
 
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
 _IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
@@ -49,8 +49,8 @@ class LeRobotWriter:
             "shape": [...], "names": ...}}`` for the per-frame keys the caller supplies (video shape
             (H, W, 3)). timestamp/frame_index/episode_index/index/task_index are added by the writer.
         robot_type: stored in info.json.
-        video_codec: PyAV encoder name; default :func:`robot_rl.data.video.default_codec` (libsvtav1 AV1
-            when available, as LeRobot).
+        video_codec: PyAV encoder name; default
+            :func:`robot_rl.data.lerobot.video.default_codec` (libsvtav1 AV1 when available, as LeRobot).
 
     Raises DatasetError naming the root/file and key on any bad feature spec or input.
     """

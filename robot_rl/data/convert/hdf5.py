@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.data.arrays_to_lerobot import Plan, build_frames, is_rgb, state_names, write_lerobot
+from robot_rl.data.convert.arrays import Plan, build_frames, is_rgb, state_names, write_lerobot
 from robot_rl.data.errors import DatasetError
 
 ROBOMIMIC_FPS = 20  # robosuite's default control_freq

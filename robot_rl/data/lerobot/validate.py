@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
 
 _FLOAT_DTYPES = ("float32", "float64", "float16")
 
@@ -139,7 +139,7 @@ def _check_time(path: Path, table: pa.Table, episode: np.ndarray) -> list[str]:
 
 def _check_with_reader(root: Path) -> list[str]:
     """The reader's structural checks, then every video against its episodes' frame counts."""
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
 
     try:
         ds = LeRobotDataset(root)

@@ -1,5 +1,5 @@
 """Write converted arrays as a LeRobot v3.0 dataset: what the format importers
-(:mod:`robot_rl.data.zarr_io`, :mod:`robot_rl.data.hdf5_io`) share.
+(:mod:`robot_rl.data.convert.zarr_buffers`, :mod:`robot_rl.data.convert.hdf5`) share.
 
 An importer describes one episode as a :data:`Plan` (LeRobot key -> source array names and how to turn
 them into a feature), :func:`build_frames` reads an episode's arrays through it, and
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
 
 
 def state_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
@@ -73,7 +73,7 @@ def write_lerobot(
     gives a key's names. Written to a hidden sibling folder renamed onto ``dst`` at the end.
     Raises DatasetError if ``dst`` exists, there is no episode, or the writer's on bad frames.
     """
-    from robot_rl.data.lerobot_writer import LeRobotWriter
+    from robot_rl.data.lerobot.writer import LeRobotWriter
 
     with fmt.staged_destination(dst) as tmp:
         stream: Iterator = iter(episodes)

@@ -1,4 +1,5 @@
-"""Training loop shared by flow BC and chunked offline RL, with resumable periodic checkpoints."""
+"""The training loop shared by flow BC and chunked offline RL (``robot-rl train``), with resumable periodic
+checkpoints, checkpoint scoring and agent loading; the CLI, the pipeline and the benchmarks call it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     Offline RL warm-starts its flow policy from ``init_from``. Returns the last logged metrics (plus the
     final validation metrics).
     """
-    from robot_rl.data.loader import batches
+    from robot_rl.data.training.loader import batches
     from robot_rl.policies.checkpoint import save_checkpoint
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
@@ -143,7 +144,7 @@ def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:
 
 def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
     """The dataset of ``cfg.data.path`` (else the run's own) prepared for ``algo`` (RL needs rewards)."""
-    from robot_rl.data.training_set import TrainingSet
+    from robot_rl.data.training.training_set import TrainingSet
 
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
     frame_cache = run.root / "frame_cache"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot.reader import LeRobotDataset
 
 CACHE_CHUNK_FRAMES = 8  # zarr chunk along time: random batches touch few frames per chunk
 

@@ -7,7 +7,7 @@ path (diffusion_policy's ``*.zarr.zip``) is read through zarr's ZipStore.
 
 :func:`zarr_to_lerobot` maps the arrays to LeRobot keys; :func:`lerobot_to_zarr` writes the layout (zarr
 format 2, which diffusion_policy's zarr 2 reader opens) with attributes that map it back exactly. The
-import side writes through :mod:`robot_rl.data.arrays_to_lerobot`, as :mod:`robot_rl.data.hdf5_io` does.
+import side writes through :mod:`robot_rl.data.convert.arrays`, as :mod:`robot_rl.data.convert.hdf5` does.
 Both directions write to a hidden sibling folder renamed onto the destination at the end, so a failed
 conversion leaves nothing behind.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.arrays_to_lerobot import Plan, build_frames, is_rgb, state_names, write_lerobot
+from robot_rl.data.convert.arrays import Plan, build_frames, is_rgb, state_names, write_lerobot
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
 
 # zarr array name -> (LeRobot key, dtype it is stored as)
 EXACT_KEYS = {
@@ -57,7 +57,7 @@ def _open(path: Path):
 
 def _plan(src: Path, data) -> tuple[Plan, dict[str, list[str]]]:
     """{LeRobot key: (zarr array names, kind)} and {LeRobot key: names}; kinds as
-    :func:`~robot_rl.data.arrays_to_lerobot.build_frames` reads them."""
+    :func:`~robot_rl.data.convert.arrays.build_frames` reads them."""
     plan: Plan = {}
     names: dict[str, list[str]] = {}
     state: list[str] = []
@@ -224,7 +224,7 @@ def lerobot_to_zarr(src: str | Path, dst: str | Path) -> Path:
     Returns ``dst``. Raises DatasetError naming the file for an unreadable source, an existing ``dst``,
     or two features that would share a zarr name.
     """
-    from robot_rl.data.lerobot_dataset import LeRobotDataset
+    from robot_rl.data.lerobot.reader import LeRobotDataset
 
     ds = LeRobotDataset(src)
     try:

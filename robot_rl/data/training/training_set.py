@@ -2,8 +2,8 @@
 store, a train/validation split by episode, normalisation statistics from the training episodes only, and
 the action horizon mapped from seconds to frames.
 
-Batches follow ALGORITHMS.md §1 (see :class:`robot_rl.data.sampler.ChunkSampler`); camera frames at t and
-at the next-observation row are fetched from the store for exactly the rows in the batch.
+Batches follow ALGORITHMS.md §1 (see :class:`robot_rl.data.training.sampler.ChunkSampler`); camera frames
+at t and at the next-observation row are fetched from the store for exactly the rows in the batch.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.frames import MemoryFrames, VideoFrames, ZarrFrameCache
-from robot_rl.data.lerobot_dataset import LeRobotDataset
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
-from robot_rl.data.sampler import ChunkSampler
+from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
+from robot_rl.data.training.sampler import ChunkSampler
 
 REWARD_MODES = ("dataset", "episode_end")
 FRAME_CACHES = ("auto", "memory", "zarr", "none")

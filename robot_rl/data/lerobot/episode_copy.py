@@ -1,7 +1,7 @@
 """Build a new LeRobot v3.0 dataset from a selection of episodes of one or more source datasets (v3.0 or
 v2.1): the engine behind ``robot-rl dataset merge|split|filter|convert``.
 
-The new dataset has the layout :class:`~robot_rl.data.lerobot_writer.LeRobotWriter` writes (one data
+The new dataset has the layout :class:`~robot_rl.data.lerobot.writer.LeRobotWriter` writes (one data
 parquet and one mp4 per episode, per-episode statistics in the episodes metadata), so the writer can
 append to it. Episodes are re-indexed 0..n-1 in selection order, ``index`` runs 0..N-1, tasks are the
 union of the selected episodes' tasks in order of first use, and the episodes' ``source`` tag is kept.
@@ -32,13 +32,13 @@ import numpy as np
 import pyarrow as pa
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
-from robot_rl.data.dataset_tools import VIDEO_STATS_FRAMES, evenly_spaced
 from robot_rl.data.errors import DatasetError
-from robot_rl.data.lerobot_dataset import LeRobotDataset
-from robot_rl.data.lerobot_writer import EPISODES_PER_META_FILE, episodes_file_of
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.tools import VIDEO_STATS_FRAMES, evenly_spaced
+from robot_rl.data.lerobot.video import available_encoders, codec_info_name, default_codec, encode_video
+from robot_rl.data.lerobot.writer import EPISODES_PER_META_FILE, episodes_file_of
 from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
-from robot_rl.data.video import available_encoders, codec_info_name, default_codec, encode_video
 
 # A selection: (dataset root, episode indices in the order wanted, or None for every episode).
 Selection = Sequence[tuple[str | Path, Sequence[int] | None]]

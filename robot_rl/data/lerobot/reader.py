@@ -15,10 +15,10 @@ import pyarrow as pa
 import torch
 
 from robot_rl import keys
-from robot_rl.data import lerobot_format as fmt
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.video import VideoDecoder
 from robot_rl.data.normalize import STAT_NAMES, FeatureStats, compute_stats, stats_from_json
-from robot_rl.data.video import VideoDecoder
 
 
 def _to_numpy(col: pa.ChunkedArray, shape: list[int], path: Path, key: str) -> np.ndarray:

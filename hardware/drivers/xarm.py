@@ -1,0 +1,313 @@
+"""``XArmRobot``: a UFACTORY xArm 5/6/7 or Lite 6 through ``xarm-python-sdk`` (extra ``xarm``:
+``xarm.wrapper.XArmAPI``, TCP to the control box).
+
+Units. The SDK speaks **degrees and millimetres** by default: joints in deg and deg/s, the TCP pose as
+``[x, y, z, roll, pitch, yaw]`` in mm and deg (fixed axes: R = Rz(yaw) Ry(pitch) Rx(roll)), linear speeds
+in mm/s, the xArm Gripper in pulses (850 open, 0 closed). This driver always passes ``is_radian=False``
+and converts at the boundary (:func:`joints_to_si`, :func:`pose_to_si`, :func:`gripper_to_si` and their
+inverses), so everything above it is SI: rad, rad/s, m, m/s, quaternion (w, x, y, z), gripper in [0, 1].
+
+Modes (the SDK's control modes, switched with ``set_mode`` + ``set_state(0)``):
+    - ``joint_position`` (n,) rad -> mode 1 (servo), ``set_servo_angle_j`` (deg);
+    - ``ee_delta`` (3,)/(6,) -> mode 1, ``set_servo_cartesian`` with the target pose moved by the delta
+      (m and rotation vector rad, converted to mm and deg);
+    - ``joint_velocity`` (n,) rad/s -> mode 4, ``vc_set_joint_velocity`` (deg/s) lasting two control
+      periods, so the arm stops by itself when commands stop;
+    - ``ee_velocity`` (6,) m/s, rad/s -> mode 5, ``vc_set_cartesian_velocity`` (mm/s, deg/s), same duration.
+
+Limits: joint ranges from the SDK's own table (``XCONF.Robot.JOINT_LIMITS`` by axis count and device
+type, read at connect), speed pi rad/s (180 deg/s) per joint and 20 rad/s^2 (1145 deg/s^2, the SDK's
+maximum joint acceleration), workspace box +-0.7 m (Lite 6: +-0.44 m) around the base. Joint targets
+outside the range and speeds beyond the limit are refused (``CommandRejected``) before anything is sent.
+
+Faults: a controller error (``has_error``) found at connect or after a command raises ``RobotFault`` with
+the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
+
+Untested on a real xArm here (no control box in CI): the tests cover construction, the unit conversion on a
+recorded trace in the SDK's units, the limit checks and the connection error against a closed port on
+localhost.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from robot_rl.config import RobotConfig
+from robot_rl.hardware.drivers.arm_common import (
+    apply_ee_delta,
+    check_joint_speeds,
+    check_joint_targets,
+    controller_host,
+    quat_from_rpy,
+    rpy_from_quat,
+)
+from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, RobotFault
+from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.hardware.sdk import import_sdk
+
+GRIPPER_OPEN_PULSES = 850.0
+"""xArm Gripper position when fully open (pulses); 0 is closed."""
+LITE6_DEVICE_TYPE = 9
+"""``XArmAPI.device_type`` of a Lite 6 (6 axes), whose gripper is open/close only, with no feedback."""
+MODE = {
+    CommandMode.JOINT_POSITION: 1,
+    CommandMode.EE_DELTA: 1,
+    CommandMode.JOINT_VELOCITY: 4,
+    CommandMode.EE_VELOCITY: 5,
+}
+"""The SDK control mode each command mode runs in."""
+
+
+def joints_to_si(deg: np.ndarray) -> np.ndarray:
+    """Joint angles or speeds in deg (deg/s) -> rad (rad/s)."""
+    return np.deg2rad(np.asarray(deg, dtype=np.float64))
+
+
+def si_to_joints(rad: np.ndarray) -> np.ndarray:
+    """Joint angles or speeds in rad (rad/s) -> deg (deg/s)."""
+    return np.rad2deg(np.asarray(rad, dtype=np.float64))
+
+
+def pose_to_si(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """xArm pose ``[x, y, z, roll, pitch, yaw]`` (mm, deg) -> (position (3,) m, quaternion (w, x, y, z))."""
+    pose = np.asarray(pose, dtype=np.float64)
+    return pose[:3] / 1000.0, quat_from_rpy(np.deg2rad(pose[3:6]))
+
+
+def si_to_pose(pos: np.ndarray, quat: np.ndarray) -> np.ndarray:
+    """(position (3,) m, quaternion (w, x, y, z)) -> xArm pose ``[x, y, z, roll, pitch, yaw]`` (mm, deg)."""
+    return np.concatenate([np.asarray(pos, dtype=np.float64) * 1000.0, np.rad2deg(rpy_from_quat(quat))])
+
+
+def twist_to_xarm(twist: np.ndarray) -> np.ndarray:
+    """Cartesian twist (6,) (m/s, rad/s) -> xArm ``[vx, vy, vz, wx, wy, wz]`` (mm/s, deg/s)."""
+    twist = np.asarray(twist, dtype=np.float64)
+    return np.concatenate([twist[:3] * 1000.0, np.rad2deg(twist[3:])])
+
+
+def gripper_to_si(pulses: float) -> float:
+    """xArm Gripper position (pulses, 850 open .. 0 closed) -> closure in [0, 1] (0 open, 1 closed)."""
+    return float(np.clip(1.0 - pulses / GRIPPER_OPEN_PULSES, 0.0, 1.0))
+
+
+def si_to_gripper(closure: float) -> float:
+    """Closure in [0, 1] -> xArm Gripper position (pulses)."""
+    return (1.0 - float(closure)) * GRIPPER_OPEN_PULSES
+
+
+def xarm_limits(axis: int, device_type: int, control_hz: float) -> RobotLimits:
+    """The limits of the arm with ``axis`` joints and SDK ``device_type`` (see the module docstring).
+
+    Raises:
+        MissingExtraError: xarm-python-sdk is not installed.
+        RobotConnectionError: a model the SDK's joint-limit table does not list.
+    """
+    xconf = import_sdk("xarm.core.config.x_config", "xarm", "env.robot.driver=xarm").XCONF
+    table = xconf.Robot.JOINT_LIMITS.get(axis, {})
+    if device_type not in table:
+        raise RobotConnectionError(
+            f"xarm: no joint limits for axis={axis} device_type={device_type} in the SDK's table "
+            f"(known: {[(a, sorted(t)) for a, t in xconf.Robot.JOINT_LIMITS.items()]})"
+        )
+    ranges = np.asarray(table[device_type], dtype=np.float64)
+    reach = 0.44 if device_type == LITE6_DEVICE_TYPE else 0.7
+    return RobotLimits(
+        joint_low=ranges[:, 0].copy(),
+        joint_high=ranges[:, 1].copy(),
+        joint_vel_max=np.full(axis, math.pi),
+        joint_acc_max=np.full(axis, 20.0),
+        ee_low=np.full(3, -reach),
+        ee_high=np.full(3, reach),
+        ee_step_max=0.05,
+        control_hz=float(control_hz),
+        joint_names=tuple(f"J{i}" for i in range(1, axis + 1)),
+    )
+
+
+class XArmRobot(Robot):
+    """An xArm or Lite 6 at ``host``.
+
+    Args:
+        host: the control box's IP or hostname.
+        control_hz: the rate commands are streamed at (Hz).
+        model: ``(axis, device_type)`` to know the limits before connecting (tests, planning); by default
+            read from the arm at connect, which also checks a given model against the arm.
+
+    Raises:
+        MissingExtraError: xarm-python-sdk missing (from :meth:`connect`, or here when ``model`` is given).
+    """
+
+    name = "xarm"
+    modes = (
+        CommandMode.JOINT_POSITION,
+        CommandMode.JOINT_VELOCITY,
+        CommandMode.EE_DELTA,
+        CommandMode.EE_VELOCITY,
+    )
+
+    def __init__(self, host: str, control_hz: float = 10.0, model: tuple[int, int] | None = None) -> None:
+        self.host = host
+        self.name = f"xarm@{host}"
+        self.control_hz = float(control_hz)
+        self.model = model
+        self._limits = xarm_limits(*model, control_hz) if model is not None else None
+        self._arm = None
+        self._mode: int | None = None
+        self._target: tuple[np.ndarray, np.ndarray] | None = None
+        self._gripper = 0.0
+
+    @classmethod
+    def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> XArmRobot:
+        """The xArm at ``env.robot.address`` (``driver: xarm``). Raises ValueError for a bad address."""
+        return cls(controller_host(cfg.address, "xarm"), control_hz)
+
+    @property
+    def limits(self) -> RobotLimits:
+        if self._limits is None:
+            raise RobotConnectionError(f"{self.name}: limits are read from the arm: connect() first")
+        return self._limits
+
+    @property
+    def is_connected(self) -> bool:
+        return self._arm is not None
+
+    @property
+    def is_lite6(self) -> bool:
+        return self.model is not None and self.model == (6, LITE6_DEVICE_TYPE)
+
+    def connect(self) -> None:
+        """Connect, read the model and its limits, enable motion in servo mode and the gripper.
+
+        Raises:
+            MissingExtraError: xarm-python-sdk missing.
+            RobotConnectionError: the control box cannot be reached (names it), or its model differs from
+                the one given.
+            RobotFault: the controller reports an error.
+        """
+        if self._arm is not None:
+            return
+        wrapper = import_sdk("xarm.wrapper", "xarm", "env.robot.driver=xarm")
+        try:
+            arm = wrapper.XArmAPI(self.host, is_radian=False)
+        except Exception as err:  # the SDK raises a bare Exception("connect socket failed")
+            raise RobotConnectionError(
+                f"{self.name}: cannot connect to the xArm control box at {self.host}: {err}"
+            ) from err
+        if not arm.connected:
+            raise RobotConnectionError(f"{self.name}: the xArm control box at {self.host} did not answer")
+        found = (int(arm.axis), int(arm.device_type))
+        if self.model is not None and found != self.model:
+            arm.disconnect()
+            raise RobotConnectionError(f"{self.name}: expected model {self.model}, the arm reports {found}")
+        self.model, self._limits, self._arm = found, xarm_limits(*found, self.control_hz), arm
+        if arm.has_error:
+            code = arm.error_code
+            self.disconnect()
+            raise RobotFault(f"{self.name}: controller error code {code}; clear it on the control box")
+        arm.motion_enable(enable=True)
+        if not self.is_lite6:
+            arm.set_gripper_mode(0)
+            arm.set_gripper_enable(True)
+        self._mode, self._target = None, None
+        self._switch(CommandMode.JOINT_POSITION)
+
+    def disconnect(self) -> None:
+        """Stop streaming (mode 0, the arm holds) and close the link; safe to call twice."""
+        if self._arm is not None:
+            self._arm.set_mode(0)
+            self._arm.set_state(0)
+            self._arm.disconnect()
+            self._arm = None
+
+    def _require(self):
+        if self._arm is None:
+            raise RobotConnectionError(f"{self.name}: not connected (call connect() first)")
+        return self._arm
+
+    def _check(self, code: int, what: str) -> None:
+        if self._arm.has_error:
+            raise RobotFault(f"{self.name}: controller error code {self._arm.error_code} after {what}")
+        if code != 0:
+            raise CommandRejected(f"{self.name}: {what} returned SDK code {code}")
+
+    def read(self) -> RobotState:
+        """Joint positions (rad) and speeds (rad/s), TCP pose, gripper closure (Lite 6: the last command).
+
+        Raises:
+            RobotConnectionError: not connected. RobotFault / CommandRejected: the SDK reports an error.
+        """
+        arm = self._require()
+        code, (pos_deg, vel_deg, _effort) = arm.get_joint_states(is_radian=False)
+        self._check(code, "get_joint_states")
+        code, pose = arm.get_position(is_radian=False)
+        self._check(code, "get_position")
+        if not self.is_lite6:
+            code, pulses = arm.get_gripper_position()
+            self._check(code, "get_gripper_position")
+            self._gripper = gripper_to_si(pulses)
+        ee_pos, ee_quat = pose_to_si(pose)
+        n = self.limits.num_joints
+        return RobotState(
+            joint_pos=joints_to_si(pos_deg[:n]),
+            joint_vel=joints_to_si(vel_deg[:n]),
+            ee_pos=ee_pos,
+            ee_quat=ee_quat,
+            gripper=self._gripper,
+            timestamp=time.monotonic(),
+        )
+
+    def command(self, cmd: Command) -> None:
+        """Send one command, converted to the SDK's units (see the module docstring).
+
+        Raises:
+            RobotConnectionError: not connected.
+            CommandRejected: bad mode/shape/values, targets outside the joint limits or speeds beyond them,
+                or an SDK code other than 0.
+            RobotFault: the controller reports an error.
+        """
+        arm = self._require()
+        limits = self.limits
+        value = check_command(cmd, self.modes, limits.num_joints, self.name)
+        duration = 2.0 / self.control_hz
+        if cmd.mode == CommandMode.JOINT_POSITION:
+            check_joint_targets(value, limits, self.name)
+        elif cmd.mode == CommandMode.JOINT_VELOCITY:
+            check_joint_speeds(value, limits, self.name)
+        self._switch(cmd.mode)
+        if cmd.mode == CommandMode.JOINT_POSITION:
+            code = arm.set_servo_angle_j(si_to_joints(value).tolist(), is_radian=False)
+        elif cmd.mode == CommandMode.EE_DELTA:
+            if self._target is None:
+                code, pose = arm.get_position(is_radian=False)
+                self._check(code, "get_position")
+                self._target = pose_to_si(pose)
+            self._target = apply_ee_delta(*self._target, value)
+            code = arm.set_servo_cartesian(si_to_pose(*self._target).tolist(), is_radian=False)
+        elif cmd.mode == CommandMode.JOINT_VELOCITY:
+            code = arm.vc_set_joint_velocity(si_to_joints(value).tolist(), is_radian=False, duration=duration)
+        else:
+            code = arm.vc_set_cartesian_velocity(
+                twist_to_xarm(value).tolist(), is_radian=False, duration=duration
+            )
+        self._check(code, f"{cmd.mode!s} command")
+        if cmd.gripper is not None:
+            self._command_gripper(arm, cmd.gripper)
+
+    def _command_gripper(self, arm, closure: float) -> None:
+        if self.is_lite6:
+            code = arm.close_lite6_gripper() if closure >= 0.5 else arm.open_lite6_gripper()
+        else:
+            code = arm.set_gripper_position(si_to_gripper(closure), wait=False)
+        self._check(code, "gripper command")
+        self._gripper = float(closure) if self.is_lite6 else self._gripper
+
+    def _switch(self, mode: CommandMode) -> None:
+        if mode != CommandMode.EE_DELTA:
+            self._target = None  # the next ee_delta starts from the measured pose
+        if self._mode != MODE[mode]:
+            self._check(self._arm.set_mode(MODE[mode]), f"set_mode({MODE[mode]})")
+            self._check(self._arm.set_state(0), "set_state(0)")
+            self._mode = MODE[mode]

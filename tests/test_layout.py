@@ -1,0 +1,76 @@
+"""The house has no back-edges: no import circles, nothing below ``robot_rl/cli/`` imports the CLI, and the
+core does not import ``sim``/``policies``/``hardware``/``teleop`` at module level (DESIGN.md §2)."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {
+    "robot_rl": "robot_rl",
+    "robot_rl.sim": "sim",
+    "robot_rl.policies": "policies",
+    "robot_rl.hardware": "hardware",
+    "robot_rl.teleop": "teleop",
+}
+OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.teleop")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for package, folder in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            mods[".".join([package, *parts])] = path
+    return mods
+
+
+def _imports(tree: ast.AST, mods: dict[str, Path]) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        out.update(n for n in names if n in mods)
+    return out
+
+
+def _graph(module_level: bool = False) -> dict[str, set[str]]:
+    mods = _modules()
+    graph = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        if module_level:
+            tree = ast.Module(body=[n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)])
+        graph[name] = _imports(tree, mods) - {name}
+    return graph
+
+
+def test_no_import_circles():
+    graphlib.TopologicalSorter(_graph()).prepare()  # raises CycleError naming the circle
+
+
+def test_nothing_below_the_cli_imports_it():
+    up = [
+        (m, t)
+        for m, deps in _graph().items()
+        for t in deps
+        if t.startswith("robot_rl.cli") and ".cli" not in m
+    ]
+    assert not up, f"modules below robot_rl/cli/ import the CLI: {up}"
+
+
+def test_core_does_not_import_outer_packages_at_module_level():
+    core = {m: d for m, d in _graph(module_level=True).items() if not m.startswith(OUTER)}
+    bad = [
+        (m, t)
+        for m, deps in core.items()
+        for t in deps
+        if t.startswith(OUTER) and not m.startswith("robot_rl.cli")
+    ]
+    assert not bad, f"core modules import sim/policies/hardware/teleop at module level: {bad}"
