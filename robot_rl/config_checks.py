@@ -271,6 +271,12 @@ def robot_problems(robot: Any) -> list[str]:
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
     out += [f"{key}={value!r}: must be {rule}" for key, value, rule in checks if not rule.ok(value)]
+    if robot.driver == "so101":
+        out += [
+            f"env.robot.{k}: required for env.robot.driver=so101 ({what})"
+            for k, what in (("port", "the arm's serial port"), ("calibration", "its calibration JSON file"))
+            if not getattr(robot, k)
+        ]
     if robot.driver == "sim_server":
         reason = address_problem(robot.address)
         if reason is not None:
