@@ -61,11 +61,12 @@ class RobotConfig:
     ``driver``: ``sim`` (the MuJoCo Panda in process), ``sim_server`` (the MuJoCo-backed robot server at
     ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
     ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
-    ``env.cameras`` to its device.
+    ``env.cameras`` to its device. ``timeout_s``: longest wait (s) for a networked robot's reply.
     """
 
     driver: str = "sim_server"
     address: str = "tcp://127.0.0.1:5570"
+    timeout_s: float = 1.0
     port: str = ""
     calibration: str = ""
     cameras: dict[str, CameraConfig] = field(default_factory=dict)

@@ -271,7 +271,7 @@ ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
 VENDOR_ARMS = ("ur", "xarm", "franka")
 """Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
-ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS)}
+ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS), "timeout_s": POSITIVE}
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
     "width": COUNT,

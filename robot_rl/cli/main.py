@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, hardware_check, keys, online, serve
+from robot_rl.cli import dataset, errors, hardware_check, keys, online, serve, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
             online.add_arguments(p)
         if name == "hardware":
             hardware_check.add_arguments(p)
+            sim_server.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument(
@@ -77,10 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys", "serve"):
+    if args.command in ("dataset", "keys", "serve") or (
+        args.command == "hardware" and args.action == "sim-server"
+    ):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return {"dataset": dataset, "keys": keys, "serve": serve}[args.command].run(args)
+        return {"dataset": dataset, "keys": keys, "serve": serve, "hardware": sim_server}[args.command].run(
+            args
+        )
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
