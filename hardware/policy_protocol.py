@@ -12,10 +12,11 @@ Every message is ZeroMQ multipart ``[header, body?]``, the envelope every robot_
   in robot units. ``seed`` makes the chunk reproducible (the server seeds torch before sampling).
 - Any error -> header ``{"ok": false, "error": message, "type": class name}`` and no body.
 
-An array is the msgpack map ``{"__ndarray__": <raw C-order bytes>, "dtype": "<numpy dtype str, e.g.
-'<f4'>", "shape": [..]}``, decoded with ``np.frombuffer`` (zero copy; no object dtypes). Any language with
-a msgpack library can speak this protocol. msgpack rather than the critic server's safetensors blob:
-one self-describing map carries arrays *and* the task string, with no header parsing of its own.
+Bodies are :mod:`robot_rl.hardware.wire` messages, the robot server's format too: an array is the msgpack
+map ``{"__ndarray__": true, "dtype": "<f4", "shape": [..], "data": <raw C-order bytes>}`` (openpi's
+layout; bool, integer and float dtypes only). Any language with a msgpack library can speak this
+protocol. msgpack rather than the critic server's safetensors blob: one self-describing map carries arrays
+*and* the task string, with no header parsing of its own.
 """
 
 from __future__ import annotations
@@ -23,17 +24,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import msgpack
 import numpy as np
 
+from robot_rl.hardware.wire import pack, unpack
 from robot_rl.keys import TASK, is_image_key
+from robot_rl.transport import ProtocolError
 
 PROTOCOL = 1
 OPS = ("info", "infer", "ping")
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5580"
-_ARRAY = "__ndarray__"
-# dtypes an observation or a chunk may travel in: no object, void or datetime dtypes ever reach numpy
-_WIRE_DTYPES = frozenset(np.dtype(t).str for t in ("u1", "f4", "f8", "i4", "i8", "bool"))
 
 
 class PolicyInputError(ValueError):
@@ -41,52 +40,25 @@ class PolicyInputError(ValueError):
     key (or field), the expected and the received value."""
 
 
-def _pack(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        value = np.ascontiguousarray(value)
-        return {_ARRAY: value.tobytes(), "dtype": value.dtype.str, "shape": list(value.shape)}
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot encode {type(value).__name__}; send numpy arrays, str, int or float")
-
-
-def _unpack(obj: dict) -> Any:
-    if _ARRAY not in obj:
-        return obj
-    data, dtype, shape = obj.get(_ARRAY), obj.get("dtype"), obj.get("shape")
-    if not isinstance(data, bytes) or dtype not in _WIRE_DTYPES or not isinstance(shape, list):
-        raise PolicyInputError(
-            f"bad array: dtype {dtype!r} (allowed {sorted(_WIRE_DTYPES)}), shape {shape!r}, data "
-            f"{type(data).__name__}"
-        )
-    if not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise PolicyInputError(f"bad array shape {shape!r}")
-    count = int(np.prod(shape, dtype=np.int64))
-    if count * np.dtype(dtype).itemsize != len(data):
-        raise PolicyInputError(f"array of shape {shape} and dtype {dtype} needs a different byte count")
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
-
-
 def encode_body(body: dict[str, Any]) -> bytes:
-    """msgpack bytes of a map of str -> numpy array / str / int / float (arrays as in the module doc)."""
-    return msgpack.packb(body, default=_pack, use_bin_type=True)
+    """msgpack bytes of a map of str -> numpy array / str / int / float (:func:`robot_rl.hardware.wire.pack`).
+
+    Raises:
+        TypeError: a value msgpack cannot carry.
+    """
+    return pack(body)
 
 
 def decode_body(blob: bytes) -> dict[str, Any]:
-    """Inverse of :func:`encode_body`; arrays come back read-only (``np.frombuffer``).
+    """Inverse of :func:`encode_body` (:func:`robot_rl.hardware.wire.unpack`).
 
     Raises:
         PolicyInputError: not msgpack, not a map with string keys, or a malformed array.
     """
     try:
-        body = msgpack.unpackb(blob, object_hook=_unpack, raw=False, strict_map_key=True)
-    except PolicyInputError:
-        raise
-    except Exception as err:  # msgpack raises several types on garbage
-        raise PolicyInputError(f"body is not a msgpack map: {err}") from err
-    if not isinstance(body, dict):
-        raise PolicyInputError(f"body must be a msgpack map, got {type(body).__name__}")
-    return body
+        return unpack(blob)
+    except ProtocolError as err:
+        raise PolicyInputError(f"body: {err}") from err
 
 
 @dataclass(frozen=True)
