@@ -168,7 +168,7 @@ class RobotEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         missing = [c for c in cfg.cameras if c not in cameras]
         if missing:
-            raise ValueError(f"env.cameras names {missing} but env.robot.cameras has no device for them")
+            raise ValueError(f"env.cameras: env.robot.cameras has no device for {missing}")
         if CommandMode.EE_DELTA not in robot.modes:
             raise ValueError(f"{robot.name}: RobotEnv sends ee_delta commands, which this robot lacks")
         self.robot, self.cfg, self.rcfg = robot, cfg, cfg.robot
@@ -275,7 +275,8 @@ class RobotEnv(gym.Env):
 
     # -- gym API -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Home motion, then the scene reset; returns ``(obs, info)``.
+        """Home motion, then the scene reset; returns ``(obs, info)`` (``info["home_steps"]``: commands the
+        home motion sent).
 
         Raises:
             HardwareError: the previous episode ended on a hardware error (the same class, naming the
@@ -288,7 +289,7 @@ class RobotEnv(gym.Env):
                 f"{self.robot.name}: stopped after a hardware error in the last episode ({err}); that "
                 "episode was kept up to the error. Check the robot and its link, then rerun"
             ) from err
-        self._guard(self._home_motion)
+        home_steps = self._guard(self._home_motion)
         if self.reset_mode == "scene":
             self._guard(lambda: self.robot.reset_scene(seed))
         elif self.reset_mode == "human":
@@ -300,7 +301,7 @@ class RobotEnv(gym.Env):
         self._steps = self._held = 0
         if isinstance(self._success, CriticSuccess):
             self._success.reset(obs)
-        return obs, {"is_success": False}
+        return obs, {"is_success": False, "home_steps": home_steps}
 
     def _guard(self, fn: Callable):
         """Run ``fn``; a hardware error marks the env faulted (hold if possible) and is re-raised."""
@@ -413,9 +414,9 @@ class RobotEnv(gym.Env):
         self._last_obs = obs
         return obs
 
-    def _home_motion(self) -> None:
+    def _home_motion(self) -> int:
         """Joint-position moves to :attr:`home`, at most ``home_speed`` rad/s (and the robot's joint speed
-        limits) per joint, gripper open, one command per control period.
+        limits) per joint, gripper open, one command per control period. Returns the commands sent.
 
         Raises:
             RobotFault: the measured posture is not within ``home_tolerance`` rad after ``home_timeout_s``.
@@ -425,10 +426,10 @@ class RobotEnv(gym.Env):
         target, tol = self.home, self.rcfg.home_tolerance
         cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
         self.rate.restart()
-        for _ in range(max(1, int(np.ceil(self.rcfg.home_timeout_s * hz)))):
+        for sent in range(max(1, int(np.ceil(self.rcfg.home_timeout_s * hz)))):
             q = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
             if np.max(np.abs(target - q)) <= tol:
-                return
+                return sent
             cmd = cmd + np.clip(target - cmd, -step, step)
             self.robot.command(Command(CommandMode.JOINT_POSITION, cmd, 0.0, time.monotonic()))
             self.rate.wait()
