@@ -192,7 +192,7 @@ class RobotEnv(gym.Env):
         lockstep = bool(getattr(robot, "lockstep", False))
         self._check_rate(lockstep)
         realtime = self.rcfg.realtime
-        self.rate = RateLoop(cfg.control_hz, realtime == "on" or (realtime == "auto" and not lockstep))
+        self.rate = RateLoop(cfg.control_hz, realtime == "always" or (realtime == "auto" and not lockstep))
         self.home = self._home_posture(first)
         self.reset_mode = self._reset_mode()
         self._has_env_state = "environment_state" in first.extra

@@ -70,7 +70,7 @@ class RobotConfig:
     robot can, else ``human``). ``home_joints``: home posture (rad, one per joint; empty = the posture read
     at connect), reached by joint-position moves of at most ``home_speed`` rad/s, within
     ``home_tolerance`` rad and ``home_timeout_s`` s. ``realtime``: keep ``env.control_hz`` by sleeping to
-    each deadline (``on``), never sleep (``off``), or ``auto`` (sleep unless the robot is the in-process
+    each deadline (``always``), never sleep (``never``), or ``auto`` (sleep unless the robot is the in-process
     lock-step simulator).
     """
 

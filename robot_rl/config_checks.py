@@ -251,7 +251,7 @@ ROBOT_RULES: dict[str, Range | Choice] = {
     "home_speed": POSITIVE,
     "home_tolerance": POSITIVE,
     "home_timeout_s": POSITIVE,
-    "realtime": Choice(("auto", "on", "off")),
+    "realtime": Choice(("auto", "always", "never")),  # not on/off: YAML reads those as booleans
 }
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),

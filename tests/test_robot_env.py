@@ -163,7 +163,7 @@ def test_config_errors_name_the_key():
 
 
 def test_realtime_keeps_the_rate():
-    env = make_env(_cfg(realtime="on"))
+    env = make_env(_cfg(realtime="always"))
     try:
         env.reset(seed=0)
         start = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, keys, online
+from robot_rl.cli import dataset, errors, keys, online, record
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -25,6 +25,7 @@ COMMANDS = {
     "online": "human-in-the-loop online RL from the offline checkpoint: a learner and actors (local "
     "processes or Ray) with a simulated or real human able to take over",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
+    "record": "record teleoperated demos on the robot of env.robot into a LeRobot v3.0 dataset (resumable)",
 }
 DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
 
@@ -46,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--algo", choices=["bc", "offline", "online"], default="bc")
         if name == "online":
             online.add_arguments(p)
+        if name == "record":
+            record.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument(
@@ -103,6 +106,8 @@ def _run(args: argparse.Namespace, cfg) -> None:
         critic.run(args, cfg)
     elif args.command == "collect":
         stages.collect(cfg)
+    elif args.command == "record":
+        print(record.run(args, cfg))
     elif args.command == "pipeline":
         stages.pipeline(cfg)
     else:
