@@ -62,6 +62,18 @@ class RobotConfig:
     ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
     ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
     ``env.cameras`` to its device. ``timeout_s``: longest wait (s) for a networked robot's reply.
+
+    ``success``: what ends an episode as a success: ``lifted`` (the robot's ``lifted`` reading held for
+    ``env.success_hold_steps``; the sim-backed robot has it), ``operator`` (only a human's label from the
+    teleop or intervention device) or ``critic`` (the done head of the progress critic at
+    ``success_critic`` reaching ``success_threshold`` for ``env.success_hold_steps`` steps).
+    ``reset``: after the home motion, ``scene`` (the sim-backed robot re-places the cube), ``human`` (wait
+    for Enter on the terminal while a person resets the scene), ``none``, or ``auto`` (``scene`` when the
+    robot can, else ``human``). ``home_joints``: home posture (rad, one per joint; empty = the posture read
+    at connect), reached by joint-position moves of at most ``home_speed`` rad/s, within
+    ``home_tolerance`` rad and ``home_timeout_s`` s. ``realtime``: keep ``env.control_hz`` by sleeping to
+    each deadline (``always``), never sleep (``never``), or ``auto`` (sleep unless the robot is the in-process
+    lock-step simulator).
     """
 
     driver: str = "sim_server"
@@ -70,6 +82,15 @@ class RobotConfig:
     port: str = ""
     calibration: str = ""
     cameras: dict[str, CameraConfig] = field(default_factory=dict)
+    success: str = "lifted"
+    success_critic: str = ""
+    success_threshold: float = 0.5
+    reset: str = "auto"
+    home_joints: list[float] = field(default_factory=list)
+    home_speed: float = 0.5
+    home_tolerance: float = 0.05
+    home_timeout_s: float = 20.0
+    realtime: str = "auto"
 
 
 @dataclass

@@ -248,7 +248,7 @@ def problems(cfg: Any) -> list[str]:
     if reason is not None:
         out.append(f"online.address={cfg.online.address!r}: {reason}")
     if cfg.env.robot is not None:
-        out += robot_problems(cfg.env.robot)
+        out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
     return out + deploy_problems(cfg)
 
 
@@ -271,7 +271,18 @@ ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
 VENDOR_ARMS = ("ur", "xarm", "franka")
 """Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
-ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS), "timeout_s": POSITIVE}
+ROBOT_RULES: dict[str, Range | Choice] = {
+    "driver": Choice(ROBOT_DRIVERS),
+    "timeout_s": POSITIVE,
+    "success": Choice(("lifted", "operator", "critic")),
+    "success_threshold": FRACTION,
+    "reset": Choice(("auto", "scene", "human", "none")),
+    "home_joints": ANY,
+    "home_speed": POSITIVE,
+    "home_tolerance": POSITIVE,
+    "home_timeout_s": POSITIVE,
+    "realtime": Choice(("auto", "always", "never")),  # not on/off: YAML reads those as booleans
+}
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
     "width": COUNT,
@@ -288,7 +299,13 @@ def robot_problems(robot: Any) -> list[str]:
         checks += [
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
-    out += [f"{key}={value!r}: must be {rule}" for key, value, rule in checks if not rule.ok(value)]
+    out += [
+        f"{key}={value!r}: {'each element ' if isinstance(value, list) else ''}must be {rule}"
+        for key, value, rule in checks
+        if not all(rule.ok(v) for v in (value if isinstance(value, list) else [value]))
+    ]
+    if robot.success == "critic" and not robot.success_critic:
+        out.append("env.robot.success=critic: set env.robot.success_critic to a progress critic checkpoint")
     if robot.driver == "so101":
         out += [
             f"env.robot.{k}: required for env.robot.driver=so101 ({what})"
@@ -303,4 +320,23 @@ def robot_problems(robot: Any) -> list[str]:
         reason = controller_host_problem(robot.address)
         if reason is not None:
             out.append(f"env.robot.address={robot.address!r}: driver {robot.driver} {reason}")
+    return out
+
+
+def _one_robot_problems(cfg: Any) -> list[str]:
+    """A robot is one env: one sub-env and one actor drive it; its cameras must cover ``env.cameras``."""
+    out = []
+    if cfg.env.num_envs != 1:
+        out.append(f"env.num_envs={cfg.env.num_envs}: a robot (env.robot) is one env; set env.num_envs=1")
+    if cfg.online.num_actors != 1:
+        out.append(
+            f"online.num_actors={cfg.online.num_actors}: a robot (env.robot) is driven by one actor; "
+            "set online.num_actors=1"
+        )
+    missing = [c for c in cfg.env.cameras if c not in cfg.env.robot.cameras]
+    if missing:
+        out.append(
+            f"env.cameras={cfg.env.cameras!r}: env.robot.cameras has no device for {missing} "
+            "(add env.robot.cameras.<name>.driver/source)"
+        )
     return out
