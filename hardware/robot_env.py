@@ -452,6 +452,6 @@ class RobotEnv(gym.Env):
             from robot_rl.rewards.registry import load_critic
 
             critic = load_critic(cfg.robot.success_critic)
-        robot = make_robot(cfg.robot)
+        robot = make_robot(cfg.robot, cfg.control_hz)
         cameras = {name: cam for name, cam in make_cameras(cfg.robot).items() if name in cfg.cameras}
         return cls(robot, cameras, cfg, critic=critic, render_mode=render_mode)

@@ -151,8 +151,12 @@ def test_home_motion_timeout_is_a_fault_that_latches():
 def test_config_errors_name_the_key():
     with pytest.raises(ValueError, match=r"env.num_envs=2: a robot"):
         make_vector_env(EnvConfig(num_envs=2, robot=RobotConfig(driver="sim")))
+    at_20hz = EnvConfig(num_envs=1, control_hz=20.0, robot=RobotConfig(driver="sim"))
+    env = make_env(at_20hz)  # the factory builds the in-process sim at env.control_hz
+    assert env.unwrapped.robot.limits.control_hz == 20.0
+    env.close()
     with pytest.raises(ValueError, match=r"env.control_hz=20 .* set env.control_hz=10"):
-        make_env(EnvConfig(num_envs=1, control_hz=20.0, robot=RobotConfig(driver="sim")))
+        RobotEnv(MujocoRobot(control_hz=10.0), {}, at_20hz)
     with pytest.raises(ValueError, match=r"home_joints has 3 values; sim_panda has 7 joints"):
         make_env(_cfg(home_joints=[0.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match=r"env.kwargs"):

@@ -184,8 +184,9 @@ class SimServerRobot(Robot):
         self.info: dict[str, Any] = {}
 
     @classmethod
-    def from_config(cls, cfg: RobotConfig) -> SimServerRobot:
-        """The client of the server at ``cfg.address`` (loopback, or keys passed to the constructor)."""
+    def from_config(cls, cfg: RobotConfig, control_hz: float | None = None) -> SimServerRobot:
+        """The client of the server at ``cfg.address`` (loopback, or keys passed to the constructor).
+        ``control_hz`` is not sent: the server's rate (``limits.control_hz``) is the robot's."""
         return cls(cfg.address, cfg.timeout_s)
 
     @property
