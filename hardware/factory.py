@@ -1,8 +1,9 @@
 """Build the robot and cameras an ``env.robot`` config names, importing each driver lazily.
 
-Every driver class has ``from_config(cfg: RobotConfig) -> Robot``; every camera class has
-``from_config(name: str, cfg: CameraConfig, robot: RobotConfig) -> Camera``. A driver whose vendor SDK is
-missing raises :class:`~robot_rl.hardware.errors.MissingExtraError` naming the extra.
+Every driver class has ``from_config(cfg: RobotConfig, control_hz: float = <its default>) -> Robot``;
+every camera class has ``from_config(name: str, cfg: CameraConfig, robot: RobotConfig) -> Camera``. A
+driver whose vendor SDK is missing raises :class:`~robot_rl.hardware.errors.MissingExtraError` naming
+the extra.
 """
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ def _load(table: dict[str, str], name: str, what: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-def make_robot(cfg: RobotConfig) -> Robot:
-    """The (unconnected) :class:`Robot` of ``cfg.driver``.
+def make_robot(cfg: RobotConfig, control_hz: float | None = None) -> Robot:
+    """The (unconnected) :class:`Robot` of ``cfg.driver``, commanded at ``control_hz`` (Hz; None: the
+    driver's default rate).
 
     Raises:
         ValueError: unknown driver.
         MissingExtraError: the driver's SDK is not installed (names the extra).
     """
-    return _load(ROBOTS, cfg.driver, "env.robot.driver").from_config(cfg)
+    cls = _load(ROBOTS, cfg.driver, "env.robot.driver")
+    return cls.from_config(cfg) if control_hz is None else cls.from_config(cfg, control_hz=control_hz)
 
 
 def make_cameras(cfg: RobotConfig) -> dict[str, Camera]:

@@ -35,6 +35,7 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -161,12 +162,33 @@ class SafeRobot(Robot):
         self._prev_handler = None
 
     @classmethod
-    def from_config(cls, cfg: RobotConfig) -> SafeRobot:
-        """The robot of ``cfg.driver`` (see :func:`~robot_rl.hardware.factory.make_robot`) behind
-        ``cfg.safety``."""
+    def from_config(cls, cfg: RobotConfig, control_hz: float | None = None) -> SafeRobot:
+        """The robot of ``cfg.driver`` at ``control_hz`` (see :func:`~robot_rl.hardware.factory.make_robot`)
+        behind ``cfg.safety``."""
         from robot_rl.hardware.factory import make_robot
 
-        return cls(make_robot(cfg), cfg.safety)
+        return cls(make_robot(cfg, control_hz), cfg.safety)
+
+    @property
+    def lockstep(self) -> bool:
+        """Whether the wrapped robot is a lock-step simulator (each command advances its physics)."""
+        return bool(getattr(self.robot, "lockstep", False))
+
+    @property
+    def reset_scene(self) -> Callable[[int | None], None] | None:
+        """The wrapped robot's ``reset_scene(seed)`` (the sim-backed robots re-place the cube and home the
+        arm), after which tracked targets restart from the measured pose; ``None`` when it has none."""
+        inner = getattr(self.robot, "reset_scene", None)
+        if not callable(inner):
+            return None
+
+        def reset(seed: int | None = None) -> None:
+            with self._lock:
+                inner(seed)
+                self._last_mode, self._anchored = None, None
+                self._last_fresh = time.monotonic()
+
+        return reset
 
     # --- Robot interface ----------------------------------------------------------------------------
 

@@ -1,12 +1,15 @@
 """Executing action chunks step by step: open loop (QC default, ALGORITHMS.md §3) or ACT-style temporal
 ensembling (Zhao et al. 2023, "Learning Fine-Grained Bimanual Manipulation ...": every step a new chunk is
 predicted and the actions that target the current step are averaged with weights ``exp(-m * i)``, i = 0
-for the oldest prediction)."""
+for the oldest prediction) in :class:`ChunkExecutor`; open loop with the next chunk inferred while the
+current one runs (real-time control loops) in :class:`AsyncChunkExecutor`."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -81,3 +84,120 @@ class ChunkExecutor:
         if self.needs_chunk():
             self.push(get_chunk())
         return self.pop()
+
+
+def align_chunk(remaining: np.ndarray, chunk: np.ndarray, elapsed: int, blend: int) -> np.ndarray:
+    """Step 3 of :class:`AsyncChunkExecutor`: the actions to execute from now on.
+
+    Args:
+        remaining: (r, d) actions of the current chunk not executed yet (r may be 0).
+        chunk: (h, d) the new chunk, predicted for the step ``elapsed`` control steps ago.
+        elapsed: steps executed since its observation (0 <= elapsed < h); ``chunk[:elapsed]`` is dropped.
+        blend: cross-fade length b: the first ``n = min(b, r, h - elapsed)`` steps are
+            ``(1 - w_j) remaining[j] + w_j chunk[elapsed + j]``, ``w_j = (j + 1) / (n + 1)``.
+    Returns: (h - elapsed, d) float32.
+    Raises:
+        ValueError: ``elapsed`` outside [0, h).
+    """
+    if not 0 <= elapsed < len(chunk):
+        raise ValueError(f"elapsed must be in [0, {len(chunk)}), got {elapsed}")
+    new = np.array(chunk[elapsed:], dtype=np.float32)
+    n = min(blend, len(remaining), len(new))
+    if n:
+        w = (np.arange(1, n + 1, dtype=np.float32) / (n + 1))[:, None]
+        new[:n] = (1 - w) * remaining[:n] + w * new[:n]
+    return new
+
+
+class AsyncChunkExecutor:
+    """Open-loop chunk execution whose next chunk is inferred while the current one runs, so a real-time
+    control loop does not wait for inference (deployment: :class:`robot_rl.hardware.remote_policy.
+    RemotePolicy` or an in-process policy behind a ``RobotEnv``).
+
+    Scheme (``deploy.async_lead`` = k, ``deploy.async_blend`` = b):
+
+    1. The episode's first chunk is fetched synchronously (nothing to execute yet).
+    2. At the control step s where k actions of the current chunk remain, ``get_chunk()`` (bound to the
+       observation of step s) starts in a worker thread; the loop keeps executing the current chunk.
+    3. The new chunk c (h, d) predicts steps s, s+1, ...; when it arrives at step t >= s, its elapsed prefix
+       ``c[:t - s]`` is dropped and ``c[t - s:]`` replaces what is left of the current chunk, with a linear
+       cross-fade over the first ``n = min(b, overlap)`` steps: ``a_j = (1 - w_j) old_j + w_j new_j``,
+       ``w_j = (j + 1) / (n + 1)`` (b = 0: switch at once).
+    4. If the current chunk runs out before the next one arrives, the loop waits for it: ``stalls`` counts
+       those steps and ``wait_s`` their time. With a round trip of d control steps (latency * control_hz,
+       rounded up) nothing ever waits when ``d <= k`` and ``2 d <= h`` (one inference at a time: each new
+       chunk must cover the next round trip after its own); take d from the round trip's p99
+       (benchmarks/bench_policy_server.py measures it).
+
+    This is the simple form of real-time chunking. Full RTC (Black, Galliker & Levine 2025, "Real-Time
+    Execution of Action Chunking Flow Policies", Physical Intelligence) also freezes the d actions that run
+    during inference, but then *inpaints* the rest of the new chunk during flow sampling, guiding it
+    towards the old chunk's overlap with soft, decaying weights, so both chunks agree by construction. Here
+    the new chunk is sampled independently and blended afterwards, in the style of ACT's temporal
+    ensembling (Zhao et al. 2023): it needs no change to the policy or the server, but a blend of two
+    chunks from different modes of a multimodal policy can fall between them; keep b small (or 0) then.
+
+    Use: ``action = ex.step(functools.partial(policy.infer, obs))`` once per control step -- bind the
+    observation now (a ``lambda: policy.infer(obs)`` would read the variable later, in the worker).
+    ``get_chunk`` must return (h, d); its exceptions are raised by the ``step`` that collects the chunk.
+    """
+
+    def __init__(self, horizon: int, lead: int, blend: int = 0, timeout_s: float | None = None):
+        if horizon < 2 or not 1 <= lead < horizon:
+            raise ValueError(f"need horizon >= 2 and 1 <= lead < horizon, got horizon {horizon}, lead {lead}")
+        if not 0 <= blend <= lead:
+            raise ValueError(f"blend must be in [0, lead={lead}], got {blend}")
+        self.horizon, self.lead, self.blend, self.timeout_s = int(horizon), int(lead), int(blend), timeout_s
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-inference")
+        self.stalls, self.wait_s = 0, 0.0
+        self.reset()
+
+    def reset(self) -> None:
+        """Start an episode: forget the queue; an inference still running is ignored when it finishes."""
+        self._queue: deque[np.ndarray] = deque()
+        self._pending: tuple[int, Future] | None = None  # (step it was started at, its result)
+        self._t = 0
+
+    def _check(self, chunk) -> np.ndarray:
+        c = _as_numpy(chunk)
+        if c.shape[:1] != (self.horizon,) or c.ndim != 2:
+            raise ValueError(f"chunk must be (h={self.horizon}, d), got {c.shape}")
+        if not np.isfinite(c).all():
+            raise ValueError("chunk contains NaN or inf")
+        return c
+
+    def step(self, get_chunk: Callable[[], object]) -> np.ndarray:
+        """The action (d,) float32 for this control step; starts or collects inference as described above.
+
+        Raises:
+            ValueError: a chunk of the wrong shape or with NaN/inf.
+            TimeoutError: waited longer than ``timeout_s`` for a chunk (None: as long as ``get_chunk``).
+            Whatever ``get_chunk`` raised (e.g. the policy server is down).
+        """
+        if self._pending is not None and (self._pending[1].done() or not self._queue):
+            start, future = self._pending
+            if not future.done():
+                self.stalls += 1
+                began = time.perf_counter()
+                try:
+                    future.result(timeout=self.timeout_s)
+                except TimeoutError as err:
+                    raise TimeoutError(
+                        f"no chunk within {self.timeout_s} s of the current one running out"
+                    ) from err
+                finally:
+                    self.wait_s += time.perf_counter() - began
+            self._pending = None
+            self._queue = deque(
+                align_chunk(np.array(self._queue), self._check(future.result()), self._t - start, self.blend)
+            )
+        if not self._queue:
+            self._queue = deque(self._check(get_chunk()))
+        if self._pending is None and len(self._queue) <= self.lead:
+            self._pending = (self._t, self._worker.submit(get_chunk))
+        self._t += 1
+        return self._queue.popleft()
+
+    def close(self) -> None:
+        """Stop the worker thread (after the inference it runs, if any)."""
+        self._worker.shutdown(wait=False, cancel_futures=True)

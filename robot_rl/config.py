@@ -91,14 +91,37 @@ class RobotConfig:
     ``driver``: ``sim`` (the MuJoCo Panda in process), ``sim_server`` (the MuJoCo-backed robot server at
     ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
     ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
-    ``env.cameras`` to its device. ``safety``: the safety layer's limits (:class:`SafetyConfig`).
+    ``env.cameras`` to its device. ``timeout_s``: longest wait (s) for a networked robot's reply.
+    ``safety``: the safety layer's limits and triggers (:class:`SafetyConfig`).
+
+    ``success``: what ends an episode as a success: ``lifted`` (the robot's ``lifted`` reading held for
+    ``env.success_hold_steps``; the sim-backed robot has it), ``operator`` (only a human's label from the
+    teleop or intervention device) or ``critic`` (the done head of the progress critic at
+    ``success_critic`` reaching ``success_threshold`` for ``env.success_hold_steps`` steps).
+    ``reset``: after the home motion, ``scene`` (the sim-backed robot re-places the cube), ``human`` (wait
+    for Enter on the terminal while a person resets the scene), ``none``, or ``auto`` (``scene`` when the
+    robot can, else ``human``). ``home_joints``: home posture (rad, one per joint; empty = the posture read
+    at connect), reached by joint-position moves of at most ``home_speed`` rad/s, within
+    ``home_tolerance`` rad and ``home_timeout_s`` s. ``realtime``: keep ``env.control_hz`` by sleeping to
+    each deadline (``always``), never sleep (``never``), or ``auto`` (sleep unless the robot is the in-process
+    lock-step simulator).
     """
 
     driver: str = "sim_server"
     address: str = "tcp://127.0.0.1:5570"
+    timeout_s: float = 1.0
     port: str = ""
     calibration: str = ""
     cameras: dict[str, CameraConfig] = field(default_factory=dict)
+    success: str = "lifted"
+    success_critic: str = ""
+    success_threshold: float = 0.5
+    reset: str = "auto"
+    home_joints: list[float] = field(default_factory=list)
+    home_speed: float = 0.5
+    home_tolerance: float = 0.05
+    home_timeout_s: float = 20.0
+    realtime: str = "auto"
     safety: SafetyConfig = field(default_factory=SafetyConfig)
 
 
@@ -460,6 +483,27 @@ class SecurityConfig:
 
 
 @dataclass
+class DeployConfig:
+    """How a real-time control loop (a robot) gets its action chunks (README "Serving a policy").
+
+    ``server``: a policy server's address (``robot-rl serve``, e.g. ``tcp://127.0.0.1:5580``); empty runs
+    the checkpoint in this process. ``token``: the server's shared token, if it has one. ``timeout_s``:
+    longest wait for one reply before a clear error naming the address. ``client_key``: the name of this
+    client's key in ``security.keys`` (needed for a server off loopback). ``async_lead`` (k): infer the
+    next chunk when k actions of the current one remain (0: synchronous; else 1 <= k < policy.horizon);
+    ``async_blend``: cross-fade that many steps from the old chunk to the new one (0 <= b <= k)
+    (``robot_rl.policies.executor.AsyncChunkExecutor``).
+    """
+
+    server: str = ""
+    token: str = ""
+    timeout_s: float = 2.0
+    client_key: str = "robot"
+    async_lead: int = 0
+    async_blend: int = 0
+
+
+@dataclass
 class PipelineConfig:
     """The whole main job: collect -> train (bc, offline) -> eval, in ``run_dir``.
 
@@ -484,6 +528,7 @@ class PipelineConfig:
     sac: SACConfig = field(default_factory=SACConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    deploy: DeployConfig = field(default_factory=DeployConfig)
     device: str = "cpu"
     checkpoint_every: int = 500
     threads: int = 0

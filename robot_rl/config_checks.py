@@ -98,6 +98,9 @@ RULES: dict[str, Range | Choice] = {
     "policy.ensemble_decay": NONNEG,
     "policy.action_low": ANY,
     "policy.action_high": ANY,
+    "deploy.timeout_s": POSITIVE,
+    "deploy.async_lead": NONNEG_INT,
+    "deploy.async_blend": NONNEG_INT,
     "bc.steps": COUNT,
     "bc.batch_size": COUNT,
     "bc.lr": POSITIVE,
@@ -245,7 +248,22 @@ def problems(cfg: Any) -> list[str]:
     if reason is not None:
         out.append(f"online.address={cfg.online.address!r}: {reason}")
     if cfg.env.robot is not None:
-        out += robot_problems(cfg.env.robot)
+        out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
+    return out + deploy_problems(cfg)
+
+
+def deploy_problems(cfg: Any) -> list[str]:
+    """Problems of ``deploy`` against the policy's horizon (range checks are in RULES)."""
+    out = []
+    d, h = cfg.deploy, cfg.policy.horizon
+    if d.async_lead and NONNEG_INT.ok(d.async_lead) and not d.async_lead < h:
+        out.append(f"deploy.async_lead={d.async_lead}: must be < policy.horizon={h} (or 0: synchronous)")
+    if NONNEG_INT.ok(d.async_blend) and d.async_blend > max(d.async_lead, 0):
+        out.append(f"deploy.async_blend={d.async_blend}: must be <= deploy.async_lead={d.async_lead}")
+    if d.server:
+        reason = address_problem(d.server)
+        if reason is not None:
+            out.append(f"deploy.server={d.server!r}: {reason}")
     return out
 
 
@@ -253,7 +271,18 @@ ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
 VENDOR_ARMS = ("ur", "xarm", "franka")
 """Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
-ROBOT_RULES: dict[str, Range | Choice] = {"driver": Choice(ROBOT_DRIVERS)}
+ROBOT_RULES: dict[str, Range | Choice] = {
+    "driver": Choice(ROBOT_DRIVERS),
+    "timeout_s": POSITIVE,
+    "success": Choice(("lifted", "operator", "critic")),
+    "success_threshold": FRACTION,
+    "reset": Choice(("auto", "scene", "human", "none")),
+    "home_joints": ANY,
+    "home_speed": POSITIVE,
+    "home_tolerance": POSITIVE,
+    "home_timeout_s": POSITIVE,
+    "realtime": Choice(("auto", "always", "never")),  # not on/off: YAML reads those as booleans
+}
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
     "width": COUNT,
@@ -302,7 +331,13 @@ def robot_problems(robot: Any) -> list[str]:
         checks += [
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
-    out += [f"{key}={value!r}: must be {rule}" for key, value, rule in checks if not rule.ok(value)]
+    out += [
+        f"{key}={value!r}: {'each element ' if isinstance(value, list) else ''}must be {rule}"
+        for key, value, rule in checks
+        if not all(rule.ok(v) for v in (value if isinstance(value, list) else [value]))
+    ]
+    if robot.success == "critic" and not robot.success_critic:
+        out.append("env.robot.success=critic: set env.robot.success_critic to a progress critic checkpoint")
     out += safety_problems(robot.safety)
     if robot.driver == "so101":
         out += [
@@ -318,4 +353,23 @@ def robot_problems(robot: Any) -> list[str]:
         reason = controller_host_problem(robot.address)
         if reason is not None:
             out.append(f"env.robot.address={robot.address!r}: driver {robot.driver} {reason}")
+    return out
+
+
+def _one_robot_problems(cfg: Any) -> list[str]:
+    """A robot is one env: one sub-env and one actor drive it; its cameras must cover ``env.cameras``."""
+    out = []
+    if cfg.env.num_envs != 1:
+        out.append(f"env.num_envs={cfg.env.num_envs}: a robot (env.robot) is one env; set env.num_envs=1")
+    if cfg.online.num_actors != 1:
+        out.append(
+            f"online.num_actors={cfg.online.num_actors}: a robot (env.robot) is driven by one actor; "
+            "set online.num_actors=1"
+        )
+    missing = [c for c in cfg.env.cameras if c not in cfg.env.robot.cameras]
+    if missing:
+        out.append(
+            f"env.cameras={cfg.env.cameras!r}: env.robot.cameras has no device for {missing} "
+            "(add env.robot.cameras.<name>.driver/source)"
+        )
     return out

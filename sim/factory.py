@@ -19,14 +19,24 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     success rule and cameras of ``cfg`` (``cfg.kwargs`` are passed on, e.g. ``torque_every``). Any other id
     goes through :func:`robot_rl.sim.adapter.make_foreign_env` with ``cfg.module``, ``cfg.kwargs`` and
     ``cfg.adapter``. ``env.unwrapped.task`` (built-in) or ``env.task`` (adapter) is the instruction.
+    With ``cfg.robot`` set, the built-in task runs on that robot instead:
+    :class:`robot_rl.hardware.robot_env.RobotEnv` (same keys and spaces; it connects the robot).
 
     Raises:
-        ValueError: invalid built-in env settings (rates, cameras, render mode).
+        ValueError: invalid built-in env settings (rates, cameras, render mode), or ``cfg.robot`` with a
+            foreign id.
+        HardwareError: the robot or a camera cannot be reached (names it).
         KeyError: the adapter names an unknown foreign observation key.
         gymnasium.error.Error: an unregistered id.
         RendererError: ``MUJOCO_GL`` is set to a value MuJoCo refuses (names the valid ones).
     """
     check_mujoco_gl()  # before anything imports mujoco
+    if cfg.robot is not None:
+        if cfg.id != BUILTIN_ID:
+            raise ValueError(f"env.robot runs the built-in task {BUILTIN_ID}, not env.id={cfg.id!r}")
+        from robot_rl.hardware.robot_env import RobotEnv
+
+        return RobotEnv.from_config(cfg, render_mode=render_mode)
     if cfg.id == BUILTIN_ID:
         from robot_rl.sim.panda_pick_cube import PandaPickCubeEnv
 

@@ -160,10 +160,30 @@ def test_cli_exits_2_before_any_work(tmp_path, command, override, key):
 def test_robot_section_is_checked_when_present(tmp_path):
     path = tmp_path / "robot.yaml"
     path.write_text(
-        "env:\n  robot:\n    driver: sim\n    cameras:\n      front: {driver: sim, source: front}\n"
+        "env:\n  num_envs: 1\n  robot:\n    driver: sim\n"
+        "    cameras:\n      front: {driver: sim, source: front}\n"
     )
     assert load_config(path).env.robot.cameras["front"].source == "front"
     with pytest.raises(ConfigError, match=r"env\.robot\.cameras\.front\.fps=0"):
         load_config(path, ["--env.robot.cameras.front.fps=0"])
     with pytest.raises(ConfigError, match=r"env\.robot\.driver='kuka'"):
         load_config(path, ["--env.robot.driver=kuka"])
+
+
+def test_a_robot_is_one_env_with_its_cameras_and_its_own_rules(tmp_path):
+    path = tmp_path / "robot.yaml"
+    path.write_text("env:\n  robot:\n    driver: sim\n")
+    with pytest.raises(ConfigError, match=r"env\.num_envs=2: a robot"):
+        load_config(path)
+    ok = ["--env.num_envs=1"]
+    assert load_config(path, ok).env.robot.success == "lifted"
+    with pytest.raises(ConfigError, match=r"online\.num_actors=2: a robot"):
+        load_config(path, [*ok, "--online.num_actors=2"])
+    with pytest.raises(ConfigError, match=r"env\.robot\.cameras has no device for \['front'\]"):
+        load_config(path, [*ok, "--env.cameras=[front]"])
+    with pytest.raises(ConfigError, match=r"success_critic"):
+        load_config(path, [*ok, "--env.robot.success=critic"])
+    for bad in ("success=button", "reset=magic", "realtime=maybe", "home_speed=0", "home_joints=[0, .nan]"):
+        key = bad.split("=")[0]
+        with pytest.raises(ConfigError, match=rf"env\.robot\.{key}="):
+            load_config(path, [*ok, f"--env.robot.{bad}"])

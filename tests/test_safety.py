@@ -239,7 +239,9 @@ def test_bad_safety_config_names_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"joint_margin_rad=2\.0: leaves no range for joint"):
         SafeRobot(MujocoRobot(), SafetyConfig(joint_margin_rad=2.0, estop_signal="")).connect()
     path = tmp_path / "robot.yaml"
-    path.write_text("env:\n  robot:\n    driver: sim\n    safety: {watchdog_ms: 200, estop_key: esc}\n")
+    path.write_text(
+        "env:\n  num_envs: 1\n  robot:\n    driver: sim\n    safety: {watchdog_ms: 200, estop_key: esc}\n"
+    )
     assert load_config(path).env.robot.safety.watchdog_ms == 200
     for override, key in [
         ("--env.robot.safety.watchdog_ms=-1", r"env\.robot\.safety\.watchdog_ms=-1"),
@@ -337,3 +339,36 @@ def test_a_jammed_joint_does_not_jump_when_it_comes_free(tmp_path):
     peak_unguarded, resets_unguarded = _peak_speed_after_release(tmp_path, 0.0)
     assert resets > 0 and resets_unguarded == 0
     assert peak < 0.8 * vmax and peak_unguarded > vmax, (peak, peak_unguarded)  # 1.3 vs 2.6 rad/s here
+
+
+def test_robot_env_over_the_safety_layer_matches_the_direct_env():
+    """A safe policy passes unchanged: RobotEnv over SafeRobot(MujocoRobot) (the robot's own limits) gives
+    the direct sim env's episodes bit for bit, resets included."""
+    from robot_rl.config import EnvConfig
+    from robot_rl.hardware.robot_env import RobotEnv
+    from robot_rl.sim import make_env
+    from robot_rl.sim.expert import PickCubeExpert
+
+    cfg = EnvConfig(num_envs=1, robot=RobotConfig(driver="sim", safety=SafetyConfig(estop_signal="")))
+    sim = make_env(EnvConfig())
+    safe = SafeRobot.from_config(cfg.robot, cfg.control_hz)
+    env = RobotEnv(safe, {}, cfg)
+    try:
+        for seed in (3, 4):
+            a, _ = sim.reset(seed=seed)
+            b, _ = env.reset(seed=seed)
+            expert = PickCubeExpert(noise=0.0, seed=seed)
+            for _ in range(60):
+                action = expert.act(a)
+                a, ra, ta, tra, _ = sim.step(action)
+                b, rb, tb, trb, _ = env.step(action)
+                assert all(np.array_equal(a[k], b[k]) for k in a)
+                assert (ra, ta, tra) == (rb, tb, trb)
+                if ta or tra:
+                    break
+            assert tb
+        counters = safe.counters
+        assert counters.rejected == 0 and counters.commands > 0
+    finally:
+        sim.close()
+        env.close()

@@ -8,12 +8,15 @@ import argparse
 
 from robot_rl.config import ConfigError
 
-HELP = "connect to env.robot and its cameras, print state, limits and frame rates; moves only with --move"
+HELP = (
+    "check: connect to env.robot and its cameras, print state, limits and frame rates; moves only with "
+    "--move. sim-server: serve the simulated Panda in real time for env.robot.driver: sim_server"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``hardware`` subcommand's arguments (``--config``/``--quick`` come from the main parser)."""
-    p.add_argument("action", choices=["check"])
+    p.add_argument("action", choices=["check", "sim-server"], help="sim-server: see its flags below")
     p.add_argument("--move", action="store_true", help="jog the last joint a little (0.05 rad) and back")
     p.add_argument("--camera-seconds", type=float, default=1.0, help="how long to read each camera (s)")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, hardware_check, keys, online
+from robot_rl.cli import dataset, errors, hardware_check, keys, online, record, serve, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -26,6 +26,7 @@ COMMANDS = {
     "processes or Ray) with a simulated or real human able to take over",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
     "hardware": hardware_check.HELP,
+    "record": "record teleoperated demos on the robot of env.robot into a LeRobot v3.0 dataset (resumable)",
 }
 DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
 
@@ -49,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
             online.add_arguments(p)
         if name == "hardware":
             hardware_check.add_arguments(p)
+            sim_server.add_arguments(p)
+        if name == "record":
+            record.add_arguments(p)
         if name == "critic":
             p.add_argument("action", choices=["train", "eval", "serve"])
             p.add_argument(
@@ -65,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     dataset.add_parser(sub)
     keys.add_parser(sub)
+    serve.add_parser(sub)
     return parser
 
 
@@ -76,10 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys"):
+    if args.command in ("dataset", "keys", "serve") or (
+        args.command == "hardware" and args.action == "sim-server"
+    ):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return (dataset if args.command == "dataset" else keys).run(args)
+        return {"dataset": dataset, "keys": keys, "serve": serve, "hardware": sim_server}[args.command].run(
+            args
+        )
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
@@ -109,6 +118,8 @@ def _run(args: argparse.Namespace, cfg) -> None:
         critic.run(args, cfg)
     elif args.command == "collect":
         stages.collect(cfg)
+    elif args.command == "record":
+        print(record.run(args, cfg))
     elif args.command == "pipeline":
         stages.pipeline(cfg)
     else:

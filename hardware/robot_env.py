@@ -1,0 +1,457 @@
+"""``RobotEnv``: the pick-cube task on a :class:`~robot_rl.hardware.robot.Robot` plus cameras, with exactly
+the observation and action keys of the simulated ``robot_rl/PandaPickCube-v0``, so every stage (collect,
+online, eval, record) runs on a robot by config (``env.robot``).
+
+Action, float32 (4,): ``[dx, dy, dz, grip]``, dx/dy/dz in [-0.03, 0.03] m, grip in [0, 1], sent as
+``Command(EE_DELTA, [dx, dy, dz], gripper=grip)``. Out-of-bounds or non-finite actions raise ``ValueError``
+like the simulated env (nothing is silently clipped).
+
+Observation (gymnasium ``Dict``):
+
+- ``observation.state`` float32 (2n + 8,) from the :class:`RobotState`: joint positions (rad), joint
+  velocities (rad/s), end-effector position (m), quaternion (w, x, y, z), gripper closure in [0, 1]
+  (n = 7 for the Panda: (22,), the simulated task's layout);
+- ``observation.environment_state`` float32 (7,): the robot's ``extra["environment_state"]`` when it has
+  one (the sim-backed robot; a motion-capture system on hardware), else absent;
+- ``observation.images.<cam>`` uint8 (image_size, image_size, 3) for each camera of ``env.cameras``,
+  resized with swscale's area filter (PyAV).
+
+Control loop: each :meth:`RobotEnv.step` sends the command, sleeps to the next deadline of a fixed-rate
+:class:`~robot_rl.hardware.rate.RateLoop` at ``env.control_hz`` (no sleep for the in-process lock-step
+simulator), then reads the robot and the cameras. ``info["control"]`` (on the last step of an episode) and
+:meth:`RobotEnv.control_stats` give the achieved rate, wake-up jitter, deadline misses and robot I/O latency.
+
+Success (``env.robot.success``): ``lifted`` (the robot's ``extra["lifted"]`` held for
+``env.success_hold_steps`` steps), ``critic`` (a progress critic's done head, held as long) or ``operator``
+(the env never decides; the human's label from the teleop device does). Reward: 1.0 on the success step,
+else 0.0; success terminates. Truncation after ``env.max_episode_steps``.
+
+Reset: a scripted, rate-limited joint-position move to the home posture, then the scene reset
+(``env.robot.reset``): the sim-backed robot's ``reset_scene(seed)``, or a human (Enter on the terminal).
+
+A hardware error mid-episode (lost link, fault, camera timeout) gives a safe stop: the robot is told to hold
+(if it still answers), the step returns the last observation with ``truncated=True`` and
+``info["robot_error"]`` naming the robot and the error, so the episode so far is kept by the caller; the
+next :meth:`RobotEnv.reset` raises that error (same class) instead of moving again.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from robot_rl import keys
+from robot_rl.config import EnvConfig
+from robot_rl.hardware.camera import Camera
+from robot_rl.hardware.errors import HardwareError, RobotFault
+from robot_rl.hardware.rate import RateLoop
+from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotState
+
+log = logging.getLogger(__name__)
+MAX_DELTA_M = 0.03
+"""Largest end-effector move per step (m), as the simulated task."""
+ENV_STATE_DIM = 7
+CAMERA_TIMEOUT_S = 1.0
+
+
+def state_vector(state: RobotState) -> np.ndarray:
+    """float32 (2n + 8,): joint positions (rad), joint velocities (rad/s), ee position (m), ee quaternion
+    (w, x, y, z), gripper closure [0, 1]: the simulated task's ``observation.state`` layout."""
+    return np.concatenate(
+        [state.joint_pos, state.joint_vel, state.ee_pos, state.ee_quat, [state.gripper]]
+    ).astype(np.float32)
+
+
+def resize_image(image: np.ndarray, size: int) -> np.ndarray:
+    """RGB uint8 (H, W, 3) -> uint8 (size, size, 3) with swscale's area filter (PyAV); unchanged if already
+    that size. Raises ValueError for anything but (H, W, 3) uint8."""
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"camera frames must be uint8 (H, W, 3), got {image.dtype} {image.shape}")
+    if image.shape[:2] == (size, size):
+        return image
+    import av
+
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+    return frame.reformat(width=size, height=size, interpolation="AREA").to_ndarray()
+
+
+def ask_operator(prompt: str) -> None:
+    """Print ``prompt`` and wait for Enter on the terminal (the human reset).
+
+    Raises:
+        HardwareError: stdin is not a terminal (nobody can press Enter).
+    """
+    if not sys.stdin.isatty():
+        raise HardwareError(
+            "env.robot.reset=human waits for Enter on a terminal, but stdin is not one; run from a terminal "
+            "or use env.robot.reset=none"
+        )
+    input(prompt)
+
+
+class CriticSuccess:
+    """Success from a progress critic: the done head on (previous, current) observation >= ``threshold``.
+
+    Raises:
+        ValueError: the env's observations lack a key the critic reads.
+    """
+
+    def __init__(self, critic, threshold: float, task: str, obs_keys: list[str]) -> None:
+        missing = sorted(set(critic.input_keys) - set(obs_keys))
+        if missing:
+            raise ValueError(f"env.robot.success=critic: the critic reads {missing}, which the env lacks")
+        self.critic, self.threshold, self.task = critic, float(threshold), task
+        self._prev: dict[str, np.ndarray] | None = None
+
+    def _view(self, obs: dict) -> dict[str, np.ndarray]:
+        return {k: np.asarray(obs[k])[None] for k in self.critic.input_keys}
+
+    def reset(self, obs: dict) -> None:
+        self._prev = self._view(obs)
+
+    def __call__(self, obs: dict) -> bool:
+        view = self._view(obs)
+        out = self.critic.predict(self._prev, view, self.task)
+        self._prev = view
+        return float(out.done[0]) >= self.threshold
+
+
+class RobotEnv(gym.Env):
+    """The pick-cube task on a robot; see the module docstring for spaces, success, reset and errors.
+
+    The robot and cameras are connected here (the observation space depends on the robot's joint count
+    and extras) and disconnected by :meth:`close`.
+
+    Args:
+        robot: the (connected or not) robot; it must offer ``ee_delta`` and, for the home motion,
+            ``joint_position``.
+        cameras: one camera per name of ``cfg.cameras``.
+        cfg: the env section: ``control_hz``, ``max_episode_steps``, ``success_hold_steps``,
+            ``image_size``, ``cameras`` and ``robot`` (:class:`~robot_rl.config.RobotConfig`).
+        critic: a progress critic for ``success=critic``.
+        wait_for_human: called with a prompt for ``reset=human`` (default: :func:`ask_operator`).
+        render_mode: ``None`` or ``"rgb_array"`` (the first camera's last frame).
+
+    Raises:
+        ValueError: ``cfg.robot`` missing, ``env.kwargs`` set (simulator only), a camera of ``env.cameras``
+            without a device, a success/reset mode the robot cannot do, home joints of the wrong length, a
+            lock-step simulator at another rate than ``env.control_hz``, or a robot without ``ee_delta``.
+        HardwareError: connecting the robot or a camera failed (names the device).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(
+        self,
+        robot: Robot,
+        cameras: dict[str, Camera],
+        cfg: EnvConfig,
+        critic=None,
+        wait_for_human: Callable[[str], None] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        from robot_rl.sim.panda_pick_cube import TASK
+
+        if cfg.robot is None:
+            raise ValueError("RobotEnv needs env.robot")
+        if cfg.kwargs:
+            raise ValueError(f"env.kwargs={cfg.kwargs!r}: simulator options; a robot (env.robot) takes none")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        missing = [c for c in cfg.cameras if c not in cameras]
+        if missing:
+            raise ValueError(f"env.cameras: env.robot.cameras has no device for {missing}")
+        if CommandMode.EE_DELTA not in robot.modes:
+            raise ValueError(f"{robot.name}: RobotEnv sends ee_delta commands, which this robot lacks")
+        self.robot, self.cfg, self.rcfg = robot, cfg, cfg.robot
+        self.cameras = {name: cameras[name] for name in cfg.cameras}
+        self.task, self.render_mode = TASK, render_mode
+        self.metadata = {**self.metadata, "render_fps": cfg.control_hz}
+        self.image_size = int(cfg.image_size)
+        self._wait_for_human = wait_for_human or ask_operator
+        self._fault: HardwareError | None = None
+        self._last_obs: dict[str, np.ndarray] | None = None
+        self._steps = self._held = 0
+        self._connect()
+        try:
+            self._setup(robot.read(), critic)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, first: RobotState, critic) -> None:
+        robot, cfg = self.robot, self.cfg
+        lockstep = bool(getattr(robot, "lockstep", False))
+        self._check_rate(lockstep)
+        realtime = self.rcfg.realtime
+        self.rate = RateLoop(cfg.control_hz, realtime == "always" or (realtime == "auto" and not lockstep))
+        self.home = self._home_posture(first)
+        self.reset_mode = self._reset_mode()
+        self._has_env_state = "environment_state" in first.extra
+        self._success = self._success_rule(first, critic)
+
+        self.action_space = spaces.Box(
+            low=np.array([-MAX_DELTA_M] * 3 + [0.0], dtype=np.float32),
+            high=np.array([MAX_DELTA_M] * 3 + [1.0], dtype=np.float32),
+            dtype=np.float32,
+        )
+        obs = {keys.STATE: spaces.Box(-np.inf, np.inf, state_vector(first).shape, np.float32)}
+        if self._has_env_state:
+            obs[keys.ENV_STATE] = spaces.Box(-np.inf, np.inf, (ENV_STATE_DIM,), np.float32)
+        for cam in self.cameras:
+            obs[keys.image_key(cam)] = spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
+        self.observation_space = spaces.Dict(obs)
+
+    # -- construction helpers ------------------------------------------------------------------------
+    def _connect(self) -> None:
+        if not self.robot.is_connected:
+            self.robot.connect()
+        try:
+            for cam in self.cameras.values():
+                cam.connect()
+        except BaseException:
+            self.robot.disconnect()
+            raise
+
+    def _check_rate(self, lockstep: bool) -> None:
+        robot_hz = self.robot.limits.control_hz
+        if lockstep and abs(robot_hz - self.cfg.control_hz) > 1e-9:
+            raise ValueError(
+                f"env.control_hz={self.cfg.control_hz:g} but the lock-step simulator {self.robot.name} "
+                f"advances {robot_hz:g} Hz per command; set env.control_hz={robot_hz:g}"
+            )
+
+    def _home_posture(self, first: RobotState) -> np.ndarray:
+        n = self.robot.limits.num_joints
+        if self.rcfg.home_joints:
+            home = np.asarray(self.rcfg.home_joints, dtype=np.float64)
+            if home.shape != (n,):
+                raise ValueError(
+                    f"env.robot.home_joints has {home.size} values; {self.robot.name} has {n} joints "
+                    f"{list(self.robot.limits.joint_names)}"
+                )
+        else:
+            home = np.asarray(first.joint_pos, dtype=np.float64).copy()
+        if CommandMode.JOINT_POSITION not in self.robot.modes:
+            raise ValueError(f"{self.robot.name}: the home motion needs joint_position commands")
+        low, high = self.robot.limits.joint_low, self.robot.limits.joint_high
+        if np.any(home < low) or np.any(home > high):
+            raise ValueError(f"env.robot.home_joints {home.tolist()} is outside the joint limits")
+        return home
+
+    def _reset_mode(self) -> str:
+        mode = self.rcfg.reset
+        can_scene = callable(getattr(self.robot, "reset_scene", None))
+        if mode == "auto":
+            return "scene" if can_scene else "human"
+        if mode == "scene" and not can_scene:
+            raise ValueError(f"env.robot.reset=scene: {self.robot.name} cannot reset its scene (use human)")
+        return mode
+
+    def _success_rule(self, first: RobotState, critic) -> Callable | CriticSuccess | None:
+        mode = self.rcfg.success
+        if mode == "lifted":
+            if "lifted" not in first.extra:
+                raise ValueError(
+                    f"env.robot.success=lifted: {self.robot.name} reports no 'lifted' reading (only the "
+                    "sim-backed robot does); use success=operator or success=critic"
+                )
+            return lambda obs: float(np.asarray(self._state.extra["lifted"]).reshape(-1)[0]) > 0.5
+        if mode == "critic":
+            if critic is None:
+                raise ValueError("env.robot.success=critic needs a critic (env.robot.success_critic)")
+            obs_keys = [keys.STATE] + [keys.image_key(c) for c in self.cameras]
+            obs_keys += [keys.ENV_STATE] if "environment_state" in first.extra else []
+            return CriticSuccess(critic, self.rcfg.success_threshold, self.task, obs_keys)
+        return None
+
+    # -- gym API -------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Home motion, then the scene reset; returns ``(obs, info)`` (``info["home_steps"]``: commands the
+        home motion sent).
+
+        Raises:
+            HardwareError: the previous episode ended on a hardware error (the same class, naming the
+                robot), or one happens now; RobotFault: the home posture was not reached in time.
+        """
+        super().reset(seed=seed)
+        if self._fault is not None:
+            err = self._fault
+            raise type(err)(
+                f"{self.robot.name}: stopped after a hardware error in the last episode ({err}); that "
+                "episode was kept up to the error. Check the robot and its link, then rerun"
+            ) from err
+        home_steps = self._guard(self._home_motion)
+        if self.reset_mode == "scene":
+            self._guard(lambda: self.robot.reset_scene(seed))
+        elif self.reset_mode == "human":
+            self._wait_for_human(
+                f"{self.robot.name}: reset the scene (episode seed {seed}), then press Enter to start... "
+            )
+        self.rate.restart()
+        obs = self._guard(self._observe)
+        self._steps = self._held = 0
+        if isinstance(self._success, CriticSuccess):
+            self._success.reset(obs)
+        return obs, {"is_success": False, "home_steps": home_steps}
+
+    def _guard(self, fn: Callable):
+        """Run ``fn``; a hardware error marks the env faulted (hold if possible) and is re-raised."""
+        try:
+            return fn()
+        except HardwareError as err:
+            self._stop(err)
+            raise
+
+    def check_action(self, action: np.ndarray) -> np.ndarray:
+        """Validate ``action``; returns float64 (4,).
+
+        Raises:
+            ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
+        """
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (4,):
+            raise ValueError(f"action must have shape (4,), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action contains NaN or inf: {a.tolist()}")
+        low, high = self.action_space.low, self.action_space.high
+        bad = np.flatnonzero((a < low - 1e-6) | (a > high + 1e-6))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] "
+                "(dx, dy, dz in metres per step; gripper in [0, 1])"
+            )
+        return a
+
+    def step(self, action: np.ndarray):
+        """Send one action, wait for the next deadline, observe; returns the gymnasium 5-tuple.
+
+        Raises:
+            ValueError: a bad action (nothing is sent).
+            HardwareError: stepping an env whose last episode ended on a hardware error (reset first).
+        """
+        a = self.check_action(action)
+        if self._fault is not None or self._last_obs is None:
+            raise HardwareError(f"{self.robot.name}: step() before reset() (or after a hardware error)")
+        cmd = Command(CommandMode.EE_DELTA, a[:3].copy(), float(np.clip(a[3], 0.0, 1.0)), time.monotonic())
+        try:
+            t0 = time.monotonic()
+            self.robot.command(cmd)
+            t1 = time.monotonic()
+            self.rate.wait()
+            t2 = time.monotonic()
+            obs = self._observe()
+            self.rate.record_latency((t1 - t0) + (time.monotonic() - t2))
+        except HardwareError as err:
+            self._stop(err)
+            info = {
+                "is_success": False,
+                "robot_error": str(self._fault),
+                "truncated_reason": "robot_error",
+                "control": self.rate.stats(),
+            }
+            return self._last_obs, 0.0, False, True, info
+        self._steps += 1
+        hit = self._success(obs) if self._success is not None else False
+        self._held = self._held + 1 if hit else 0
+        success = self._held >= self.cfg.success_hold_steps
+        truncated = not success and self._steps >= self.cfg.max_episode_steps
+        info: dict[str, Any] = {"is_success": bool(success)}
+        if success or truncated:
+            info["control"] = self.rate.stats()
+        return obs, 1.0 if success else 0.0, bool(success), bool(truncated), info
+
+    def control_stats(self) -> dict[str, float]:
+        """The control loop's figures since the last reset (:meth:`RateLoop.stats`)."""
+        return self.rate.stats()
+
+    def render(self) -> np.ndarray | None:
+        """``rgb_array``: the first camera's last observed frame (uint8 (S, S, 3)); else ``None``."""
+        if self.render_mode != "rgb_array" or not self.cameras or self._last_obs is None:
+            return None
+        return self._last_obs[keys.image_key(next(iter(self.cameras)))]
+
+    def close(self) -> None:
+        """Hold, then disconnect the robot and the cameras (safe to call twice)."""
+        if self.robot.is_connected:
+            try:
+                if self._fault is None:
+                    self.robot.hold()
+            except HardwareError as err:
+                log.warning("%s: hold at close failed: %s", self.robot.name, err)
+            self.robot.disconnect()
+        for cam in self.cameras.values():
+            cam.disconnect()
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _stop(self, err: HardwareError) -> None:
+        """Safe stop after a hardware error: hold if the robot still answers; later resets raise."""
+        msg = f"robot {self.robot.name}: {type(err).__name__}: {err}"
+        log.error("%s; holding and ending the episode", msg)
+        self._fault = type(err)(msg)
+        try:
+            self.robot.hold()
+        except HardwareError as again:
+            log.error("robot %s: hold failed too: %s", self.robot.name, again)
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        state = self.robot.read()
+        self._state = state
+        obs = {keys.STATE: state_vector(state)}
+        if self._has_env_state:
+            obs[keys.ENV_STATE] = np.asarray(state.extra["environment_state"], dtype=np.float32)
+        for name, cam in self.cameras.items():
+            obs[keys.image_key(name)] = resize_image(cam.read(CAMERA_TIMEOUT_S).image, self.image_size)
+        self._last_obs = obs
+        return obs
+
+    def _home_motion(self) -> int:
+        """Joint-position moves to :attr:`home`, at most ``home_speed`` rad/s (and the robot's joint speed
+        limits) per joint, gripper open, one command per control period. Returns the commands sent.
+
+        Raises:
+            RobotFault: the measured posture is not within ``home_tolerance`` rad after ``home_timeout_s``.
+        """
+        limits, hz = self.robot.limits, self.cfg.control_hz
+        step = np.minimum(self.rcfg.home_speed, limits.joint_vel_max) / hz
+        target, tol = self.home, self.rcfg.home_tolerance
+        cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
+        self.rate.restart()
+        for sent in range(max(1, int(np.ceil(self.rcfg.home_timeout_s * hz)))):
+            q = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
+            if np.max(np.abs(target - q)) <= tol:
+                return sent
+            cmd = cmd + np.clip(target - cmd, -step, step)
+            self.robot.command(Command(CommandMode.JOINT_POSITION, cmd, 0.0, time.monotonic()))
+            self.rate.wait()
+        worst = int(np.argmax(np.abs(target - q)))
+        raise RobotFault(
+            f"{self.robot.name}: home motion did not reach env.robot.home_joints within "
+            f"{tol:g} rad in {self.rcfg.home_timeout_s:g} s (joint {limits.joint_names[worst]} is "
+            f"{q[worst]:.3f} rad, home {target[worst]:.3f} rad)"
+        )
+
+    @classmethod
+    def from_config(cls, cfg: EnvConfig, render_mode: str | None = None) -> RobotEnv:
+        """The env of ``cfg.robot``: its driver and cameras (:mod:`robot_rl.hardware.factory`) and, for
+        ``success=critic``, the critic at ``success_critic``. Raises what the drivers and ``__init__``
+        raise."""
+        from robot_rl.hardware.factory import make_cameras, make_robot
+
+        critic = None
+        if cfg.robot.success == "critic":
+            from robot_rl.rewards.registry import load_critic
+
+            critic = load_critic(cfg.robot.success_critic)
+        robot = make_robot(cfg.robot, cfg.control_hz)
+        cameras = {name: cam for name, cam in make_cameras(cfg.robot).items() if name in cfg.cameras}
+        return cls(robot, cameras, cfg, critic=critic, render_mode=render_mode)

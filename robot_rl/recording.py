@@ -1,0 +1,145 @@
+"""Record teleoperated demonstrations on a robot (``robot-rl record``) into a LeRobot v3.0 dataset.
+
+A human drives the env (a :class:`~robot_rl.hardware.robot_env.RobotEnv`, or the simulator) with a teleop
+device (keyboard, gamepad, SpaceMouse, a leader arm, or the simulated human for tests). Each control step
+the device is polled with the current observation: its action is executed; while it gives none (the
+operator is not pressing anything) the robot holds, gripper unchanged, and that step is recorded too. An
+episode ends on the env's success or time limit, or on the operator's label (``success``/``failure``),
+which then sets the last frame's ``next.success``/``next.done``/``next.reward`` as the online actor does.
+
+Episodes go through the same :class:`~robot_rl.data.lerobot.writer.LeRobotWriter` as ``collect``, one
+durable append per finished episode, so a crash or Ctrl-C loses only the episode in progress and a rerun
+resumes the dataset (it records until the dataset holds ``num_episodes``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.runtime.intervention import DeviceError, InterventionDevice
+
+log = logging.getLogger(__name__)
+RECORD_SEED_OFFSET = 3_000_000
+"""Env seeds of recorded episodes (demos use 0.., evaluation 1,000,000.., online 2,000,000..); the sim-backed
+robot places its cube from them, a real scene ignores them."""
+TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader", "sim_human")
+
+
+def make_teleop(name: str, cfg, action_low: np.ndarray, action_high: np.ndarray) -> InterventionDevice:
+    """The teleop device ``name`` for an env with action box ``[action_low, action_high]``.
+
+    ``keyboard``/``gamepad``/``spacemouse``/``sim_human``: :func:`robot_rl.teleop.make_device` with
+    ``cfg.intervention`` (its ``scale``). ``leader``: ``robot_rl.teleop.leader.LeaderArm.from_config(cfg,
+    action_low, action_high)`` (a second arm moved by hand, mapped joint to joint).
+
+    Raises:
+        ValueError: unknown ``name``.
+        DeviceError: the device or its package is missing (names it and the fix).
+    """
+    from dataclasses import replace
+
+    if name not in TELEOPS:
+        raise ValueError(f"--teleop must be one of {', '.join(TELEOPS)}; got {name!r}")
+    if name == "leader":
+        try:
+            from robot_rl.teleop.leader import LeaderArm
+        except ImportError as err:
+            raise DeviceError(
+                "--teleop leader: the leader-arm teleop (robot_rl.teleop.leader.LeaderArm) is not in this "
+                f"installation ({err}); use keyboard, gamepad or spacemouse"
+            ) from err
+        return LeaderArm.from_config(cfg, action_low, action_high)
+    from robot_rl.teleop import make_device
+
+    return make_device(replace(cfg.intervention, device=name), action_low, action_high)
+
+
+def record_episode(env, device: InterventionDevice, seed: int) -> tuple[dict[str, np.ndarray] | None, dict]:
+    """One teleoperated episode of env seed ``seed``.
+
+    Returns ``(frames, summary)``: frames map LeRobot keys to (T, ...) arrays (None when the operator
+    ended it before any step); summary has ``success``, ``steps``, ``label`` (the operator's or None) and
+    ``robot_error`` (the env's ``info["robot_error"]`` when a hardware error ended it, else None).
+
+    Raises:
+        DeviceError: the device failed (the episode so far is lost: it is not a clean demo).
+    """
+    obs, _ = env.reset(seed=seed)
+    device.reset(seed)
+    low, high = env.action_space.low, env.action_space.high
+    hold = np.clip(np.zeros(low.shape, np.float32), low, high)
+    steps: list[dict[str, Any]] = []
+    label, error = None, None
+    while True:
+        human = device.poll(obs)
+        if human.label is not None:
+            label = human.label
+            if steps:
+                good = label == "success"
+                steps[-1][keys.SUCCESS] = steps[-1][keys.DONE] = good
+                steps[-1][keys.REWARD] = np.float32(1.0 if good else 0.0)
+            break
+        if human.action is not None:
+            action = np.clip(np.asarray(human.action, np.float32), low, high)
+            if not np.isfinite(action).all():
+                raise DeviceError("the teleop device sent a NaN/inf action; it was not executed")
+            hold[-1] = action[-1]  # the gripper stays where the operator left it
+        else:
+            action = hold.copy()
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        step = {k: np.asarray(v) for k, v in obs.items()}
+        step[keys.ACTION] = action
+        step[keys.REWARD] = np.float32(reward)
+        step[keys.DONE] = bool(terminated)
+        step[keys.SUCCESS] = bool(info.get("is_success", False))
+        step[keys.INTERVENTION] = False  # the human drives every step of a demo
+        steps.append(step)
+        obs = next_obs
+        error = info.get("robot_error")
+        if terminated or truncated:
+            break
+    summary = {
+        "success": bool(steps) and bool(any(s[keys.SUCCESS] for s in steps)),
+        "steps": len(steps),
+        "label": label,
+        "robot_error": error,
+    }
+    if not steps:
+        return None, summary
+    return {k: np.stack([s[k] for s in steps]) for k in steps[0]}, summary
+
+
+def record(
+    env,
+    device: InterventionDevice,
+    writer,
+    task: str,
+    num_episodes: int,
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
+    """Record until ``writer`` holds ``num_episodes`` episodes; each finished episode is written (and
+    durable) before the next starts. Returns ``{"recorded", "successes", "num_episodes"}`` of this run.
+
+    Raises:
+        HardwareError: the robot failed; the episode up to the failure is written first (truncated).
+        DeviceError: the teleop device failed (the unfinished episode is dropped).
+    """
+    recorded = successes = 0
+    while writer.num_episodes < num_episodes:
+        index = writer.num_episodes
+        frames, summary = record_episode(env, device, RECORD_SEED_OFFSET + index)
+        if frames is not None:
+            writer.add_episode(frames, task=task, source="demo")
+            recorded += 1
+            successes += int(summary["success"])
+        summary["episode_index"] = index if frames is not None else None
+        if progress is not None:
+            progress(summary)
+        if summary["robot_error"] is not None:
+            env.reset(seed=RECORD_SEED_OFFSET + writer.num_episodes)  # raises the robot's error
+    return {"recorded": recorded, "successes": successes, "num_episodes": writer.num_episodes}

@@ -1,0 +1,45 @@
+"""Every stage by config on the sim-backed robot (``--env.robot.driver=sim``): collect with the scripted
+expert, offline training, online RL with the simulated human, and eval, each a real ``robot-rl`` process
+driving RobotEnv instead of the direct sim env."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from online_setup import CODE, free_address, overrides
+
+ROBOT = ["--env.robot.driver=sim"]
+
+
+def _cli(run_dir, *args, extra=()):
+    cmd = [sys.executable, "-c", CODE, *args, *overrides(run_dir, *ROBOT, *extra)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_collect_train_online_eval_run_on_the_robot_env(tmp_path):
+    address = f"--online.address={free_address()}"
+    for args in (["collect"], ["train", "--algo", "offline"], ["online"], ["eval", "--algo", "online"]):
+        proc = _cli(tmp_path, *args, extra=[address])
+        assert proc.returncode == 0, f"{args}: {proc.stderr[-3000:]}"
+    stages = tmp_path / "stages"
+    collect = json.loads((stages / "collect.json").read_text())
+    assert collect["num_episodes"] == 6 and collect["demo_success_rate"] > 0
+    online = json.loads((stages / "online_qc_seed0.json").read_text())
+    assert online["env_steps"] >= 120 and online["actor_exit_codes"] == [0]
+    evaluated = json.loads((stages / "eval_online_qc_seed0.json").read_text())
+    assert evaluated["summary"]["num_episodes"] == 2
+
+
+def test_a_robot_with_two_envs_is_a_one_line_config_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", CODE, "collect", f"--run_dir={tmp_path}", "--env.robot.driver=sim"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "robot-rl: config error: env.num_envs=2: a robot (env.robot) is one env; set env.num_envs=1"
+    ]
