@@ -12,7 +12,9 @@ Part 2 times ``command()`` on a bare ``MujocoRobot`` and on ``SafeRobot(MujocoRo
 alternating blocks, with a benign stream (small sinusoidal moves, never clipped), in each mode: without
 physics (``lockstep=False``: the layer's cost against the robot's own command handling, IK for ee_delta)
 and with physics (one 10 Hz control step of 50 physics steps per command).
-Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores).
+Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores). With
+``--server-hz 50`` part 1 runs instead in real time through the MuJoCo-backed robot server process
+(``SimServerRobot``, which has no forward kinematics, so the box of joint commands is only reactive).
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ import time
 import numpy as np
 
 from robot_rl.config import SafetyConfig
+from robot_rl.hardware.drivers.sim_server import SimServerRobot
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
 from robot_rl.hardware.sim_robot import MujocoRobot
+from robot_rl.hardware.sim_server import serve_in_subprocess
 
+HEADER = (
+    f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'tracking':>9}{'unsafe':>8}"
+    f"{'ee mm':>10}{'ee@sw mm':>10}{'q_out rad':>11}"
+)
 SWITCH_STEPS = 10
 """Steps after a joint_position -> ee_delta switch whose excursion is reported apart (``ee@sw``)."""
 CFG = SafetyConfig(
@@ -41,9 +49,9 @@ CFG = SafetyConfig(
 )
 
 
-def attack(name: str, steps: int, mode: CommandMode | None = None) -> str:
+def attack(name: str, steps: int, mode: CommandMode | None = None, server: str = "") -> str:
     adversary = ADVERSARIES[name] if mode is None else single_mode(ADVERSARIES[name], mode)
-    audit = LimitAudit(MujocoRobot(seed=0), CFG)
+    audit = LimitAudit(SimServerRobot(server) if server else MujocoRobot(seed=0), CFG)
     safe = SafeRobot(audit, CFG)
     rng = np.random.default_rng(0)
     ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
@@ -55,6 +63,8 @@ def attack(name: str, steps: int, mode: CommandMode | None = None) -> str:
                 safe.command(adversary(rng, lim, step))
             except CommandRejected:
                 pass
+            if server:  # the server's physics runs in real time: one command per control period
+                time.sleep(1.0 / lim.control_hz)
             if sent == CommandMode.JOINT_POSITION and audit.last_mode == CommandMode.EE_DELTA:
                 last_switch = step
             sent = audit.last_mode
@@ -111,12 +121,25 @@ def overhead(mode: CommandMode, lockstep: bool, blocks: int, n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
-    args = parser.parse_args()
-    print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
-    print(
-        f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'tracking':>9}{'unsafe':>8}"
-        f"{'ee mm':>10}{'ee@sw mm':>10}{'q_out rad':>11}"
+    parser.add_argument(
+        "--server-hz",
+        type=float,
+        default=0.0,
+        help="instead, run the adversaries in real time through the robot server at this rate (Hz)",
     )
+    args = parser.parse_args()
+    if args.server_hz:
+        with serve_in_subprocess(extra_args=(f"--control-hz={args.server_hz}",)) as srv:
+            print(
+                f"through the robot server at {args.server_hz} Hz (no forward kinematics), "
+                f"{args.steps} steps each"
+            )
+            print(HEADER)
+            for name in ADVERSARIES:
+                print(attack(name, args.steps, server=srv.address), flush=True)
+        return
+    print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
+    print(HEADER)
     for name in ADVERSARIES:
         print(attack(name, args.steps), flush=True)
     for name in ("random", "huge", "out_of_box"):

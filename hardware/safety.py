@@ -225,13 +225,13 @@ class SafeRobot(Robot):
         fault log, install the e-stop signal/key hooks and start the watchdog thread."""
         if self._connected:
             return
-        if not self.modes:
-            raise HardwareError(
-                f"{self.name}: the robot offers {[str(m) for m in self.robot.modes]}, none of which the "
-                f"safety layer passes ({[str(m) for m in SAFE_MODES]})"
-            )
         self.robot.connect()
         try:
+            if not self.modes:  # some drivers learn their modes from the robot at connect
+                raise HardwareError(
+                    f"{self.name}: the robot offers {[str(m) for m in self.robot.modes]}, none of which the "
+                    f"safety layer passes ({[str(m) for m in SAFE_MODES]})"
+                )
             self._lim = self._effective_limits()
             state = self.robot.read()
             self._has_fk = self.robot.forward_kinematics(state.joint_pos) is not None

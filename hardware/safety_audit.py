@@ -30,10 +30,15 @@ class LimitAudit(Robot):
 
     def __init__(self, robot: Robot, cfg: SafetyConfig) -> None:
         self.robot, self.cfg = robot, cfg
-        self.name, self.modes = robot.name, robot.modes
+        self.name = robot.name
         self.violations: list[tuple[Command, list[str]]] = []
         self.received = 0
+        self._seen: list[RobotState] = []  # states the sender read since its last command
         self.last_mode: CommandMode | None = None
+
+    @property
+    def modes(self) -> tuple[CommandMode, ...]:  # type: ignore[override]
+        return self.robot.modes
 
     @property
     def limits(self) -> RobotLimits:
@@ -56,7 +61,9 @@ class LimitAudit(Robot):
         self.robot.disconnect()
 
     def read(self) -> RobotState:
-        return self.robot.read()
+        state = self.robot.read()
+        self._seen = [*self._seen[-7:], state]
+        return state
 
     def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
         return self.robot.forward_kinematics(joint_pos)
@@ -64,8 +71,12 @@ class LimitAudit(Robot):
     def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
         return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))
 
-    def _measured_start(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        state = self.robot.read()
+    def _measured(self) -> list[RobotState]:
+        """The states the sender read since its last command (a fresh reading when none): the layer may
+        start a target from any of them (on a real-time robot each reading differs)."""
+        return self._seen or [self.robot.read()]
+
+    def _joint_start(self, state: RobotState) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         q = state.joint_pos.copy()
         return q, np.clip(state.joint_vel, -self.vmax, self.vmax), self.robot.forward_kinematics(q)
 
@@ -96,27 +107,31 @@ class LimitAudit(Robot):
         if cmd.gripper is not None and not (np.isfinite(cmd.gripper) and 0.0 <= cmd.gripper <= 1.0):
             broken.append("gripper")
         if cmd.mode == CommandMode.EE_DELTA and value.shape == (3,):
-            if self.last_mode != cmd.mode:  # from the measured pose, or where the joints were sent
-                joints = self.last_mode == CommandMode.JOINT_POSITION
-                fk = self.robot.forward_kinematics(self._q) if joints else None
-                self._target = self.robot.read().ee_pos.copy() if fk is None else fk
             if np.any(np.abs(value) > self.step + EPS):
                 broken.append("ee step")
-            new = self._target + value
-            if self._outside(new, self.box_low, self.box_high, self._target):
+            if self.last_mode != cmd.mode:  # from where the joints were sent, or a measured pose
+                joints = self.last_mode == CommandMode.JOINT_POSITION
+                fk = self.robot.forward_kinematics(self._q) if joints else None
+                starts = [s.ee_pos.copy() for s in self._measured()] if fk is None else [fk]
+            else:
+                starts = [self._target]
+            fits = [t for t in starts if not self._outside(t + value, self.box_low, self.box_high, t)]
+            if not fits:
                 broken.append("workspace")
-            self._target = new
+            self._target = (fits or starts)[0] + value
         elif cmd.mode == CommandMode.JOINT_POSITION and value.shape == self.q_low.shape:
-            measured = self._measured_start()
-            start = measured if self.last_mode != cmd.mode else (self._q, self._v, self._ee_start)
-            joint_broken = self._joint_problems(value, *start)
-            if joint_broken and start is not measured and not self._joint_problems(value, *measured):
-                start, joint_broken = measured, []  # a safe continuation of the arm's actual motion
-            broken += joint_broken
+            starts = [self._joint_start(s) for s in self._measured()]  # anchors, or a safe continuation
+            if self.last_mode == cmd.mode:
+                starts.insert(0, (self._q, self._v, self._ee_start))
+            problems = [self._joint_problems(value, *start) for start in starts]
+            best = next((i for i, p in enumerate(problems) if not p), 0)
+            broken += problems[best]
+            start = starts[best]
             self._q, self._v, self._ee_start = value, (value - start[0]) / self.dt, start[2]
         else:
             broken.append(f"mode {cmd.mode!s} with shape {value.shape}")
         self.last_mode = cmd.mode
+        self._seen = []
         if broken:
             self.violations.append((cmd, broken))
         self.robot.command(cmd)
