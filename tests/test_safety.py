@@ -59,6 +59,8 @@ def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
                 safe.command(adversary(rng, lim, step))
             except CommandRejected:
                 pass
+            if not safe.lockstep:  # a real-time robot: one command per control period
+                time.sleep(1.0 / lim.control_hz)
             state = audit.robot.read()
             ee_out = max(
                 ee_out,
@@ -372,3 +374,16 @@ def test_robot_env_over_the_safety_layer_matches_the_direct_env():
     finally:
         sim.close()
         env.close()
+
+
+@pytest.mark.slow
+def test_through_the_robot_server_process():
+    """SafeRobot over the real-time robot server's client (a separate process, a socket): the client learns
+    its modes at connect, and no unsafe command from the NaN adversary reaches the server."""
+    from robot_rl.hardware.drivers.sim_server import SimServerRobot
+    from robot_rl.hardware.sim_server import serve_in_subprocess
+
+    with serve_in_subprocess(extra_args=("--control-hz=50",)) as srv:
+        audit, counters, _, q_out = drive(ADVERSARIES["nan"], 150, lambda: SimServerRobot(srv.address))
+    assert audit.violations == [] and counters.rejected > 15 and counters.clipped > 0
+    assert q_out <= JOINT_TRACKING_RAD
