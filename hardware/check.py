@@ -11,8 +11,9 @@ import numpy as np
 
 from robot_rl.config import RobotConfig
 from robot_rl.hardware.camera import Camera
-from robot_rl.hardware.factory import make_cameras, make_robot
+from robot_rl.hardware.factory import make_cameras
 from robot_rl.hardware.robot import Command, CommandMode, Robot
+from robot_rl.hardware.safety import SafeRobot
 
 JOG_RAD = 0.05
 """Joint jog size (rad) of ``--move``, applied to the last joint (a wrist: the least sweeping motion)."""
@@ -99,7 +100,7 @@ def check_hardware(
         MissingExtraError: a driver's SDK is not installed (names the extra).
         RobotConnectionError, RobotFault, CameraError: from the devices, naming them.
     """
-    robot = make_robot(cfg)
+    robot = SafeRobot.from_config(cfg)  # the jog of --move passes the safety layer too
     cameras = make_cameras(cfg)
     report: dict = {"robot": robot.name, "cameras": {}, "jog": None}
     with robot:

@@ -50,7 +50,7 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.hardware.camera import Camera
-from robot_rl.hardware.errors import HardwareError, RobotFault
+from robot_rl.hardware.errors import CommandRejected, HardwareError, RobotFault
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotState
 
@@ -418,8 +418,12 @@ class RobotEnv(gym.Env):
         """Joint-position moves to :attr:`home`, at most ``home_speed`` rad/s (and the robot's joint speed
         limits) per joint, gripper open, one command per control period. Returns the commands sent.
 
+        A move the safety layer refuses for now (the arm still too fast to switch to joint control safely)
+        makes the robot hold for a period and is retried.
+
         Raises:
             RobotFault: the measured posture is not within ``home_tolerance`` rad after ``home_timeout_s``.
+            CommandRejected: the safety layer's e-stop is latched.
         """
         limits, hz = self.robot.limits, self.cfg.control_hz
         step = np.minimum(self.rcfg.home_speed, limits.joint_vel_max) / hz
@@ -430,8 +434,15 @@ class RobotEnv(gym.Env):
             q = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
             if np.max(np.abs(target - q)) <= tol:
                 return sent
-            cmd = cmd + np.clip(target - cmd, -step, step)
-            self.robot.command(Command(CommandMode.JOINT_POSITION, cmd, 0.0, time.monotonic()))
+            nxt = cmd + np.clip(target - cmd, -step, step)
+            try:
+                self.robot.command(Command(CommandMode.JOINT_POSITION, nxt, 0.0, time.monotonic()))
+                cmd = nxt
+            except CommandRejected:
+                if getattr(self.robot, "estopped", False):
+                    raise
+                self.robot.hold()  # let the arm slow down, then start again from where it is
+                cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
             self.rate.wait()
         worst = int(np.argmax(np.abs(target - q)))
         raise RobotFault(
@@ -442,16 +453,18 @@ class RobotEnv(gym.Env):
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, render_mode: str | None = None) -> RobotEnv:
-        """The env of ``cfg.robot``: its driver and cameras (:mod:`robot_rl.hardware.factory`) and, for
+        """The env of ``cfg.robot``: its driver behind the safety layer (``env.robot.safety``), its cameras
+        (:mod:`robot_rl.hardware.factory`) and, for
         ``success=critic``, the critic at ``success_critic``. Raises what the drivers and ``__init__``
         raise."""
-        from robot_rl.hardware.factory import make_cameras, make_robot
+        from robot_rl.hardware.factory import make_cameras
+        from robot_rl.hardware.safety import SafeRobot
 
         critic = None
         if cfg.robot.success == "critic":
             from robot_rl.rewards.registry import load_critic
 
             critic = load_critic(cfg.robot.success_critic)
-        robot = make_robot(cfg.robot, cfg.control_hz)
+        robot = SafeRobot.from_config(cfg.robot, cfg.control_hz)  # every command passes the safety layer
         cameras = {name: cam for name, cam in make_cameras(cfg.robot).items() if name in cfg.cameras}
         return cls(robot, cameras, cfg, critic=critic, render_mode=render_mode)

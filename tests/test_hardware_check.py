@@ -18,7 +18,10 @@ def _config(tmp_path, frames):
     video = tmp_path / "wrist.mp4"
     encode_video(video, np.full((frames, 48, 64, 3), 120, np.uint8), FPS)
     cfg = {
-        "env": {"robot": {"driver": "sim", "cameras": {"wrist": {"driver": "video", "source": str(video)}}}}
+        "env": {
+            "num_envs": 1,
+            "robot": {"driver": "sim", "cameras": {"wrist": {"driver": "video", "source": str(video)}}},
+        }
     }
     path = tmp_path / "robot.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -29,7 +32,7 @@ def test_hardware_check_reads_robot_and_camera_and_jogs_only_when_asked(tmp_path
     config = _config(tmp_path, frames=40)  # 2 s of video: enough for two 0.5 s reads
     assert main(["hardware", "check", "--config", config, "--camera-seconds", "0.5"]) == 0
     out = capsys.readouterr().out
-    assert "robot sim_panda (driver sim): connected" in out and "joint_pos (rad)" in out
+    assert "robot sim_panda+safety (driver sim): connected" in out and "joint_pos (rad)" in out
     assert "nothing moved" in out and "jog" not in out.split("nothing moved")[0]
     size, rate = re.search(r"camera wrist \(video .*wrist.mp4\): (\d+x\d+) px, ([\d.]+) Hz", out).groups()
     assert size == "64x48" and abs(float(rate) - FPS) < 5  # played at the file's rate
@@ -42,7 +45,9 @@ def test_hardware_check_reads_robot_and_camera_and_jogs_only_when_asked(tmp_path
 
 def test_hardware_check_missing_sdk_is_one_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "rtde_receive", None)  # an install without the ur extra
-    code = main(["hardware", "check", "--env.robot.driver=ur", "--env.robot.address=192.168.1.10"])
+    code = main(
+        ["hardware", "check", "--env.num_envs=1", "--env.robot.driver=ur", "--env.robot.address=192.168.1.10"]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1
     assert err.startswith("robot-rl: missing optional package: env.robot.driver=ur needs rtde_receive: ")
@@ -51,7 +56,18 @@ def test_hardware_check_missing_sdk_is_one_line(monkeypatch, capsys):
 
 def test_hardware_check_unreachable_robot_and_dead_camera_are_one_line(tmp_path, capsys):
     pytest.importorskip("rtde_receive")
-    assert main(["hardware", "check", "--env.robot.driver=ur", "--env.robot.address=127.0.0.1"]) == 1
+    assert (
+        main(
+            [
+                "hardware",
+                "check",
+                "--env.num_envs=1",
+                "--env.robot.driver=ur",
+                "--env.robot.address=127.0.0.1",
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert re.fullmatch(
         r"robot-rl: hardware error: ur@127.0.0.1: cannot connect to the UR controller at 127\.0\.0\.1 .*", err

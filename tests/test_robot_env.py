@@ -140,7 +140,7 @@ def test_home_motion_timeout_is_a_fault_that_latches():
         obs, _ = env.reset(seed=0)
         for _ in range(10):
             obs, *_ = env.step(np.array([0.0, 0.0, 0.03, 0.0], np.float32))
-        with pytest.raises(RobotFault, match=r"sim_panda: home motion did not reach"):
+        with pytest.raises(RobotFault, match=r"sim_panda\+safety: home motion did not reach"):
             env.reset(seed=1)
         with pytest.raises(RobotFault, match=r"stopped after a hardware error"):
             env.reset(seed=1)
@@ -157,7 +157,7 @@ def test_config_errors_name_the_key():
     env.close()
     with pytest.raises(ValueError, match=r"env.control_hz=20 .* set env.control_hz=10"):
         RobotEnv(MujocoRobot(control_hz=10.0), {}, at_20hz)
-    with pytest.raises(ValueError, match=r"home_joints has 3 values; sim_panda has 7 joints"):
+    with pytest.raises(ValueError, match=r"home_joints has 3 values; sim_panda\+safety has 7 joints"):
         make_env(_cfg(home_joints=[0.0, 0.0, 0.0]))
     with pytest.raises(ValueError, match=r"env.kwargs"):
         make_env(EnvConfig(num_envs=1, kwargs={"reward": "dense"}, robot=RobotConfig(driver="sim")))

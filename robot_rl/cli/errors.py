@@ -29,8 +29,6 @@ KNOWN = (
     ("robot_rl.transport", "ProtocolError", "connection error", 1),
     ("robot_rl.sim.gl_env", "RendererError", "renderer error", 1),
     ("robot_rl.extras", "MissingExtraError", "missing optional package", 1),
-    ("robot_rl.hardware.errors", "MissingExtraError", "missing optional package", 1),
-    ("robot_rl.hardware.errors", "HardwareError", "robot error", 1),
     ("robot_rl.runtime.weights", "NonFiniteWeightsError", "training diverged", 1),
     ("robot_rl.runtime.actor", "PolicyFaultError", "policy fault", 1),
     ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
