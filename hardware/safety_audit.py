@@ -41,6 +41,11 @@ class LimitAudit(Robot):
         return self.robot.modes
 
     @property
+    def lockstep(self) -> bool:
+        """Whether the audited robot is a lock-step simulator."""
+        return bool(getattr(self.robot, "lockstep", False))
+
+    @property
     def limits(self) -> RobotLimits:
         return self.robot.limits
 
