@@ -169,8 +169,6 @@ class RobotEnv(gym.Env):
         missing = [c for c in cfg.cameras if c not in cameras]
         if missing:
             raise ValueError(f"env.cameras: env.robot.cameras has no device for {missing}")
-        if CommandMode.EE_DELTA not in robot.modes:
-            raise ValueError(f"{robot.name}: RobotEnv sends ee_delta commands, which this robot lacks")
         self.robot, self.cfg, self.rcfg = robot, cfg, cfg.robot
         self.cameras = {name: cameras[name] for name in cfg.cameras}
         self.task, self.render_mode = TASK, render_mode
@@ -189,6 +187,8 @@ class RobotEnv(gym.Env):
 
     def _setup(self, first: RobotState, critic) -> None:
         robot, cfg = self.robot, self.cfg
+        if CommandMode.EE_DELTA not in robot.modes:  # after connect: networked robots learn their modes then
+            raise ValueError(f"{robot.name}: RobotEnv sends ee_delta commands, which this robot lacks")
         lockstep = bool(getattr(robot, "lockstep", False))
         self._check_rate(lockstep)
         realtime = self.rcfg.realtime

@@ -1,6 +1,7 @@
-"""Every stage by config on the sim-backed robot (``--env.robot.driver=sim``): collect with the scripted
-expert, offline training, online RL with the simulated human, and eval, each a real ``robot-rl`` process
-driving RobotEnv instead of the direct sim env."""
+"""Every stage by config on the sim-backed robot: the MuJoCo robot server in its own process, in real time
+(``--env.robot.driver=sim_server``), driven through RobotEnv -> safety layer -> SimServerRobot over a
+localhost socket: record with the simulated human, collect with the scripted expert, offline training,
+online RL with the simulated human, and eval, each a real ``robot-rl`` process."""
 
 import json
 import subprocess
@@ -9,20 +10,40 @@ import sys
 import pytest
 from online_setup import CODE, free_address, overrides
 
-ROBOT = ["--env.robot.driver=sim"]
+from robot_rl.hardware.sim_server import serve_in_subprocess
 
 
 def _cli(run_dir, *args, extra=()):
-    cmd = [sys.executable, "-c", CODE, *args, *overrides(run_dir, *ROBOT, *extra)]
+    cmd = [sys.executable, "-c", CODE, *args, *overrides(run_dir, *extra)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
-def test_collect_train_online_eval_run_on_the_robot_env(tmp_path):
-    address = f"--online.address={free_address()}"
-    for args in (["collect"], ["train", "--algo", "offline"], ["online"], ["eval", "--algo", "online"]):
-        proc = _cli(tmp_path, *args, extra=[address])
-        assert proc.returncode == 0, f"{args}: {proc.stderr[-3000:]}"
+def test_record_collect_train_online_eval_run_on_the_robot_server(tmp_path):
+    with serve_in_subprocess() as server:
+        robot = ["--env.robot.driver=sim_server", f"--env.robot.address={server.address}"]
+        address = f"--online.address={free_address()}"
+        record = [
+            "record",
+            "--teleop",
+            "sim_human",
+            "--num_episodes",
+            "2",
+            "--dataset",
+            str(tmp_path / "rec"),
+        ]
+        stages = (
+            record,
+            ["collect"],
+            ["train", "--algo", "offline"],
+            ["online"],
+            ["eval", "--algo", "online"],
+        )
+        for args in stages:
+            proc = _cli(tmp_path, *args, extra=[*robot, address])
+            assert proc.returncode == 0, f"{args}: {proc.stderr[-3000:]}"
+        assert server.process.poll() is None  # the server served every stage
+    assert json.loads((tmp_path / "rec" / "meta" / "info.json").read_text())["total_episodes"] == 2
     stages = tmp_path / "stages"
     collect = json.loads((stages / "collect.json").read_text())
     assert collect["num_episodes"] == 6 and collect["demo_success_rate"] > 0
