@@ -312,25 +312,14 @@ class RobotEnv(gym.Env):
             raise
 
     def check_action(self, action: np.ndarray) -> np.ndarray:
-        """Validate ``action``; returns float64 (4,).
+        """The simulated task's :func:`~robot_rl.sim.panda_pick_cube.check_action`; float64 (4,).
 
         Raises:
             ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
         """
-        a = np.asarray(action, dtype=np.float64)
-        if a.shape != (4,):
-            raise ValueError(f"action must have shape (4,), got {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"action contains NaN or inf: {a.tolist()}")
-        low, high = self.action_space.low, self.action_space.high
-        bad = np.flatnonzero((a < low - 1e-6) | (a > high + 1e-6))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(
-                f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] "
-                "(dx, dy, dz in metres per step; gripper in [0, 1])"
-            )
-        return a
+        from robot_rl.sim.panda_pick_cube import check_action
+
+        return check_action(action, self.action_space)
 
     def step(self, action: np.ndarray):
         """Send one action, wait for the next deadline, observe; returns the gymnasium 5-tuple.

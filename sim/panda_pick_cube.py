@@ -80,6 +80,30 @@ def dense_reward(pinch: np.ndarray, cube: np.ndarray, closure: float, rest_z: fl
     return float(2.0 * reach + 3.0 * grasp + 5.0 * lift)
 
 
+def check_action(action: np.ndarray, space: spaces.Box) -> np.ndarray:
+    """Validate a task action ``[dx, dy, dz, grip]`` against ``space``; return it as float64 (4,). Shared by
+    the simulated task and :class:`robot_rl.hardware.robot_env.RobotEnv`, so a robot refuses exactly what the
+    simulator refuses; nothing is silently clipped.
+
+    Raises:
+        ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
+    """
+    a = np.asarray(action, dtype=np.float64)
+    if a.shape != (4,):
+        raise ValueError(f"action must have shape (4,), got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"action contains NaN or inf: {a.tolist()}")
+    low, high = space.low, space.high
+    bad = np.flatnonzero((a < low - 1e-6) | (a > high + 1e-6))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] "
+            "(dx, dy, dz in metres per step; gripper in [0, 1])"
+        )
+    return a
+
+
 class PandaPickCubeEnv(gym.Env):
     """Pick-and-lift with the gym-hil Panda; see the module docstring for spaces, reward and termination.
 
@@ -199,25 +223,8 @@ class PandaPickCubeEnv(gym.Env):
         return self._obs(), {"is_success": False}
 
     def check_action(self, action: np.ndarray) -> np.ndarray:
-        """Validate ``action`` and return it as float64 (4,).
-
-        Raises:
-            ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
-        """
-        a = np.asarray(action, dtype=np.float64)
-        if a.shape != (4,):
-            raise ValueError(f"action must have shape (4,), got {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"action contains NaN or inf: {a.tolist()}")
-        low, high = self.action_space.low, self.action_space.high
-        bad = np.flatnonzero((a < low - 1e-6) | (a > high + 1e-6))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(
-                f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] "
-                "(dx, dy, dz in metres per step; gripper in [0, 1])"
-            )
-        return a
+        """:func:`check_action` against this env's action space; float64 (4,). Raises ValueError."""
+        return check_action(action, self.action_space)
 
     def step(self, action: np.ndarray):
         """Advance one control step (``n_substeps`` physics steps); returns the gymnasium 5-tuple."""

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+import subprocess
+
 import pytest
 
 
@@ -13,3 +18,30 @@ def tiny_offline_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny_offline_run")
     build_offline_run(root)
     return root
+
+
+@pytest.fixture
+def xvfb_display(monkeypatch):
+    """A real X display (Xvfb) for pynput's global keyboard listener, driven by xdotool; yields its name."""
+    if not (shutil.which("Xvfb") and shutil.which("xdotool")):
+        pytest.skip("needs Xvfb and xdotool (apt-get install xvfb xdotool; setup.sh installs them as root)")
+    if importlib.util.find_spec("pynput") is None:
+        pytest.skip("pynput is not installed (pip install 'robot-rl[teleop]')")
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        number = f.readline().strip()
+    if not number:
+        server.kill()
+        pytest.fail("Xvfb did not report a display number")
+    display = f":{number}"
+    monkeypatch.setenv("DISPLAY", display)
+    yield display
+    server.terminate()
+    server.wait(timeout=10)

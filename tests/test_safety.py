@@ -5,10 +5,8 @@ principles. The adversarial runs take a robot factory, so the same test can run 
 process (``ROBOTS`` below is the one place to add it).
 """
 
-import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -252,32 +250,6 @@ def test_bad_safety_config_names_the_key(tmp_path):
     ]:
         with pytest.raises(ConfigError, match=key):
             load_config(path, [override])
-
-
-@pytest.fixture
-def xvfb_display(monkeypatch):
-    """A real X display (Xvfb) for pynput's global keyboard listener, driven by xdotool."""
-    if not (shutil.which("Xvfb") and shutil.which("xdotool")):
-        pytest.skip("needs Xvfb and xdotool (apt-get install xvfb xdotool)")
-    if importlib.util.find_spec("pynput") is None:
-        pytest.skip("pynput is not installed (pip install 'robot-rl[teleop]')")
-    read_fd, write_fd = os.pipe()
-    server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        number = f.readline().strip()
-    if not number:
-        server.kill()
-        pytest.fail("Xvfb did not report a display number")
-    monkeypatch.setenv("DISPLAY", f":{number}")
-    yield f":{number}"
-    server.terminate()
-    server.wait(timeout=10)
 
 
 def test_estop_key_latches_on_a_real_x_display(xvfb_display, tmp_path):

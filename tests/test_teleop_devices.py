@@ -7,7 +7,6 @@ import ctypes
 import glob
 import importlib.util
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -271,32 +270,6 @@ def test_gamepad_on_virtual_joystick(pygame_headless):
 
 
 # --- keyboard on a real X display -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def xvfb_display(monkeypatch):
-    if not (shutil.which("Xvfb") and shutil.which("xdotool")):
-        pytest.skip("needs Xvfb and xdotool (apt-get install xvfb xdotool; setup.sh installs them as root)")
-    if importlib.util.find_spec("pynput") is None:
-        pytest.skip("pynput is not installed (pip install 'robot-rl[teleop]')")
-    read_fd, write_fd = os.pipe()
-    server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "320x240x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        number = f.readline().strip()
-    if not number:
-        server.kill()
-        pytest.fail("Xvfb did not report a display number")
-    display = f":{number}"
-    monkeypatch.setenv("DISPLAY", display)
-    yield display
-    server.terminate()
-    server.wait(timeout=10)
 
 
 def test_keyboard_on_xvfb(xvfb_display):
