@@ -56,7 +56,9 @@ def test_eval_on_the_robot_server_through_the_policy_server(tiny_offline_run, tm
     evaluated = json.loads((run / "eval" / "bc_seed0.json").read_text())
     assert evaluated["policy"] == {"server": address, "model_id": model_id}
     assert model_id.startswith("bc_seed0@")
-    assert [e["env_seed"] for e in evaluated["episodes"]] == sorted(e["env_seed"] for e in evaluated["episodes"])
+    assert [e["env_seed"] for e in evaluated["episodes"]] == sorted(
+        e["env_seed"] for e in evaluated["episodes"]
+    )
     assert len(evaluated["episodes"]) == 2 and evaluated["summary"]["num_episodes"] == 2
     chunks = int(out.split("stopped: served ")[1].split()[0])  # the server's own count
     assert chunks >= 2, out
@@ -70,3 +72,35 @@ def test_eval_with_the_policy_server_down_is_one_line(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("robot-rl: connection error: ") and down in lines[0]
     assert "robot-rl serve" in lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("extra", "mode"),
+    [
+        (("--policy.execution=temporal_ensemble",), "ensemble"),
+        (("--deploy.async_lead=2", "--deploy.async_blend=1"), "async"),
+    ],
+)
+def test_ensembled_and_async_execution_through_the_policy_server(tiny_offline_run, tmp_path, extra, mode):
+    """On the direct sim env: temporal ensembling asks the server once per control step; async execution
+    asks for the next chunk when ``async_lead`` actions remain, i.e. more often than every h steps."""
+    from robot_rl.cli import stages
+    from robot_rl.config import load_config
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    served, banner = _serve(run / "checkpoints" / "bc_seed0")
+    try:
+        args = overrides(run, f"--deploy.server={banner.split()[1]}", "--eval.episodes_per_seed=1", *extra)
+        cfg = load_config(None, args)
+        evaluated = stages.evaluate(cfg, "bc", 0)
+    finally:
+        served.terminate()
+        out, err = served.communicate(timeout=30)
+    chunks = int(out.split("stopped: served ")[1].split()[0])
+    steps, h = evaluated["episodes"][0]["steps"], cfg.policy.horizon
+    assert evaluated["policy"]["model_id"] == banner.split()[3]
+    if mode == "ensemble":
+        assert chunks == steps
+    else:
+        assert -(-steps // h) < chunks <= steps
