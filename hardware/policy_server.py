@@ -162,8 +162,9 @@ def serve_policy(
     delay_ms: float = 0.0,
     stop: threading.Event | None = None,
     ready: Callable[[str], Any] | None = None,
-) -> None:
-    """Serve ``policy`` on a ZeroMQ ROUTER socket until ``stop`` is set (blocking).
+) -> dict[str, int]:
+    """Serve ``policy`` on a ZeroMQ ROUTER socket until ``stop`` is set (blocking); returns
+    ``{"chunks": chunks served, "errors": error replies}``.
 
     Args:
         address: endpoint to bind; ``tcp://127.0.0.1:0`` picks a free port (``ready`` receives it).
@@ -200,3 +201,4 @@ def serve_policy(
                 log.warning("policy server: could not deliver a reply (client gone)")
     finally:
         router.close()
+    return {"chunks": handler.requests, "errors": handler.errors}

@@ -78,9 +78,12 @@ class RemotePolicy:
         self.last_reply: dict[str, Any] = {}
 
     @classmethod
-    def from_config(cls, cfg, low: np.ndarray | None = None, high: np.ndarray | None = None) -> RemotePolicy:
+    def from_config(
+        cls, cfg, low: np.ndarray | None = None, high: np.ndarray | None = None, seed: int | None = None
+    ) -> RemotePolicy:
         """From a PipelineConfig: ``deploy.server`` / ``token`` / ``timeout_s``, and the client key
-        ``deploy.client_key`` of ``security.keys`` when set.
+        ``deploy.client_key`` of ``security.keys`` when set; ``low``, ``high`` and ``seed`` as in the
+        constructor.
 
         Raises:
             ConfigError: ``deploy.server`` is empty, or the key files are missing (names the path).
@@ -92,7 +95,7 @@ class RemotePolicy:
         if not d.server:
             raise ConfigError("deploy.server is empty: set it to the address of `robot-rl serve`")
         keys = load_client_keys(cfg.security.keys, d.client_key) if cfg.security.keys else None
-        return cls(d.server, d.token, d.timeout_s, keys, low, high)
+        return cls(d.server, d.token, d.timeout_s, keys, low, high, seed)
 
     def _request(self, header: dict[str, Any], blob: bytes | None = None) -> tuple[dict, list[bytes]]:
         if self.token:
@@ -148,11 +151,16 @@ class RemotePolicy:
         episode[1] += 1
         return (self.seed * 1_000_003 + episode[0] * 1009 + episode[1] - 1) % 2**31
 
+    def chunk(self, env_id: int, obs: dict[str, Any]) -> np.ndarray:
+        """The next chunk (h, d) of sub-env ``env_id``'s episode for one unbatched observation: :meth:`infer`
+        with the episode's next request seed (what an executor's worker calls)."""
+        return self.infer(obs, self._next_seed(int(env_id)))
+
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
         """Batched observations (k, ...) of sub-envs ``env_ids`` -> chunks (k, h, d) float32, one request
         per row."""
         rows = [
-            self.infer({key: value[j] for key, value in obs.items()}, self._next_seed(int(env_id)))
+            self.chunk(int(env_id), {key: value[j] for key, value in obs.items()})
             for j, env_id in enumerate(env_ids)
         ]
         return np.stack(rows)

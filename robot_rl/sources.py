@@ -70,3 +70,107 @@ class AgentSource:
             self.executors[env_id].push(row)
             steps.append(self.executors[env_id].pop())
         return np.stack(steps)[:, None, :]
+
+    def close(self) -> None:
+        """Nothing to release (the agent lives in this process)."""
+
+
+class StepwiseSource:
+    """A per-observation policy (``RemotePolicy``) executed one action per control step by one executor
+    per sub-env: :class:`robot_rl.policies.executor.ChunkExecutor` (temporal ensembling) or
+    :class:`robot_rl.policies.executor.AsyncChunkExecutor` (the next chunk is inferred while the current
+    one runs, ``deploy.async_lead``). Returns chunks of h = 1, (k, 1, d) float32.
+    """
+
+    def __init__(self, policy, executors: list) -> None:
+        self.policy, self.executors = policy, executors
+
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.policy.reset(env_id, env_seed)
+        self.executors[env_id].reset()
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        from functools import partial
+
+        steps = [
+            self.executors[i].step(partial(self.policy.chunk, int(i), {k: v[j] for k, v in obs.items()}))
+            for j, i in enumerate(env_ids)
+        ]
+        return np.stack(steps)[:, None, :].astype(np.float32)
+
+    def close(self) -> None:
+        for ex in self.executors:
+            getattr(ex, "close", lambda: None)()
+        self.policy.close()
+
+
+def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
+    """The chunk source that evaluates a policy, and a dict naming it for the eval report.
+
+    Without ``cfg.deploy.server``: ``checkpoint`` loaded in this process (:class:`AgentSource`, execution
+    ``cfg.policy.execution``); names ``{"checkpoint": path}``. With it: the policy server at that address
+    (``robot-rl serve``, :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not
+    read), whose chunks are clipped to the action box and seeded from ``seed`` and each episode's env
+    seed; executed open loop, by temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0
+    (:class:`StepwiseSource`); names ``{"server": address, "model_id": ...}``.
+
+    Args:
+        space: ``(observation space, action space)`` of the env (gymnasium Dict and Box).
+        num_envs: sub-envs of the vector env.
+    Returns:
+        ``(source, policy)``: a ``robot_rl.rollout.ChunkSource`` with a ``close()``, and the dict.
+    Raises:
+        PolicyServerUnavailable: no answer from ``deploy.server`` within ``deploy.timeout_s``.
+        ConfigError: the served model does not fit the env (action dim, observation keys).
+        FileNotFoundError / CheckpointError: as :func:`robot_rl.training.loop.load_agent` (in process).
+    """
+    low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
+    if not cfg.deploy.server:
+        from robot_rl.training.loop import load_agent
+
+        agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
+        p = cfg.policy
+        source = AgentSource(agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs)
+        return source, {"checkpoint": str(checkpoint)}
+    from robot_rl.hardware.remote_policy import RemotePolicy
+
+    remote = RemotePolicy.from_config(cfg, low, high, seed=seed)
+    try:
+        spec = remote.spec
+        _check_served(cfg.deploy.server, spec, space)
+    except BaseException:
+        remote.close()
+        raise
+    named = {"server": cfg.deploy.server, "model_id": spec.model_id}
+    d = cfg.deploy
+    if d.async_lead:
+        from robot_rl.policies.executor import AsyncChunkExecutor
+
+        executors = [
+            AsyncChunkExecutor(spec.horizon, d.async_lead, d.async_blend, d.timeout_s)
+            for _ in range(num_envs)
+        ]
+    elif cfg.policy.execution == "temporal_ensemble":
+        from robot_rl.policies.executor import ChunkExecutor
+
+        executors = [
+            ChunkExecutor(spec.horizon, "temporal_ensemble", cfg.policy.ensemble_decay)
+            for _ in range(num_envs)
+        ]
+    else:
+        return remote, named
+    return StepwiseSource(remote, executors), named
+
+
+def _check_served(address: str, spec, space) -> None:
+    from robot_rl.config import ConfigError
+
+    action_dim = int(space[1].shape[0])
+    env_shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
+    missing = sorted(k for k, shape in spec.obs_shapes.items() if env_shapes.get(k) != tuple(shape))
+    if spec.action_dim != action_dim or missing:
+        raise ConfigError(
+            f"deploy.server={address!r} serves {spec.model_id} (action_dim {spec.action_dim}, observation "
+            f"keys {sorted(spec.obs_shapes)}), which does not fit this env (action_dim {action_dim}"
+            f"{'; differs or missing: ' + ', '.join(missing) if missing else ''})"
+        )

@@ -34,6 +34,7 @@ KNOWN = (
     ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
     ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
     ("robot_rl.hardware.errors", "HardwareError", "hardware error", 1),
+    ("robot_rl.hardware.policy_protocol", "PolicyInputError", "policy server error", 1),
 )
 
 DISK_FIXES = {

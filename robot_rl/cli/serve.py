@@ -36,8 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the checkpoint and serve until SIGTERM or Ctrl-C; prints ``serving <endpoint> ...`` once it
-    accepts requests. Returns the exit code; a known error (bad key folder, non-loopback address without
-    keys, missing or corrupt checkpoint) is one line on stderr (robot_rl.cli.errors)."""
+    accepts requests and ``stopped: served N chunks, M error replies`` when SIGTERM stops it. Returns the
+    exit code; a known error (bad key folder, non-loopback address without keys, missing or corrupt
+    checkpoint) is one line on stderr (robot_rl.cli.errors)."""
     from robot_rl.cli import errors
     from robot_rl.security import check_address, load_server_keys
     from robot_rl.threads import set_threads
@@ -61,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        serve_policy(policy, args.address, keys, args.token, args.max_message_mb, args.delay_ms, stop, ready)
+        served = serve_policy(
+            policy, args.address, keys, args.token, args.max_message_mb, args.delay_ms, stop, ready
+        )
+        print(f"stopped: served {served['chunks']} chunks, {served['errors']} error replies", flush=True)
     except KeyboardInterrupt:
         pass
     except Exception as err:

@@ -15,7 +15,6 @@ from robot_rl import keys
 from robot_rl.cli.envs import (
     DEMO_SEED_STRIDE,
     EVAL_SEED_OFFSET,
-    action_bounds,
     dataset_features,
     make_rollout_vec_env,
 )
@@ -24,8 +23,8 @@ from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, su
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
-from robot_rl.sources import AgentSource, ExpertSource
-from robot_rl.training.loop import load_agent, score_checkpoint, train_agent
+from robot_rl.sources import ExpertSource, policy_source
+from robot_rl.training.loop import score_checkpoint, train_agent
 
 
 def collect(cfg: PipelineConfig) -> dict:
@@ -125,8 +124,13 @@ def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
 def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs.
 
+    With ``cfg.deploy.server`` set, the chunks come from that policy server (``robot-rl serve``) instead of
+    the run's checkpoint (``robot_rl.sources.policy_source``); ``algo`` and ``seed`` then only name the
+    result. The eval file's ``policy`` names the checkpoint, or the server and its model id.
+
     Raises OSError naming the path when the run dir is not writable (checked before any episode runs),
-    CheckpointError when the checkpoint is corrupt or does not fit the env.
+    CheckpointError when the checkpoint is corrupt or does not fit the env, PolicyServerUnavailable when
+    the server does not answer, ConfigError when the served model does not fit the env.
     """
     run = RunDir(cfg.run_dir)
     stage = f"eval_{algo}_seed{seed}"
@@ -141,27 +145,19 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         cycle = ep.success_step / cfg.env.control_hz if ep.success_step is not None else None
         results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
 
+    source = None
     try:
         space = (vec.single_observation_space, vec.single_action_space)
-        agent, obs_keys = load_agent(run.checkpoint(algo, seed), cfg.device, seed=seed, space=space)
-        low, high = action_bounds(vec.single_action_space)
-        source = AgentSource(
-            agent,
-            obs_keys,
-            low,
-            high,
-            cfg.device,
-            cfg.policy.execution,
-            cfg.policy.ensemble_decay,
-            vec.num_envs,
-        )
+        source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs)
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
         with tqdm(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
     finally:
+        if source is not None:
+            source.close()
         vec.close()
     results.sort(key=lambda e: e.env_seed)
-    out = {"summary": summarize(results), "episodes": episodes_to_json(results)}
+    out = {"summary": summarize(results), "episodes": episodes_to_json(results), "policy": policy}
     write_json_atomic(run.eval_file(algo, seed), out)
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
@@ -172,6 +168,11 @@ def pipeline(cfg: PipelineConfig) -> dict:
     """Run every stage for every seed, then write report.json, report.md, curves.png and videos."""
     from robot_rl.cli.videos import record_videos
 
+    if cfg.deploy.server:
+        raise ConfigError(
+            f"deploy.server={cfg.deploy.server!r}: pipeline evaluates every trained checkpoint in process; "
+            "evaluate a served policy with `robot-rl eval --deploy.server=...`"
+        )
     run = RunDir(cfg.run_dir)
     run.check_writable()
     save_config(cfg, run.root / "config.yaml")
