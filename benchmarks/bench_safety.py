@@ -14,7 +14,8 @@ physics (``lockstep=False``: the layer's cost against the robot's own command ha
 and with physics (one 10 Hz control step of 50 physics steps per command).
 Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores). With
 ``--server-hz 50`` part 1 runs instead in real time through the MuJoCo-backed robot server process
-(``SimServerRobot``, which has no forward kinematics, so the box of joint commands is only reactive).
+(``SimServerRobot``, whose forward kinematics run on the client's own copy of the scene): the mixed
+adversaries, then the three restricted to ``joint_position``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,13 @@ CFG = SafetyConfig(
 
 def attack(name: str, steps: int, mode: CommandMode | None = None, server: str = "") -> str:
     adversary = ADVERSARIES[name] if mode is None else single_mode(ADVERSARIES[name], mode)
-    audit = LimitAudit(SimServerRobot(server) if server else MujocoRobot(seed=0), CFG)
+    if server:  # each run from the home pose, as the lock-step robot's
+        robot: Robot = SimServerRobot(server)
+        robot.connect()
+        robot.reset_scene(0)
+    else:
+        robot = MujocoRobot(seed=0)
+    audit = LimitAudit(robot, CFG)
     safe = SafeRobot(audit, CFG)
     rng = np.random.default_rng(0)
     ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
@@ -131,12 +138,14 @@ def main() -> None:
     if args.server_hz:
         with serve_in_subprocess(extra_args=(f"--control-hz={args.server_hz}",)) as srv:
             print(
-                f"through the robot server at {args.server_hz} Hz (no forward kinematics), "
+                f"through the robot server at {args.server_hz} Hz (client-side forward kinematics), "
                 f"{args.steps} steps each"
             )
             print(HEADER)
             for name in ADVERSARIES:
                 print(attack(name, args.steps, server=srv.address), flush=True)
+            for name in ("random", "huge", "out_of_box"):
+                print(attack(name, args.steps, CommandMode.JOINT_POSITION, srv.address), flush=True)
         return
     print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
     print(HEADER)

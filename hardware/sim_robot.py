@@ -27,6 +27,47 @@ JOINT_ACC_MAX = np.array([15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
 """Franka Panda joint acceleration limits (rad/s²), from Franka's datasheet."""
 
 
+class PinchKinematics:
+    """Forward kinematics of the pick-cube scene's Panda: the ``pinch`` site's position at given arm joint
+    positions, by ``mj_kinematics`` on a scratch ``MjData`` of ``model`` (the other joints at ``qpos0``;
+    the pinch site hangs off the hand, so neither the gripper nor the cube moves it). Shared by
+    :class:`MujocoRobot` and the robot server's client, which rebuilds it from its own copy of the scene.
+
+    Args:
+        model: a model of the scene (:func:`robot_rl.sim.assets.load_model`); never modified.
+
+    Raises:
+        KeyError: ``model`` has no ``joint1``..``joint7`` or ``pinch`` site (from MuJoCo).
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        from robot_rl.sim.controller import ARM_JOINTS
+
+        self.model = model
+        self._data = mujoco.MjData(model)
+        self._qpos_adr = np.array([model.joint(j).qposadr[0] for j in ARM_JOINTS])
+        self._site = model.site("pinch").id
+
+    def __call__(self, joint_pos: np.ndarray) -> np.ndarray:
+        """Pinch-site position (3,) float64 m (world = robot base frame) at ``joint_pos`` (7,) rad.
+
+        Raises:
+            ValueError: ``joint_pos`` is not 7 values (from numpy).
+        """
+        d = self._data
+        d.qpos[self._qpos_adr] = joint_pos
+        mujoco.mj_kinematics(self.model, d)
+        return d.site_xpos[self._site].copy()
+
+    def samples(self, low: np.ndarray, high: np.ndarray) -> dict[str, np.ndarray]:
+        """Reference poses for checking that two copies of the scene agree: ``joint_pos`` (5, 7) rad (the
+        limits ``low``/``high``, their middle and two mixes) and the pinch ``ee_pos`` (5, 3) m at each."""
+        mid = 0.5 * (low + high)
+        alt = np.where(np.arange(low.size) % 2 == 0, low, high)
+        joint_pos = np.stack([low, high, mid, alt, low + high - alt])
+        return {"joint_pos": joint_pos, "ee_pos": np.stack([self(q) for q in joint_pos])}
+
+
 class MujocoRobot(Robot):
     """The simulated Panda pick-cube scene as a :class:`Robot`.
 
@@ -65,7 +106,7 @@ class MujocoRobot(Robot):
         self._connected = False
         self._seed = seed
         self._gripper = 0.0
-        self._fk_data = mujoco.MjData(self.env.model)
+        self.kinematics = PinchKinematics(self.env.model)
         ctrl = self.env.controller
         self._limits = RobotLimits(
             joint_low=ctrl.q_low.copy(),
@@ -132,11 +173,8 @@ class MujocoRobot(Robot):
 
     def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
         """Pinch-site position (3,) m at arm joint positions ``joint_pos`` (7,) rad (MuJoCo kinematics on a
-        scratch ``MjData``; the scene itself is untouched)."""
-        d = self._fk_data
-        d.qpos[self.env._arm_q] = joint_pos
-        mujoco.mj_kinematics(self.env.model, d)
-        return d.site_xpos[self.env._pinch].copy()
+        scratch ``MjData``; the scene itself is untouched; :class:`PinchKinematics`)."""
+        return self.kinematics(joint_pos)
 
     def command(self, cmd: Command) -> None:
         """Set the controller's target from ``cmd``; in lock-step also advance one control period.

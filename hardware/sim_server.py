@@ -17,8 +17,10 @@ Protocol (ZeroMQ ROUTER; one msgpack frame per message, :mod:`robot_rl.hardware.
 map ``{"op", "id", "protocol", **fields}`` with exactly the fields of its op (:data:`FIELDS`); the reply
 echoes ``id`` with ``ok: true`` and the op's result, or ``ok: false`` with ``error`` (message) and
 ``type`` (exception class name). Ops: ``hello`` (limits, modes, joint names, ``control_hz``, camera
-names, largest image size), ``read`` (a RobotState), ``command`` (mode, value, gripper), ``reset_scene``
-(seed), ``render`` (camera, size: uint8 (size, size, 3)), ``ping`` (server time and counters). A message
+names, largest image size, and ``kinematics``: reference joint positions and the end-effector position at
+each, so a client can check that its copy of the scene gives the server's forward kinematics), ``read``
+(a RobotState), ``command`` (mode, value, gripper), ``reset_scene`` (seed), ``render`` (camera, size:
+uint8 (size, size, 3)), ``ping`` (server time and counters). A message
 that does not fit gets an error reply and changes nothing; the server keeps serving. Frames over
 :data:`MAX_MESSAGE_BYTES` are refused by ZeroMQ before they are buffered. Off loopback the server needs
 CURVE keys (``--keys``, :mod:`robot_rl.security`), as the learner and critic server do.
@@ -57,7 +59,7 @@ from robot_rl.hardware.robot import Command, CommandMode
 from robot_rl.security import ServerKeys, check_address
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
 
-PROTOCOL = 1
+PROTOCOL = 2
 MAX_MESSAGE_BYTES = 64 * 1024
 """Largest request frame (bytes); requests are a few hundred bytes."""
 MAX_CATCH_UP_S = 0.1
@@ -258,6 +260,7 @@ class SimServer:
             "cameras": sorted(self.cameras),
             "max_image_size": int(min(vis.offwidth, vis.offheight)),
             "faults": asdict(self.faults),
+            "kinematics": self.robot.kinematics.samples(lim.joint_low, lim.joint_high),
         }
 
     def _read(self) -> dict[str, Any]:

@@ -110,6 +110,35 @@ def test_connect_read_and_move_through_emulator(emu, robot):
     assert emu.counts[SYNC_READ] > 0  # reads go out as one sync-read instruction
 
 
+def test_safety_layer_keeps_joint_commands_in_the_box_by_the_arm_kinematics(emu, cal_file):
+    """``SO101Robot.forward_kinematics`` is the chain ``read()`` reports ``ee_pos`` with (and MuJoCo's
+    ``gripperframe`` through the emulator), so ``SafeRobot`` shortens a joint target whose end effector
+    lies outside the workspace box before it reaches the bus, instead of braking once the arm is out."""
+    from robot_rl.config import SafetyConfig
+    from robot_rl.hardware.safety import SafeRobot
+
+    robot = SO101Robot(emu.port, cal_file, timeout_s=TIMEOUT_S)
+    with robot:
+        state = robot.read()
+        np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), state.ee_pos, atol=1e-12)
+        np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), emu.ee_position(), atol=0.005)
+        home = state.ee_pos
+    target = np.array([0.4, -0.5, 0.6, 0.3, -0.8])
+    low, high = home - 0.03, home + 0.03
+    far = robot.forward_kinematics(target)
+    assert np.max(np.maximum(low - far, far - high)) > 0.05  # the target's end effector is far outside
+    cfg = SafetyConfig(workspace_low=list(low), workspace_high=list(high), watchdog_ms=0, estop_signal="")
+    worst = 0.0
+    with SafeRobot(robot, cfg) as safe:
+        for _ in range(45):  # 1.5 s at the arm's 30 Hz
+            safe.command(Command(CommandMode.JOINT_POSITION, target))
+            time.sleep(1.0 / robot.limits.control_hz)
+            ee = emu.ee_position()
+            worst = max(worst, float(np.max(np.maximum(low - ee, ee - high))))
+        assert safe.counters.clipped > 0
+    assert worst < 0.01, f"the end effector left the box by {worst:.4f} m"
+
+
 def test_commands_are_checked_and_clipped_to_calibrated_range(emu, robot):
     with pytest.raises(CommandRejected, match="shape"):
         robot.command(Command(CommandMode.JOINT_POSITION, np.zeros(6)))

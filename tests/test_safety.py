@@ -348,14 +348,69 @@ def test_robot_env_over_the_safety_layer_matches_the_direct_env():
         env.close()
 
 
-@pytest.mark.slow
-def test_through_the_robot_server_process():
-    """SafeRobot over the real-time robot server's client (a separate process, a socket): the client learns
-    its modes at connect, and no unsafe command from the NaN adversary reaches the server."""
-    from robot_rl.hardware.drivers.sim_server import SimServerRobot
+@pytest.fixture(scope="module")
+def server_address():
+    """A real-time robot server process at 50 Hz, shared by this module's tests through it."""
     from robot_rl.hardware.sim_server import serve_in_subprocess
 
     with serve_in_subprocess(extra_args=("--control-hz=50",)) as srv:
-        audit, counters, _, q_out = drive(ADVERSARIES["nan"], 150, lambda: SimServerRobot(srv.address))
+        yield srv.address
+
+
+def _server_robot(address: str) -> Callable[[], Robot]:
+    """A factory of connected clients of the server at ``address``, the scene reset to seed 0."""
+    from robot_rl.hardware.drivers.sim_server import SimServerRobot
+
+    def make() -> Robot:
+        robot = SimServerRobot(address)
+        robot.connect()
+        robot.reset_scene(0)
+        return robot
+
+    return make
+
+
+@pytest.mark.slow
+def test_through_the_robot_server_process(server_address):
+    """SafeRobot over the real-time robot server's client (a separate process, a socket): the client learns
+    its modes at connect, and no unsafe command from the NaN adversary reaches the server."""
+    audit, counters, _, q_out = drive(ADVERSARIES["nan"], 150, _server_robot(server_address))
     assert audit.violations == [] and counters.rejected > 15 and counters.clipped > 0
     assert q_out <= JOINT_TRACKING_RAD
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
+def test_joint_commands_keep_the_box_through_the_robot_server(name, server_address):
+    """The server's client computes forward kinematics on its own copy of the scene, so the layer keeps
+    joint targets inside the box before they are sent (without it, joint pushes took the end effector
+    24 cm out: the layer could only brake once the measured pose was already outside)."""
+    adversary = single_mode(ADVERSARIES[name], CommandMode.JOINT_POSITION)
+    audit, counters, ee_out, q_out = drive(adversary, 200, _server_robot(server_address))
+    assert audit.violations == [], audit.violations[:3]
+    assert counters.clipped > 0
+    assert ee_out <= TRACKING_M, f"the end effector left the box by {ee_out:.4f} m"
+    assert q_out <= JOINT_TRACKING_RAD
+
+
+def test_server_client_kinematics_match_the_server(server_address):
+    """At rest (after a reset) the client's forward kinematics give the server's measured end effector,
+    with no request; a reference that disagrees by a millimetre is refused at connect."""
+    from robot_rl.hardware.drivers.sim_server import _checked_kinematics
+    from robot_rl.hardware.errors import RobotConnectionError
+
+    robot = _server_robot(server_address)()
+    try:
+        time.sleep(0.2)
+        state = robot.read()
+        requests = robot.ping()["stats"]["requests"]
+        np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), state.ee_pos, atol=1e-4)
+        assert robot.ping()["stats"]["requests"] == requests + 1  # only the ping itself
+    finally:
+        robot.disconnect()
+    sim = MujocoRobot()
+    reference = sim.kinematics.samples(sim.limits.joint_low, sim.limits.joint_high)
+    assert _checked_kinematics(reference, "tcp://x") is not None
+    reference["ee_pos"][2, 0] += 1e-3
+    with pytest.raises(RobotConnectionError, match=r"1 mm from where the server's does"):
+        _checked_kinematics(reference, "tcp://x")

@@ -30,11 +30,15 @@ from robot_rl.hardware.errors import (
     RobotTimeoutError,
 )
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.hardware.sim_robot import PinchKinematics
 from robot_rl.hardware.sim_server import PROTOCOL
 from robot_rl.security import ClientKeys, check_address
 from robot_rl.transport import ProtocolError
 
 DEFAULT_TIMEOUT_S = 1.0
+FK_TOLERANCE_M = 1e-6
+"""Largest disagreement (m) allowed between this host's forward kinematics and the server's reference
+poses (round-off across MuJoCo builds is far below it; a different arm model is far above)."""
 
 
 class SimServerLink:
@@ -172,6 +176,8 @@ class SimServerRobot(Robot):
     ``read()`` timestamps a state with the midpoint of its round trip on this host's ``time.monotonic()``
     (the usual estimate when clocks are not shared); ``extra`` holds the server's ``environment_state``
     (7,) and ``lifted`` (1,) (see :class:`~robot_rl.hardware.sim_robot.MujocoRobot`).
+    :meth:`forward_kinematics` runs here, on this host's copy of the scene (no round trip), checked at
+    connect against the server's reference poses.
     """
 
     def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S, keys: ClientKeys | None = None):
@@ -181,6 +187,7 @@ class SimServerRobot(Robot):
         self.name = f"sim_server {address}"
         self._link: SimServerLink | None = None
         self._limits: RobotLimits | None = None
+        self._kinematics: PinchKinematics | None = None
         self.info: dict[str, Any] = {}
 
     @classmethod
@@ -200,11 +207,12 @@ class SimServerRobot(Robot):
         return self._link is not None
 
     def connect(self) -> None:
-        """Open the link and read the server's ``hello`` (limits, modes, cameras).
+        """Open the link, read the server's ``hello`` (limits, modes, cameras) and check that this host's
+        forward kinematics match the server's.
 
         Raises:
-            RobotConnectionError: the server is down or unreachable, or speaks another protocol (names the
-                address).
+            RobotConnectionError: the server is down or unreachable, speaks another protocol, or simulates
+                an arm whose kinematics differ from this host's copy of the scene (names the address).
         """
         if self._link is not None:
             return
@@ -219,6 +227,7 @@ class SimServerRobot(Robot):
                 joint_names=tuple(hello["joint_names"]),
             )
             self.modes = tuple(CommandMode(m) for m in hello["modes"])
+            self._kinematics = _checked_kinematics(hello["kinematics"], self.address)
         except (KeyError, TypeError, ValueError) as err:
             link.close()
             raise RobotConnectionError(
@@ -270,6 +279,17 @@ class SimServerRobot(Robot):
         except (KeyError, TypeError, AttributeError) as err:
             raise HardwareError(f"{self.name}: malformed read reply: {err!r}") from err
 
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
+        """End-effector (pinch site) position (3,) float64 m at arm joints ``joint_pos`` (7,) rad, computed
+        on this host from the same scene the server simulates (no request).
+
+        Raises:
+            RobotConnectionError: never connected (the scene is checked against the server at connect).
+        """
+        if self._kinematics is None:
+            raise RobotConnectionError(f"{self.name}: not connected (call connect() first)")
+        return self._kinematics(joint_pos)
+
     def command(self, cmd: Command) -> None:
         """Send ``cmd``; returns once the server set it as the target (not once reached).
 
@@ -295,6 +315,32 @@ class SimServerRobot(Robot):
         """The server's time (s, its monotonic clock) and counters (requests, errors, dropped,
         physics_steps, overruns, started)."""
         return self._request("ping")
+
+
+def _checked_kinematics(reference: dict[str, Any], address: str) -> PinchKinematics:
+    """This host's :class:`PinchKinematics` of the scene, after checking it against the server's reference
+    poses (``joint_pos`` (k, 7) rad, ``ee_pos`` (k, 3) m).
+
+    Raises:
+        RobotConnectionError: the end effector lands more than :data:`FK_TOLERANCE_M` from the server's.
+        KeyError / ValueError: malformed reference (the caller reports it as a protocol mismatch).
+    """
+    from robot_rl.sim.assets import load_model
+
+    joint_pos = _array(reference["joint_pos"], "kinematics.joint_pos", address).astype(np.float64)
+    ee_pos = _array(reference["ee_pos"], "kinematics.ee_pos", address).astype(np.float64)
+    if joint_pos.ndim != 2 or ee_pos.shape != (len(joint_pos), 3) or len(joint_pos) == 0:
+        raise ValueError(f"kinematics shapes {joint_pos.shape} and {ee_pos.shape} do not fit (k, n) / (k, 3)")
+    kinematics = PinchKinematics(load_model())
+    error = max(float(np.linalg.norm(kinematics(q) - ee)) for q, ee in zip(joint_pos, ee_pos, strict=True))
+    if not error <= FK_TOLERANCE_M:
+        raise RobotConnectionError(
+            f"sim server {address}: this host's copy of the Panda scene puts the end effector "
+            f"{1000 * error:.3g} mm from where the server's does at the same joints; install the server's "
+            f"gym-hil and mujoco versions here (the safety layer needs matching forward kinematics to keep "
+            f"joint commands in the workspace box)"
+        )
+    return kinematics
 
 
 _LIMIT_ARRAYS = ("joint_low", "joint_high", "joint_vel_max", "joint_acc_max", "ee_low", "ee_high")

@@ -373,6 +373,17 @@ class SO101Robot(Robot):
             extra={"gripper_angle": pos[5:]},
         )
 
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
+        """``gripperframe`` position (3,) float64 m in the arm's base frame at the five arm joints
+        ``joint_pos`` (5,) rad (URDF zero and axes, as :meth:`read` reports them): the numpy chain of
+        :func:`so101_model.forward_kinematics`, no bus traffic. The safety layer uses it to keep joint
+        commands inside the workspace box.
+
+        Raises:
+            ValueError: ``joint_pos`` is not (5,).
+        """
+        return model.forward_kinematics(joint_pos)[0]
+
     def _closure(self, angle: float) -> float:
         low, high = self._jaw.angle_range()
         return float(np.clip((high - angle) / (high - low), 0.0, 1.0))
