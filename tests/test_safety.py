@@ -278,12 +278,17 @@ def test_sim_robot_kinematics_and_target_after_joint_commands():
 
 
 def test_sigint_latches_the_estop_then_interrupts(tmp_path):
-    with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, estop_signal="SIGINT", watchdog_ms=0)) as safe:
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1.0)
-        assert safe.estopped
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own Ctrl-C handler, whatever the runner left (a background job starts with SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with SafeRobot(MujocoRobot(seed=0), _cfg(tmp_path, estop_signal="SIGINT", watchdog_ms=0)) as safe:
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1.0)
+            assert safe.estopped
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def _peak_speed_after_release(tmp_path, max_lag: float) -> tuple[float, int]:
