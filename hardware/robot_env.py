@@ -53,11 +53,9 @@ from robot_rl.hardware.camera import Camera
 from robot_rl.hardware.errors import CommandRejected, HardwareError, RobotFault
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotState
+from robot_rl.sim.panda_pick_cube import ENV_STATE_DIM, MAX_DELTA_M, TASK, check_action
 
 log = logging.getLogger(__name__)
-MAX_DELTA_M = 0.03
-"""Largest end-effector move per step (m), as the simulated task."""
-ENV_STATE_DIM = 7
 CAMERA_TIMEOUT_S = 1.0
 
 
@@ -158,8 +156,6 @@ class RobotEnv(gym.Env):
         wait_for_human: Callable[[str], None] | None = None,
         render_mode: str | None = None,
     ) -> None:
-        from robot_rl.sim.panda_pick_cube import TASK
-
         if cfg.robot is None:
             raise ValueError("RobotEnv needs env.robot")
         if cfg.kwargs:
@@ -317,8 +313,6 @@ class RobotEnv(gym.Env):
         Raises:
             ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
         """
-        from robot_rl.sim.panda_pick_cube import check_action
-
         return check_action(action, self.action_space)
 
     def step(self, action: np.ndarray):
