@@ -221,15 +221,22 @@ def controller_host_problem(address: str) -> str | None:
     return None
 
 
+def _rule_problem(key: str, value: Any, rule: Range | Choice) -> str | None:
+    """``"<key>=<value>: must be <rule>"`` when ``value`` breaks ``rule`` (a list: any element), else None."""
+    values = value if isinstance(value, list) else [value]
+    if all(rule.ok(v) for v in values):
+        return None
+    each = "each element " if isinstance(value, list) else ""
+    return f"{key}={value!r}: {each}must be {rule}"
+
+
+def _rule_problems(checks: list[tuple[str, Any, Range | Choice]]) -> list[str]:
+    return [p for p in (_rule_problem(*check) for check in checks) if p is not None]
+
+
 def problems(cfg: Any) -> list[str]:
     """Every problem of ``cfg`` (a PipelineConfig), each naming the dotted key, its value and the fix."""
-    out = []
-    for key, rule in RULES.items():
-        value = _get(cfg, key)
-        values = value if isinstance(value, list) else [value]
-        if not all(rule.ok(v) for v in values):
-            each = "each element " if isinstance(value, list) else ""
-            out.append(f"{key}={value!r}: {each}must be {rule}")
+    out = _rule_problems([(key, _get(cfg, key), rule) for key, rule in RULES.items()])
     if not _DEVICE.match(cfg.device):
         out.append(f"device={cfg.device!r}: must be cpu, cuda, cuda:N or mps")
     if not cfg.seeds:
@@ -307,13 +314,7 @@ SAFETY_RULES: dict[str, Range | Choice] = {
 
 def safety_problems(safety: Any) -> list[str]:
     """Problems of ``env.robot.safety`` (a :class:`~robot_rl.config.SafetyConfig`), each naming its key."""
-    out = []
-    for k, rule in SAFETY_RULES.items():
-        value = getattr(safety, k)
-        values = value if isinstance(value, list) else [value]
-        if not all(rule.ok(v) for v in values):
-            each = "each element " if isinstance(value, list) else ""
-            out.append(f"env.robot.safety.{k}={value!r}: {each}must be {rule}")
+    out = _rule_problems([(f"env.robot.safety.{k}", getattr(safety, k), r) for k, r in SAFETY_RULES.items()])
     low, high = safety.workspace_low, safety.workspace_high
     for k, box in (("workspace_low", low), ("workspace_high", high)):
         if len(box) not in (0, 3):
@@ -331,11 +332,7 @@ def robot_problems(robot: Any) -> list[str]:
         checks += [
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
-    out += [
-        f"{key}={value!r}: {'each element ' if isinstance(value, list) else ''}must be {rule}"
-        for key, value, rule in checks
-        if not all(rule.ok(v) for v in (value if isinstance(value, list) else [value]))
-    ]
+    out += _rule_problems(checks)
     if robot.success == "critic" and not robot.success_critic:
         out.append("env.robot.success=critic: set env.robot.success_critic to a progress critic checkpoint")
     out += safety_problems(robot.safety)
