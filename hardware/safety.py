@@ -590,24 +590,16 @@ class SafeRobot(Robot):
         self._listener.wait()
 
     def _on_key(self, key: object) -> None:
-        name = getattr(key, "char", None) or getattr(key, "name", None)
-        if isinstance(name, str) and name.lower() == self.cfg.estop_key.lower():
+        from robot_rl.teleop.keyboard import key_name  # the keyboard device's key names
+
+        if key_name(key) == self.cfg.estop_key.lower():
             self.estop(f"key {self.cfg.estop_key}")
 
     def _teardown(self) -> None:
         if self._listener is not None:
-            self._listener.stop()
-            # pynput's X11 stop only takes effect at the next X event (moses-palmer/pynput#583); disabling
-            # the record context on its second connection ends it now (as teleop/keyboard.py does).
-            display = getattr(self._listener, "_display_stop", None)
-            context = getattr(self._listener, "_context", None)
-            if display is not None and context is not None:
-                try:
-                    display.record_disable_context(context)
-                    display.flush()
-                except Exception:  # the listener thread may already have closed the connection
-                    pass
-            self._listener.join(timeout=2.0)
+            from robot_rl.teleop.keyboard import stop_listener
+
+            stop_listener(self._listener)
             self._listener = None
         if self._prev_handler is not None:
             signum, prev, handler = self._prev_handler

@@ -32,6 +32,23 @@ def key_name(key: object) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def stop_listener(listener: object) -> None:
+    """Stop a ``pynput`` keyboard listener and wait for its thread (up to 2 s).
+
+    pynput's X11 stop only takes effect at the next X event (moses-palmer/pynput#583); disabling the record
+    context on its second connection ends it now. Best effort: these are pynput internals.
+    """
+    listener.stop()
+    display, context = getattr(listener, "_display_stop", None), getattr(listener, "_context", None)
+    if display is not None and context is not None:
+        try:
+            display.record_disable_context(context)
+            display.flush()
+        except Exception:  # the listener thread may already have closed the connection
+            pass
+    listener.join(timeout=2.0)
+
+
 class KeyboardDevice:
     """Intervention from the keyboard, read by a background ``pynput`` listener (global, no window focus
     needed). Key map:
@@ -127,17 +144,4 @@ class KeyboardDevice:
 
     def close(self) -> None:
         """Stop the listener thread and wait for it (up to 2 s)."""
-        self._listener.stop()
-        # pynput's X11 stop only takes effect at the next X event (moses-palmer/pynput#583); disabling the
-        # record context on its second connection ends it now. Best effort: these are pynput internals.
-        display, context = (
-            getattr(self._listener, "_display_stop", None),
-            getattr(self._listener, "_context", None),
-        )
-        if display is not None and context is not None:
-            try:
-                display.record_disable_context(context)
-                display.flush()
-            except Exception:  # the listener thread may already have closed the connection
-                pass
-        self._listener.join(timeout=2.0)
+        stop_listener(self._listener)
