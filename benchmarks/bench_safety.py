@@ -27,10 +27,9 @@ import numpy as np
 
 from robot_rl.config import SafetyConfig
 from robot_rl.hardware.drivers.sim_server import SimServerRobot
-from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
-from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
+from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.hardware.sim_server import serve_in_subprocess
 
@@ -50,7 +49,7 @@ CFG = SafetyConfig(
 )
 
 
-def attack(name: str, steps: int, mode: CommandMode | None = None, server: str = "") -> str:
+def run_adversary(name: str, steps: int, mode: CommandMode | None = None, server: str = "") -> str:
     adversary = ADVERSARIES[name] if mode is None else single_mode(ADVERSARIES[name], mode)
     if server:  # each run from the home pose, as the lock-step robot's
         robot: Robot = SimServerRobot(server)
@@ -60,18 +59,11 @@ def attack(name: str, steps: int, mode: CommandMode | None = None, server: str =
         robot = MujocoRobot(seed=0)
     audit = LimitAudit(robot, CFG)
     safe = SafeRobot(audit, CFG)
-    rng = np.random.default_rng(0)
     ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
     q_out, last_switch, sent = 0.0, -SWITCH_STEPS - 1, None
     with safe:
         lim, enforced = audit.robot.limits, safe.limits
-        for step in range(steps):
-            try:
-                safe.command(adversary(rng, lim, step))
-            except CommandRejected:
-                pass
-            if server:  # the server's physics runs in real time: one command per control period
-                time.sleep(1.0 / lim.control_hz)
+        for step in attack(safe, audit, adversary, steps):
             if sent == CommandMode.JOINT_POSITION and audit.last_mode == CommandMode.EE_DELTA:
                 last_switch = step
             sent = audit.last_mode
@@ -143,17 +135,17 @@ def main() -> None:
             )
             print(HEADER)
             for name in ADVERSARIES:
-                print(attack(name, args.steps, server=srv.address), flush=True)
+                print(run_adversary(name, args.steps, server=srv.address), flush=True)
             for name in ("random", "huge", "out_of_box"):
-                print(attack(name, args.steps, CommandMode.JOINT_POSITION, srv.address), flush=True)
+                print(run_adversary(name, args.steps, CommandMode.JOINT_POSITION, srv.address), flush=True)
         return
     print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
     print(HEADER)
     for name in ADVERSARIES:
-        print(attack(name, args.steps), flush=True)
+        print(run_adversary(name, args.steps), flush=True)
     for name in ("random", "huge", "out_of_box"):
         for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
-            print(attack(name, args.steps, mode), flush=True)
+            print(run_adversary(name, args.steps, mode), flush=True)
     print("per-command time, median (same run, alternating blocks)")
     for lockstep, blocks, n in ((False, 10, 500), (True, 8, 50)):
         for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):

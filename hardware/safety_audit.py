@@ -7,11 +7,13 @@ safety test and ``benchmarks/bench_safety.py`` drive through it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from robot_rl.config import SafetyConfig
+from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState
 
 EPS = 1e-9
@@ -220,3 +222,21 @@ def single_mode(adversary: Adversary, mode: CommandMode) -> Adversary:
         raise ValueError(f"{adversary.__name__} gave no {mode!s} command in 1000 draws")
 
     return draw
+
+
+def attack(safe: Robot, audit: LimitAudit, adversary: Adversary, steps: int, seed: int = 0) -> Iterator[int]:
+    """Send ``steps`` commands of ``adversary`` (drawn with ``np.random.default_rng(seed)`` against the
+    limits of the robot behind ``audit``) through the connected ``safe`` (a SafeRobot over ``audit``).
+    A refused command is skipped, as a policy's would be; a real-time robot (``safe.lockstep`` false)
+    gets one command per control period. Yields the step number after each command, so the caller can
+    read the robot (``audit.robot.read()``) and the audit between commands."""
+    rng = np.random.default_rng(seed)
+    lim = audit.robot.limits
+    for step in range(steps):
+        try:
+            safe.command(adversary(rng, lim, step))
+        except CommandRejected:
+            pass
+        if not getattr(safe, "lockstep", False):  # the robot moves in real time: one command per period
+            time.sleep(1.0 / lim.control_hz)
+        yield step

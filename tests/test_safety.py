@@ -20,7 +20,7 @@ from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.motion_limits import braking_path, braking_velocity, stop_offset
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
-from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, single_mode
+from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 from robot_rl.hardware.sim_robot import MujocoRobot
 
 BOX = dict(workspace_low=[0.35, -0.2, 0.05], workspace_high=[0.6, 0.2, 0.35])
@@ -48,17 +48,10 @@ def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
     excursion beyond the box (m), worst joint excursion beyond the limits (rad))."""
     audit = LimitAudit(robot_factory(), ADVERSARIAL)
     safe = SafeRobot(audit, ADVERSARIAL)
-    rng = np.random.default_rng(0)
     ee_out = q_out = 0.0
     with safe:
         lim, enforced = audit.robot.limits, safe.limits
-        for step in range(steps):
-            try:
-                safe.command(adversary(rng, lim, step))
-            except CommandRejected:
-                pass
-            if not safe.lockstep:  # a real-time robot: one command per control period
-                time.sleep(1.0 / lim.control_hz)
+        for _ in attack(safe, audit, adversary, steps):
             state = audit.robot.read()
             ee_out = max(
                 ee_out,
