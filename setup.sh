@@ -4,7 +4,7 @@
 #                                           ./setup.sh test   (runtime + test tools)
 set -euo pipefail
 cd "$(dirname "$0")"
-SYSTEM_PACKAGES="libosmesa6 libegl1 libgl1 libglx-mesa0 libegl-mesa0 libgl1-mesa-dri ffmpeg xvfb xdotool"
+SYSTEM_PACKAGES="libosmesa6 libegl1 libgl1 libglx-mesa0 libegl-mesa0 libgl1-mesa-dri ffmpeg xvfb xdotool chromium"
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=$(for p in $SYSTEM_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
   if [ -n "$missing" ]; then
@@ -13,6 +13,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 [ -d .venv ] || python3 -m venv .venv
 extra=""
-[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla,ray,teleop]"
+[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla,ray,teleop,gui,ros]"
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt -e ".${extra}"
