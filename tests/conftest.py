@@ -45,3 +45,18 @@ def xvfb_display(monkeypatch):
     yield display
     server.terminate()
     server.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A real headless Chromium (Debian's ``chromium``, driven by Playwright's Python API); yields a
+    ``playwright.sync_api.Browser``. Playwright's own browser download cannot work offline, so the system
+    binary is used (setup.sh installs it as root)."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium; setup.sh installs it as root)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (test extra)")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
