@@ -15,7 +15,7 @@ function svgEl(name, attrs, parent) {
 // opts: {spans: [[x0, x1], ...] shaded, cursor: x or null, marker: {x, y, label}}.
 // Returns {toPx(x)} so a caller can move a cursor without a redraw.
 function drawPlot(svg, series, opts = {}) {
-  const W = 560, H = 180, L = 48, R = 10, T = 10, B = 22;
+  const W = 560, H = 190, L = 48, R = 10, T = 24, B = 22;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
   svg.replaceChildren();
   const xs = [], ys = [];
@@ -42,7 +42,7 @@ function drawPlot(svg, series, opts = {}) {
     const pts = s.x.map((x, i) => s.y[i] === null ? null : `${px(x).toFixed(1)},${py(s.y[i]).toFixed(1)}`).filter(p => p);
     const color = COLORS[k % COLORS.length];
     svgEl("polyline", {points: pts.join(" "), stroke: color, class: "line", "data-name": s.name}, svg);
-    svgEl("text", {x: L + 6 + 120 * k, y: T + 10, fill: color, class: "legend"}, svg).textContent = s.name;
+    svgEl("text", {x: L + 150 * k, y: 14, fill: color, class: "legend"}, svg).textContent = s.name;
   });
   if (opts.marker) {
     const m = opts.marker;
