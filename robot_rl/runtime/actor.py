@@ -31,6 +31,7 @@ from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
@@ -405,9 +406,8 @@ class Actor:
                     error = err
                     break
                 if human.label is not None:
-                    if steps:
-                        steps[-1][keys.SUCCESS] = steps[-1][keys.DONE] = human.label == "success"
-                        steps[-1][keys.REWARD] = np.float32(1.0 if human.label == "success" else 0.0)
+                    if steps:  # the same rule as a recorded relabel (episode_edits)
+                        steps[-1].update(label_values(human.label))
                     break
             intervened = human is not None and human.action is not None
             if intervened:
