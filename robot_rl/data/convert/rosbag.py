@@ -238,7 +238,8 @@ def _frames(bag: Path, reader, cfg: rt.TopicsConfig, streams, episodes: list[_Ep
             img = rm.decode_image(store.deserialize_cdr(raw, conn.msgtype), conn.msgtype, where)
             if img.shape[0] % 2 or img.shape[1] % 2:
                 raise DatasetError(
-                    f"{where}: frames are {img.shape[0]}x{img.shape[1]}; LeRobot videos (yuv420p) need even sizes"
+                    f"{where}: frames are {img.shape[0]}x{img.shape[1]}; LeRobot videos (yuv420p) need "
+                    "even sizes"
                 )
             for e, rows in wanted[key].pop(j):
                 buf = buffers[e].get(key)

@@ -109,7 +109,8 @@ class VectorReader:
             self.width = len(vec)
         elif len(vec) != self.width:
             raise DatasetError(
-                f"{self.where}: message at t={t_ns * 1e-9:.6f} s has {len(vec)} values, earlier ones {self.width}"
+                f"{self.where}: message at t={t_ns * 1e-9:.6f} s has {len(vec)} values, earlier ones "
+                f"{self.width}"
             )
         return vec
 
