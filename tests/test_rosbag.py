@@ -401,3 +401,9 @@ def test_empty_episode_is_named(tmp_path):
     ):
         bag_to_lerobot(path, tmp_path / "out", cfg)
     assert not (tmp_path / "out").exists()
+
+
+def test_example_topics_file_loads():
+    cfg = rt.load_topics(Path(__file__).resolve().parents[1] / "configs" / "rosbag_topics.yaml")
+    assert cfg.fps == 30 and cfg.action.type == "trajectory_msgs/msg/JointTrajectory"
+    assert len(cfg.state.joints) == 6 and set(cfg.cameras) == {"front", "wrist"}
