@@ -96,6 +96,7 @@ def write_bag(path: Path, seconds: float, storage: str) -> int:
 
 
 def read_only(bag: Path) -> tuple[int, int]:
+    """Iterate every message without deserialising: (message count, payload bytes)."""
     from rosbags.rosbag2 import Reader
 
     count = size = 0
@@ -107,6 +108,7 @@ def read_only(bag: Path) -> tuple[int, int]:
 
 
 def read_decode(bag: Path) -> int:
+    """Deserialise every message and decode every image to RGB: the number of images."""
     from rosbags.rosbag2 import Reader
 
     store = rm.typestore()

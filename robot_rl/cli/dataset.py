@@ -263,7 +263,8 @@ def _convert(args: argparse.Namespace) -> int:
     kind = _input_kind(src)
     if kind == "lerobot" and args.fps is not None:
         raise ValueError(
-            f"{src}: --fps is for zarr, HDF5 and rosbag2 inputs; a LeRobot dataset records its own fps"
+            f"{src}: --fps is for zarr and HDF5 inputs (and resampling a rosbag2); a LeRobot dataset "
+            "records its own fps"
         )
     if kind == "rosbag2" and not args.topics:
         raise ValueError(
