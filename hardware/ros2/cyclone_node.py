@@ -14,12 +14,13 @@ so it is not done.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from cyclonedds.core import InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
-from cyclonedds.domain import Domain, DomainParticipant
+from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
@@ -38,7 +39,6 @@ LOOPBACK_CONFIG = (
 on this host."""
 MAX_TAKE = 64
 """Most samples taken from one reader per spin."""
-_domains: dict[int, Domain] = {}  # one configured Domain per id per process, kept alive
 
 
 def _qos(depth: int, reliable: bool) -> Qos:
@@ -70,8 +70,8 @@ class CycloneNode(Node):
 
     def __init__(self, name: str, args: NodeArgs) -> None:
         super().__init__(name, args)
-        if args.loopback and args.domain_id not in _domains:
-            _domains[args.domain_id] = Domain(args.domain_id, LOOPBACK_CONFIG)
+        if args.loopback:  # read when the process first joins a domain (a Domain(id, config) object did
+            os.environ["CYCLONEDDS_URI"] = LOOPBACK_CONFIG  # not reach other processes here)
         self._dp = DomainParticipant(args.domain_id)
         self._waitset = WaitSet(self._dp)
         self._readers: list[tuple[DataReader, Callable[[Any], None]]] = []
