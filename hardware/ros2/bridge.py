@@ -235,6 +235,10 @@ class RosRobot(Robot):
                 f"ros2: no valid sensor_msgs/JointState on {cfg.joint_states_topic} within {self.timeout_s} s"
                 f" (transport {cfg.transport}, domain {cfg.domain_id}); is the robot running?"
             )
+        # the simulator's extras arrive on their own topics: the first read must already hold them
+        extras = ("lifted", "environment_state") if cfg.sim_prefix else ()
+        while any(k not in self._extra for k in extras) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def disconnect(self) -> None:
         if self._shared is not None:

@@ -268,7 +268,7 @@ def _convert(args: argparse.Namespace) -> int:
         )
     if kind == "rosbag2" and not args.topics:
         raise ValueError(
-            f"{src}: a rosbag2 input needs --topics topics.yaml (see configs/rosbag_topics.yaml)"
+            f"{src}: a rosbag2 input needs --topics topics.yaml (see configs/ros2/rosbag_topics.yaml)"
         )
     if args.topics and kind != "rosbag2" and args.to != "rosbag2":
         raise ValueError(f"{src}: --topics is for rosbag2 inputs and --to rosbag2")

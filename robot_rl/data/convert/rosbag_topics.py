@@ -3,7 +3,7 @@
 One YAML file (``--topics topics.yaml``) is read into :class:`TopicsConfig`; an unknown key is an error
 naming the file and the key. The same file drives both directions
 (:mod:`robot_rl.data.convert.rosbag` imports a bag, :mod:`robot_rl.data.convert.rosbag_export` writes one).
-Example (``configs/rosbag_topics.yaml``)::
+Example (``configs/ros2/rosbag_topics.yaml``)::
 
     fps: 10                       # LeRobot frame rate; the bag is resampled to it
     task: pick the cube           # every episode's task (a std_msgs/String episode marker overrides it)
