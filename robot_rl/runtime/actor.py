@@ -33,6 +33,7 @@ from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
@@ -66,6 +67,7 @@ class _Sender(threading.Thread):
         self.status: dict[str, Any] = {}
         self.pending: tuple[int, bytes] | None = None
         self.have = -1
+        self.latest = -1  # the newest weight version the learner has published
         self.error: Exception | None = None
         self.last_contact = time.monotonic()  # of the last completed exchange with the learner
 
@@ -117,7 +119,7 @@ class _Sender(threading.Thread):
             reply = link.push(actor.actor_id, self.acked, frames, meta)
             self.acked, self.status = int(reply["acked"]), reply["status"]
         head, blob = link.weights(self.have)
-        self.status = head["status"]
+        self.status, self.latest = head["status"], int(head["version"])
         if blob is not None:
             self.pending, self.have = (int(head["version"]), blob), int(head["version"])
 
@@ -161,6 +163,8 @@ class Actor:
         )
         self._log_lock = threading.Lock()
         self.device = self._device()
+        self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
+        self.live = LiveStats(actor_id, cfg.env.control_hz)
         self.versions: dict[int, int] = {}
         self.version = -1
         self.source = None  # robot_rl.sources.AgentSource once weights arrived
@@ -188,7 +192,13 @@ class Actor:
             return None
         from robot_rl.teleop import make_device
 
-        return make_device(self.cfg.intervention, self.low, self.high)
+        return make_device(
+            self.cfg.intervention,
+            self.low,
+            self.high,
+            actor_id=self.actor_id,
+            control_hz=self.cfg.env.control_hz,
+        )
 
     def num_logged(self) -> int:
         with self._log_lock:
@@ -347,6 +357,9 @@ class Actor:
                     self.counters["episodes"] += 1
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
+                self.live.episode_end(frames)
+                if error is None:
+                    error = self._hold_while_stopped()
                 if fault is not None:  # the recorded episodes still reach the learner, then it hears why
                     self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
                     raise fault
@@ -360,6 +373,31 @@ class Actor:
                 self.device.close()
             self.env.close()
         return dict(self.counters)
+
+    def _hold_while_stopped(self) -> Exception | None:
+        """While the device reports a latched e-stop: execute nothing, keep the robot's own e-stop
+        latched (a robot env whose robot has ``estop``/``reset_estop``, e.g. ``SafeRobot``), and wait.
+        Returns the DeviceError that ended the wait, if any."""
+        robot = getattr(self.env.unwrapped, "robot", None)
+        latched = False
+        try:
+            while self.device is not None and self.device.poll({}).stop:
+                if not latched:
+                    log.warning("actor %d: e-stop latched; waiting for a reset", self.actor_id)
+                    if hasattr(robot, "estop"):
+                        robot.estop("GUI e-stop")
+                    latched = True
+                gone = self.parent_pid is not None and os.getppid() != self.parent_pid
+                if self.sender.error is not None or gone:
+                    return None
+                time.sleep(0.01)
+        except DeviceError as err:
+            return err
+        if latched:
+            log.warning("actor %d: e-stop reset; acting again", self.actor_id)
+            if hasattr(robot, "reset_estop"):
+                robot.reset_estop()
+        return None
 
     def _nan_fault(self, stopped: bool) -> PolicyFaultError | None:
         self._nan_streak = self._nan_streak + 1 if stopped else 0
@@ -393,6 +431,7 @@ class Actor:
             self.device.reset(env_seed)
         self.source.reset(0, env_seed)
         queue: list[np.ndarray] = []
+        chunk_len = 0
         steps: list[dict[str, Any]] = []
         error = None
         while True:
@@ -403,6 +442,9 @@ class Actor:
                 except DeviceError as err:
                     log.error("actor %d: %s; stopping the episode safely", self.actor_id, err)
                     error = err
+                    break
+                if human.stop:  # e-stop: nothing more is executed; run() waits for the reset
+                    log.warning("actor %d: e-stop; episode ended after %d steps", self.actor_id, len(steps))
                     break
                 if human.label is not None:
                     if steps:
@@ -429,6 +471,7 @@ class Actor:
                         self.counters["policy_nan_stops"] += 1
                         break
                     queue = list(chunk[0])
+                    chunk_len = len(queue)
                 action = queue.pop(0)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             self.counters["interventions"] += int(intervened)
@@ -440,6 +483,21 @@ class Actor:
             step[keys.INTERVENTION] = intervened
             steps.append(step)
             obs = next_obs
+            if self.observe is not None:
+                chunk_index = -1 if intervened else chunk_len - len(queue) - 1
+                self.observe(
+                    self.live.step(
+                        obs,
+                        len(steps),
+                        reward,
+                        info,
+                        intervened,
+                        chunk_index,
+                        chunk_len,
+                        self.version,
+                        self.sender.latest,
+                    )
+                )
             if terminated or truncated or len(steps) >= self.max_steps:
                 break
         if not steps:
