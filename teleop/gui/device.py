@@ -112,6 +112,7 @@ class GuiDevice:
         self.latched = False
         self.steps_after_latch = 0  # env steps that completed after the e-stop reached this actor
         self.observed = 0  # env steps observed
+        self.beats = 0  # beats sent while no step ran
         self._clear_controls()
         self._label: str | None = None
         self._cmd = (-1, 0.0, 0.0)  # seq, browser press time (ms), time the action was returned (ms)
@@ -261,7 +262,8 @@ class GuiDevice:
             if ws is None:
                 continue
             if out is None:  # no step ran (e-stop, waiting for weights): a beat keeps the panel current
-                out = {"type": "beat", "actor": self.actor_id, "images": {}}
+                self.beats += 1
+                out = {"type": "beat", "actor": self.actor_id, "beats": self.beats, "images": {}}
             frames = {}
             for key, img in out.pop("images").items():
                 ok, jpg = cv2.imencode(

@@ -37,7 +37,9 @@ def serve(run_dir: str | Path, host: str = "127.0.0.1", port: int = 8765, token:
     check_bind(host, token)
     run_dir = Path(run_dir)
     app = create_app(run_dir, token or None)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    )
 
     def announce() -> None:
         while not server.started:
