@@ -193,10 +193,27 @@ class GuiDevice:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         warned = False
         while not self._closed.is_set():
+            opened = False
             try:
-                ws = self._connect(self.url, additional_headers=headers, open_timeout=2.0)
+                with self._connect(self.url, additional_headers=headers, open_timeout=2.0) as ws:
+                    opened, warned = True, False
+                    with self.lock:
+                        latched = self.latched
+                    ws.send(json.dumps({"type": "hello", "actor": self.actor_id, "estop": latched}))
+                    self._ws, self.connected = ws, True
+                    log.info("actor %d: connected to the GUI at %s", self.actor_id, self.url)
+                    for text in ws:
+                        self._handle(json.loads(text))
             except Exception as err:
-                if not warned:
+                if self._closed.is_set():
+                    pass
+                elif opened:
+                    log.warning(
+                        "actor %d: lost the GUI (%s); policy-only control until it is back",
+                        self.actor_id,
+                        err,
+                    )
+                elif not warned:
                     log.warning(
                         "actor %d: no GUI at %s (%s); policy-only control until it is up",
                         self.actor_id,
@@ -204,29 +221,10 @@ class GuiDevice:
                         err,
                     )
                     warned = True
-                self._closed.wait(RECONNECT_S)
-                continue
-            warned = False
-            with self.lock:
-                latched = self.latched
-            try:
-                ws.send(json.dumps({"type": "hello", "actor": self.actor_id, "estop": latched}))
-                self._ws, self.connected = ws, True
-                log.info("actor %d: connected to the GUI at %s", self.actor_id, self.url)
-                for text in ws:
-                    self._handle(json.loads(text))
-            except Exception as err:
-                if not self._closed.is_set():
-                    log.warning(
-                        "actor %d: lost the GUI (%s); policy-only control until it is back",
-                        self.actor_id,
-                        err,
-                    )
             finally:
                 self._ws, self.connected = None, False
                 with self.lock:
                     self._clear_controls()  # a lost browser or server never keeps driving
-                ws.close()
             self._closed.wait(RECONNECT_S)
 
     def _handle(self, msg: dict[str, Any]) -> None:

@@ -48,7 +48,7 @@ class Hub:
     def __init__(self) -> None:
         self.actors: dict[int, WebSocket] = {}
         self.status: dict[int, str] = {}  # newest status message per actor, as sent
-        self.meta: dict[int, dict[str, Any]] = {}  # its fields without frames (for /api/live)
+        self.meta: dict[int, dict[str, Any]] = {}  # the newest value of each field but frames (/api/live)
         self.uis: set[UiClient] = set()
         self.drivers: dict[int, UiClient] = {}  # actor -> the tab that took over
         self.estop = False
@@ -77,7 +77,7 @@ class Hub:
         """Keep and forward the newest status or beat of ``actor``."""
         if msg.get("type") == "status":
             self.status[actor] = text
-        self.meta[actor] = {k: v for k, v in msg.items() if k != "frames"}
+        self.meta.setdefault(actor, {}).update((k, v) for k, v in msg.items() if k != "frames")
         for ui in self.uis:
             ui.offer(f"actor{actor}" if msg.get("type") == "status" else f"beat{actor}", text)
 
