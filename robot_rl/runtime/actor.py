@@ -171,6 +171,7 @@ class Actor:
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
+        self._estopped = False  # the device ended the last episode with a latched e-stop
         self.sender = _Sender(self)
 
     # -- wiring --------------------------------------------------------------------------------------
@@ -358,7 +359,7 @@ class Actor:
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
                 self.live.episode_end(frames)
-                if error is None:
+                if error is None and self._estopped:
                     error = self._hold_while_stopped()
                 if fault is not None:  # the recorded episodes still reach the learner, then it hears why
                     self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
@@ -375,17 +376,14 @@ class Actor:
         return dict(self.counters)
 
     def _hold_while_stopped(self) -> Exception | None:
-        """While the device reports a latched e-stop: execute nothing, keep the robot's own e-stop
-        latched (a robot env whose robot has ``estop``/``reset_estop``, e.g. ``SafeRobot``), and wait.
-        Returns the DeviceError that ended the wait, if any."""
-        robot = getattr(self.env.unwrapped, "robot", None)
+        """After the device ended an episode with an e-stop: execute nothing while it still reports it,
+        then release the robot's e-stop (:meth:`_latch_robot`). Returns the DeviceError that ended the
+        wait, if any."""
         latched = False
         try:
             while self.device is not None and self.device.poll({}).stop:
                 if not latched:
                     log.warning("actor %d: e-stop latched; waiting for a reset", self.actor_id)
-                    if hasattr(robot, "estop"):
-                        robot.estop("GUI e-stop")
                     latched = True
                 gone = self.parent_pid is not None and os.getppid() != self.parent_pid
                 if self.sender.error is not None or gone:
@@ -393,11 +391,19 @@ class Actor:
                 time.sleep(0.01)
         except DeviceError as err:
             return err
-        if latched:
-            log.warning("actor %d: e-stop reset; acting again", self.actor_id)
-            if hasattr(robot, "reset_estop"):
-                robot.reset_estop()
+        self._estopped = False
+        log.warning("actor %d: e-stop reset; acting again", self.actor_id)
+        robot = getattr(self.env.unwrapped, "robot", None)
+        if hasattr(robot, "reset_estop"):
+            robot.reset_estop()
         return None
+
+    def _latch_robot(self) -> None:
+        """Latch the robot's own e-stop at once when the env drives one that has it (``env.robot``: the
+        safety layer ``SafeRobot.estop`` holds the arm within its watchdog period)."""
+        robot = getattr(self.env.unwrapped, "robot", None)
+        if hasattr(robot, "estop"):
+            robot.estop("GUI e-stop")
 
     def _nan_fault(self, stopped: bool) -> PolicyFaultError | None:
         self._nan_streak = self._nan_streak + 1 if stopped else 0
@@ -444,6 +450,8 @@ class Actor:
                     error = err
                     break
                 if human.stop:  # e-stop: nothing more is executed; run() waits for the reset
+                    self._estopped = True
+                    self._latch_robot()
                     log.warning("actor %d: e-stop; episode ended after %d steps", self.actor_id, len(steps))
                     break
                 if human.label is not None:
