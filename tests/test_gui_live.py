@@ -219,13 +219,14 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     page = _page(browser, url)
     page.wait_for_function("window.gui.panels[0] && window.gui.statuses > 0", timeout=60_000)
     page.locator("#actor-0 .title").click()  # select actor 0
-    page.wait_for_function("Number(document.querySelector('#actor-0').dataset.step) < 100", timeout=60_000)
+    page.wait_for_function("Number(document.querySelector('#actor-0').dataset.step) < 100", timeout=120_000)
     page.keyboard.press("Space")  # take over
     page.wait_for_function("document.querySelector('#actor-0').dataset.acting === 'human'")
-    before = int(page.locator("#actor-0").get_attribute("data-steps"))
-    page.keyboard.down("ArrowUp")  # +x while held
-    page.wait_for_function(f"Number(document.querySelector('#actor-0').dataset.steps) >= {before + 10}")
-    page.keyboard.up("ArrowUp")
+    for key in ("ArrowDown", "ArrowUp"):  # -x then +x while held: +x then has room below WORKSPACE_HIGH
+        before = int(page.locator("#actor-0").get_attribute("data-steps"))
+        page.keyboard.down(key)
+        page.wait_for_function(f"Number(document.querySelector('#actor-0').dataset.steps) >= {before + 6}")
+        page.keyboard.up(key)
     for _ in range(15):  # key press -> actuator command latency samples (each key event is a command)
         n = page.evaluate("window.gui.keyLatency.length")
         page.keyboard.down("ArrowLeft")
@@ -251,9 +252,9 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     ep = episodes.episode(episodes.num_episodes - 1)
     assert bool(ep[keys.SUCCESS][-1]) and bool(ep[keys.DONE][-1])  # next.success = 1 from the button
     interv = ep[keys.INTERVENTION].astype(bool)
-    assert interv.sum() >= 10 and not interv[-1]  # driven by the human, then by the policy again
+    assert interv.sum() >= 12 and not interv[-1]  # driven by the human, then by the policy again
     up = interv & (ep[keys.ACTION][:, 0] > 0) & (ep[keys.ACTION][:, 1] == 0)
-    assert up.sum() >= 8
+    assert up.sum() >= 5
     high = 0.03  # the built-in task's largest xyz step (m): full deflection at intervention.scale = 1
     assert np.allclose(ep[keys.ACTION][up, 0], high)
     first, last = np.flatnonzero(up)[[0, -1]]
