@@ -446,6 +446,10 @@ class InterventionConfig:
     expert for at least ``takeover_steps`` steps, finishes any grasp it started (until the cube is lifted
     or lost) and then hands back. ``max_takeovers`` caps takeovers per episode (0 = no cap). ``scale``:
     full device deflection as a fraction of the largest action step (real devices).
+
+    ``gui`` (``robot_rl.teleop.gui``): every actor connects to the GUI server at ``gui_host:gui_port``
+    (``robot-rl online`` starts it, ``robot-rl gui`` serves it standalone) with ``gui_token`` (empty = none;
+    required when ``gui_host`` is not loopback). ``gui_port`` 0 lets ``robot-rl online`` pick a free port.
     """
 
     device: str = "none"
@@ -455,6 +459,9 @@ class InterventionConfig:
     takeover_steps: int = 15
     max_takeovers: int = 2
     scale: float = 1.0
+    gui_host: str = "127.0.0.1"
+    gui_port: int = 8765
+    gui_token: str = ""
 
 
 @dataclass
