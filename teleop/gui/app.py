@@ -9,8 +9,7 @@ Routes (all behind :func:`~robot_rl.teleop.gui.auth.require_token`):
   scripts);
 - ``WS /ws/ui``: a browser tab (commands in, status out; :class:`~robot_rl.teleop.gui.hub.Hub`);
 - ``WS /ws/actor/{k}``: actor ``k``'s device (:mod:`robot_rl.teleop.gui.device`);
-- the episode browser's router (``/episodes``, ``/learner``, ``/api/history/...``) when
-  ``robot_rl.teleop.gui.history`` is installed.
+- the episode browser's router (``/episodes``, ``/learner``, ``/api/history/...``).
 
 A websocket without the token is closed before it is accepted (the handshake gets HTTP 403).
 """
@@ -26,6 +25,7 @@ from fastapi import Depends, FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse
 
 from robot_rl.teleop.gui.auth import COOKIE, require_token, token_ok
+from robot_rl.teleop.gui.history import history_router
 from robot_rl.teleop.gui.hub import Hub, UiClient
 
 log = logging.getLogger(__name__)
@@ -112,16 +112,5 @@ def create_app(run_dir: str | Path, token: str | None = None) -> FastAPI:
             hub.actor_left(actor, ws)
             log.info("gui: actor %d disconnected", actor)
 
-    _mount_history(app, Path(run_dir))
+    app.include_router(history_router(Path(run_dir)))
     return app
-
-
-def _mount_history(app: FastAPI, run_dir: Path) -> None:
-    """Include the episode browser's router when its module is installed (it may not be)."""
-    try:
-        from robot_rl.teleop.gui.history import history_router
-    except ModuleNotFoundError as err:
-        if err.name != "robot_rl.teleop.gui.history":
-            raise
-        return
-    app.include_router(history_router(run_dir))
