@@ -99,8 +99,11 @@ class RobotConfig:
     robot's joint limits; ``observation.state`` is then the joint positions plus the gripper, as in
     LeRobot's SO-101 datasets; what a leader arm drives). ``leader_port`` / ``leader_calibration``: the
     SO-101 leader arm of ``robot-rl record --teleop leader`` (its serial port and calibration file).
-    ``bus_timeout_s``: a Feetech bus's status-packet timeout (s) for the SO-101 and its leader (0: the
-    vendor SDK's 34 ms; raise it for slow USB hubs or a loaded host).
+    ``keys`` / ``client_key``: for ``sim_server``, a folder made by ``robot-rl keys`` (ZeroMQ CURVE; it
+    may be the ``security.keys`` folder) and this client's name in it (``<client_key>.key_secret`` plus
+    the server's ``server.key``); needed when ``address`` is not loopback, and for a server started with
+    ``--keys``. ``bus_timeout_s``: a Feetech bus's status-packet timeout (s) for the SO-101 and its
+    leader (0: the vendor SDK's 34 ms; raise it for slow USB hubs or a loaded host).
 
     ``success``: what ends an episode as a success: ``lifted`` (the robot's ``lifted`` reading held for
     ``env.success_hold_steps``; the sim-backed robot has it), ``operator`` (only a human's label from the
@@ -134,6 +137,8 @@ class RobotConfig:
     leader_port: str = ""
     leader_calibration: str = ""
     bus_timeout_s: float = 0.0
+    keys: str = ""
+    client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)
 
 
