@@ -2,7 +2,8 @@
 test) drives a follower SO-101 (a second emulator) joint to joint through RobotEnv in
 ``env.robot.action=joint_position`` mode and the safety layer, in a real ``robot-rl`` process; the LeRobot
 v3.0 dataset it writes holds joint-target actions named like LeRobot's SO-101 datasets, passes ``robot-rl
-dataset validate`` and trains with ``robot-rl train``."""
+dataset validate``, trains with ``robot-rl train`` and the policy then drives the follower (``robot-rl
+eval``)."""
 
 from __future__ import annotations
 
@@ -140,6 +141,11 @@ def test_leader_arm_records_joint_position_demos_that_validate_and_train(tmp_pat
         assert proc.returncode == 0, proc.stderr[-3000:]
         ckpt = tmp_path / "run" / "checkpoints" / "bc_seed0"
         assert ckpt.is_dir(), sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+        # the policy drives the follower in joint mode (no leader: the hand has let go)
+        proc = _cli("eval", "--algo", "bc", *robot, *train, "--eval.episodes_per_seed=1")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads((tmp_path / "run" / "stages" / "eval_bc_seed0.json").read_text())
+        assert report["summary"]["num_episodes"] == 1
 
 
 def test_action_mode_rules_and_device_mismatches():
