@@ -21,6 +21,7 @@ ROBOTS = {
     "ur": "robot_rl.hardware.drivers.ur:URRobot",
     "xarm": "robot_rl.hardware.drivers.xarm:XArmRobot",
     "franka": "robot_rl.hardware.drivers.franka:FrankaRobot",
+    "ros2": "robot_rl.hardware.ros2.bridge:RosRobot",
 }
 """``env.robot.driver`` -> ``module:Class`` of its :class:`Robot`."""
 CAMERAS = {
@@ -28,6 +29,7 @@ CAMERAS = {
     "realsense": "robot_rl.hardware.cameras.realsense:RealSenseCamera",
     "video": "robot_rl.hardware.cameras.video:VideoCamera",
     "sim": "robot_rl.hardware.drivers.sim_server:SimServerCamera",
+    "ros2": "robot_rl.hardware.ros2.bridge:RosCamera",
 }
 """``env.robot.cameras.<name>.driver`` -> ``module:Class`` of its :class:`Camera`."""
 

@@ -38,7 +38,9 @@ class AdapterConfig:
 class CameraConfig:
     """One camera of a real (or sim-backed) robot, read by a :class:`robot_rl.hardware.camera.Camera`.
 
-    ``driver``: ``opencv`` (``source`` is a device index or path such as ``/dev/video0``), ``realsense``
+    ``driver``: ``opencv`` (``source`` is a device index or path such as ``/dev/video0``), ``ros2``
+    (``source`` is a sensor_msgs/Image topic; frames of another size than ``width``x``height`` are
+    rejected), ``realsense``
     (``source`` is the serial number, empty for the first found), ``video`` (``source`` is a recorded video
     file, for tests) or ``sim`` (the sim-backed robot's render of camera ``source``). ``width``/``height``
     (pixels) and ``fps`` (Hz) are requested from the device; frames are resized to ``env.image_size``.
@@ -84,13 +86,60 @@ class SafetyConfig:
 
 
 @dataclass
+class Ros2Config:
+    """A ROS 2 arm behind ``env.robot.driver: ros2`` (``env.robot.ros2``; ``robot_rl.hardware.ros2.bridge``).
+
+    Transport: ``transport`` ``auto`` (rclpy when importable, else cyclonedds), ``rclpy`` or ``cyclonedds``;
+    ``domain_id`` (-1: ``ROS_DOMAIN_ID``, else 0); ``loopback`` keeps cyclonedds on 127.0.0.1 (tests).
+    Arm: ``joint_names`` in order and their limits (rad, rad/s, rad/s²), the end-effector box ``ee_low``/
+    ``ee_high`` (m, base frame) and ``ee_step_max`` (m per step); the defaults are the simulated Panda of
+    ``sim_robot_node``: set them from your URDF. Topics: ``joint_states_topic`` (sensor_msgs/JointState),
+    ``ee_pose_topic`` (geometry_msgs/PoseStamped of the end effector, base frame), ``joint_command``
+    ``position`` (std_msgs/Float64MultiArray on ``position_topic``, a forward position controller),
+    ``trajectory`` (trajectory_msgs/JointTrajectory on ``trajectory_topic``, a JointTrajectoryController,
+    one point 1/control_hz ahead) or ``none``; ``twist_topic`` (geometry_msgs/TwistStamped, MoveIt Servo's
+    delta_twist_cmds; empty: no end-effector commands), stamped in ``twist_frame``; ``gripper_topic``
+    (Float64MultiArray [closure in 0..1]; empty: none); ``sim_prefix``: topics of ``sim_robot_node``'s extras
+    (``<prefix>/lifted`` Bool, ``<prefix>/environment_state`` Float64MultiArray, ``<prefix>/reset_scene``
+    String; empty on a real arm). Messages older than ``stale_s`` (s, by header stamp) are rejected.
+    """
+
+    transport: str = "auto"
+    domain_id: int = -1
+    loopback: bool = False
+    joint_names: list[str] = field(default_factory=lambda: [f"joint{i}" for i in range(1, 8)])
+    joint_low: list[float] = field(
+        default_factory=lambda: [-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473]
+    )
+    joint_high: list[float] = field(
+        default_factory=lambda: [2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473]
+    )
+    joint_vel_max: list[float] = field(default_factory=lambda: [2.175] * 4 + [2.61] * 3)
+    joint_acc_max: list[float] = field(default_factory=lambda: [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
+    ee_low: list[float] = field(default_factory=lambda: [0.25, -0.3, 0.005])
+    ee_high: list[float] = field(default_factory=lambda: [0.7, 0.3, 0.45])
+    ee_step_max: float = 0.03
+    joint_states_topic: str = "/joint_states"
+    ee_pose_topic: str = "/ee_pose"
+    joint_command: str = "position"
+    position_topic: str = "/forward_position_controller/commands"
+    trajectory_topic: str = "/joint_trajectory_controller/joint_trajectory"
+    twist_topic: str = "/servo_node/delta_twist_cmds"
+    twist_frame: str = "base_link"
+    gripper_topic: str = "/gripper_controller/commands"
+    sim_prefix: str = ""
+    stale_s: float = 0.5
+
+
+@dataclass
 class RobotConfig:
     """A robot behind :class:`robot_rl.hardware.robot_env.RobotEnv` (``env.robot``); the env then has the
     simulated task's observation and action keys, so every stage runs on it unchanged.
 
     ``driver``: ``sim`` (the MuJoCo Panda in process), ``sim_server`` (the MuJoCo-backed robot server at
     ``address``), ``so101`` (Feetech bus on serial ``port``), ``ur``, ``xarm``, ``franka`` (controller at
-    ``address``). ``calibration``: per-robot calibration file. ``cameras`` maps each camera name of
+    ``address``), ``ros2`` (any ROS 2 arm over topics, :class:`Ros2Config` in ``ros2``). ``calibration``:
+    per-robot calibration file. ``cameras`` maps each camera name of
     ``env.cameras`` to its device. ``timeout_s``: longest wait (s) for a networked robot's reply.
     ``safety``: the safety layer's limits and triggers (:class:`SafetyConfig`).
 
@@ -140,6 +189,7 @@ class RobotConfig:
     keys: str = ""
     client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)
+    ros2: Ros2Config = field(default_factory=Ros2Config)
 
 
 @dataclass
@@ -413,6 +463,10 @@ class InterventionConfig:
     expert for at least ``takeover_steps`` steps, finishes any grasp it started (until the cube is lifted
     or lost) and then hands back. ``max_takeovers`` caps takeovers per episode (0 = no cap). ``scale``:
     full device deflection as a fraction of the largest action step (real devices).
+
+    ``gui`` (``robot_rl.teleop.gui``): every actor connects to the GUI server at ``gui_host:gui_port``
+    (``robot-rl online`` starts it, ``robot-rl gui`` serves it standalone) with ``gui_token`` (empty = none;
+    required when ``gui_host`` is not loopback). ``gui_port`` 0 lets ``robot-rl online`` pick a free port.
     """
 
     device: str = "none"
@@ -422,6 +476,9 @@ class InterventionConfig:
     takeover_steps: int = 15
     max_takeovers: int = 2
     scale: float = 1.0
+    gui_host: str = "127.0.0.1"
+    gui_port: int = 8765
+    gui_token: str = ""
 
 
 @dataclass

@@ -158,7 +158,8 @@ RULES: dict[str, Range | Choice] = {
     "sac.init_temperature": POSITIVE,
     "sac.target_entropy": ANY,
     "sac.critic_only_updates": NONNEG_INT,
-    "intervention.device": Choice(("none", "sim_human", "keyboard", "gamepad", "spacemouse")),
+    "intervention.device": Choice(("none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui")),
+    "intervention.gui_port": Range(0, 65535, integer=True),
     "intervention.stall_steps": COUNT,
     "intervention.stall_distance_m": NONNEG,
     "intervention.drift_distance_m": POSITIVE,
@@ -276,8 +277,8 @@ def deploy_problems(cfg: Any) -> list[str]:
 
 ACTION_MODES = ("ee_delta", "joint_position")
 """``env.robot.action``: the simulated task's end-effector delta, or joint targets (a leader arm's)."""
-ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka")
-CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim")
+ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka", "ros2")
+CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim", "ros2")
 VENDOR_ARMS = ("ur", "xarm", "franka")
 """Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
 ROBOT_RULES: dict[str, Range | Choice] = {
@@ -300,6 +301,39 @@ CAMERA_RULES: dict[str, Range | Choice] = {
     "height": COUNT,
     "fps": POSITIVE,
 }
+
+ROS2_RULES: dict[str, Range | Choice] = {
+    "transport": Choice(("auto", "rclpy", "cyclonedds")),
+    "domain_id": Range(-1, 232, integer=True),
+    "ee_step_max": POSITIVE,
+    "joint_command": Choice(("position", "trajectory", "none")),
+    "stale_s": POSITIVE,
+}
+"""Rules of ``env.robot.ros2`` (checked when ``env.robot.driver`` is ``ros2``)."""
+ROS2_JOINT_LISTS = ("joint_low", "joint_high", "joint_vel_max", "joint_acc_max")
+
+
+def ros2_problems(ros2: Any) -> list[str]:
+    """Problems of ``env.robot.ros2`` (a :class:`~robot_rl.config.Ros2Config`), each naming its key."""
+    out = _rule_problems([(f"env.robot.ros2.{k}", getattr(ros2, k), r) for k, r in ROS2_RULES.items()])
+    n = len(ros2.joint_names)
+    if n == 0 or len(set(ros2.joint_names)) != n:
+        out.append(f"env.robot.ros2.joint_names={ros2.joint_names}: must be non-empty and unique")
+    for key in ROS2_JOINT_LISTS:
+        if len(getattr(ros2, key)) != n:
+            out.append(
+                f"env.robot.ros2.{key}: needs {n} values (one per joint_names), got {getattr(ros2, key)}"
+            )
+    for key in ("ee_low", "ee_high"):
+        if len(getattr(ros2, key)) != 3:
+            out.append(f"env.robot.ros2.{key}: needs 3 values (m), got {getattr(ros2, key)}")
+    topics = ["joint_states_topic", "ee_pose_topic", "position_topic", "trajectory_topic", "twist_topic"]
+    for key in [*topics, "gripper_topic", "sim_prefix"]:
+        value = getattr(ros2, key)
+        if value and (not value.startswith("/") or value.endswith("/")):
+            out.append(f"env.robot.ros2.{key}={value!r}: must be an absolute ROS name such as /joint_states")
+    return out
+
 
 ESTOP_SIGNALS = ("", "SIGUSR1", "SIGINT")
 SAFETY_RULES: dict[str, Range | Choice] = {
@@ -337,6 +371,8 @@ def robot_problems(robot: Any) -> list[str]:
             (f"env.robot.cameras.{name}.{k}", getattr(cam, k), rule) for k, rule in CAMERA_RULES.items()
         ]
     out += _rule_problems(checks)
+    if robot.driver == "ros2":
+        out += ros2_problems(robot.ros2)
     if robot.success == "critic" and not robot.success_critic:
         out.append("env.robot.success=critic: set env.robot.success_critic to a progress critic checkpoint")
     out += safety_problems(robot.safety)

@@ -7,23 +7,30 @@ import numpy as np
 from robot_rl.config import InterventionConfig
 from robot_rl.runtime.intervention import InterventionDevice
 
-DEVICES = ("none", "sim_human", "keyboard", "gamepad", "spacemouse")
+DEVICES = ("none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui")
 
 
 def make_device(
-    cfg: InterventionConfig, action_low: np.ndarray, action_high: np.ndarray
+    cfg: InterventionConfig,
+    action_low: np.ndarray,
+    action_high: np.ndarray,
+    actor_id: int = 0,
+    control_hz: float = 10.0,
 ) -> InterventionDevice | None:
     """Build the device ``cfg.device`` for an env with action box ``[action_low, action_high]``.
 
     ``none`` -> None (no intervention); ``sim_human`` -> :class:`~robot_rl.teleop.sim_human.SimulatedHuman`
     (built-in ``robot_rl/PandaPickCube-v0`` only; thresholds from ``cfg``); ``keyboard``, ``gamepad``,
     ``spacemouse`` -> the real device readers, with ``cfg.scale`` (fraction of the largest step at full
-    deflection). Optional packages are imported only here, when the device is built.
+    deflection). Optional packages are imported only here, when the device is built. ``gui`` ->
+    :class:`~robot_rl.teleop.gui.device.GuiDevice`, actor ``actor_id`` of the web GUI at
+    ``cfg.gui_host:cfg.gui_port``, paced to ``control_hz`` (Hz).
 
     Raises:
         ValueError: an unknown ``intervention.device`` (the message lists the choices), a bad action box or
             threshold, or ``sim_human`` with an action box other than the built-in task's (4,).
-        DeviceError: the device's optional package is missing (names ``pip install 'robot-rl[teleop]'``),
+        DeviceError: the device's optional package is missing (names ``pip install 'robot-rl[teleop]'``, or
+            ``[gui]`` for ``gui``),
             or the device is not attached / not accessible (names the device and the fix).
     """
     name = cfg.device
@@ -50,4 +57,8 @@ def make_device(
         from robot_rl.teleop.spacemouse import SpaceMouseDevice
 
         return SpaceMouseDevice(action_low, action_high, cfg.scale)
+    if name == "gui":
+        from robot_rl.teleop.gui.device import GuiDevice
+
+        return GuiDevice.from_config(cfg, action_low, action_high, actor_id, control_hz)
     raise ValueError(f"intervention.device must be one of {', '.join(DEVICES)}; got {name!r}")

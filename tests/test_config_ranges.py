@@ -62,7 +62,7 @@ BAD = [
     ("sac.gamma", "0", "(0, 1]"),
     ("sac.init_temperature", "0", "> 0"),
     ("sac.target_entropy", ".inf", "finite"),
-    ("intervention.device", "joystick", "none, sim_human, keyboard, gamepad, spacemouse"),
+    ("intervention.device", "joystick", "none, sim_human, keyboard, gamepad, spacemouse, gui"),
     ("intervention.scale", "0", "(0, 1]"),
     ("intervention.max_takeovers", "-1", ">= 0"),
     ("seeds", "[0, -1]", ">= 0"),

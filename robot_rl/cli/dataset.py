@@ -210,25 +210,40 @@ def _filter(args: argparse.Namespace) -> int:
 
 def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "path", help="a LeRobot dataset root, a *.zarr folder, or an .hdf5/.h5 file or folder of them"
+        "path",
+        help="a LeRobot dataset root, a *.zarr folder, an .hdf5/.h5 file or folder of them, or a rosbag2 "
+        "folder (metadata.yaml + .db3/.mcap)",
     )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--to",
-        choices=["v3.0", "zarr"],
+        choices=["v3.0", "zarr", "rosbag2"],
         default="v3.0",
-        help="output format for a LeRobot input (zarr and HDF5 inputs always become LeRobot v3.0)",
+        help="output format for a LeRobot input (zarr, HDF5 and rosbag2 inputs always become LeRobot v3.0)",
     )
-    p.add_argument("--fps", type=int, help="frame rate of a zarr or HDF5 input (when it does not record one)")
+    p.add_argument(
+        "--fps", type=int, help="frame rate of a zarr or HDF5 input, or the rate a rosbag2 is resampled to"
+    )
+    p.add_argument(
+        "--topics",
+        help="topics YAML mapping ROS 2 topics to features (needed for a rosbag2 input; optional for --to "
+        "rosbag2)",
+    )
+    p.add_argument("--episodes", default="0", help="--to rosbag2: episode ids and ranges (default: 0)")
+    p.add_argument("--storage", choices=["sqlite3", "mcap"], default="sqlite3", help="--to rosbag2: storage")
     p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP + "; LeRobot v2.1 -> v3.0 only")
 
 
 def _input_kind(path: Path) -> str:
-    """``lerobot``, ``zarr`` or ``hdf5``. Raises ValueError naming the path when it is none of them."""
+    """``lerobot``, ``zarr``, ``hdf5`` or ``rosbag2``. Raises ValueError naming the path when it is none
+    of them."""
+    from robot_rl.data.convert.rosbag import is_rosbag2
     from robot_rl.data.lerobot import layout as fmt
 
     if not path.exists():
         raise ValueError(f"{path}: not found")
+    if is_rosbag2(path):
+        return "rosbag2"
     if path.is_dir() and (path / fmt.INFO).is_file():
         return "lerobot"
     if path.is_dir() and path.suffix == ".zarr":
@@ -238,7 +253,8 @@ def _input_kind(path: Path) -> str:
     ):
         return "hdf5"
     raise ValueError(
-        f"{path}: not a LeRobot dataset (no meta/info.json), a *.zarr folder, or an HDF5 file or folder"
+        f"{path}: not a LeRobot dataset (no meta/info.json), a *.zarr folder, an HDF5 file or folder, or a "
+        "rosbag2 folder (metadata.yaml with .db3 or .mcap files)"
     )
 
 
@@ -246,7 +262,16 @@ def _convert(args: argparse.Namespace) -> int:
     src = Path(args.path)
     kind = _input_kind(src)
     if kind == "lerobot" and args.fps is not None:
-        raise ValueError(f"{src}: --fps is for zarr and HDF5 inputs; a LeRobot dataset records its own fps")
+        raise ValueError(
+            f"{src}: --fps is for zarr and HDF5 inputs (and resampling a rosbag2); a LeRobot dataset "
+            "records its own fps"
+        )
+    if kind == "rosbag2" and not args.topics:
+        raise ValueError(
+            f"{src}: a rosbag2 input needs --topics topics.yaml (see configs/ros2/rosbag_topics.yaml)"
+        )
+    if args.topics and kind != "rosbag2" and args.to != "rosbag2":
+        raise ValueError(f"{src}: --topics is for rosbag2 inputs and --to rosbag2")
     if kind != "lerobot" and args.to != "v3.0":
         raise ValueError(f"{src}: a {kind} input converts to LeRobot v3.0 only, not --to {args.to}")
     if args.overwrite and (kind != "lerobot" or args.to != "v3.0"):
@@ -257,6 +282,17 @@ def _convert(args: argparse.Namespace) -> int:
         _wrote(convert_v21_to_v30(src, args.out, args.overwrite))
         return 0
     try:
+        if kind == "rosbag2":
+            from robot_rl.data.convert.rosbag import bag_to_lerobot
+
+            _wrote(bag_to_lerobot(src, args.out, args.topics, fps=args.fps))
+            return 0
+        if args.to == "rosbag2":
+            from robot_rl.data.convert.rosbag_export import lerobot_to_bag
+
+            episodes = parse_episodes(args.episodes)
+            print(f"wrote {lerobot_to_bag(src, args.out, args.topics, episodes, args.storage)}")
+            return 0
         if kind == "lerobot":
             from robot_rl.data.convert.zarr_buffers import lerobot_to_zarr
 
@@ -330,7 +366,8 @@ ACTIONS: dict[str, Action] = {
         _filter,
     ),
     "convert": Action(
-        "LeRobot v2.1 -> v3.0 (videos copied), LeRobot -> zarr (--to zarr), zarr or HDF5 -> LeRobot v3.0",
+        "LeRobot v2.1 -> v3.0 (videos copied), LeRobot -> zarr (--to zarr) or rosbag2 (--to rosbag2), zarr, "
+        "HDF5 or rosbag2 (--topics) -> LeRobot v3.0",
         _convert_args,
         _convert,
     ),

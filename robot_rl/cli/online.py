@@ -98,6 +98,28 @@ def _open_device(cfg: PipelineConfig) -> None:
         raise DeviceError(f"intervention.device={cfg.intervention.device}: {err}") from err
 
 
+def start_gui(cfg: PipelineConfig, seed: int):
+    """Start the web GUI (``robot-rl gui``) as a child process for ``intervention.device=gui``; returns it
+    and ``cfg`` with the port it serves on (``intervention.gui_port=0`` picks a free one), which the
+    actors connect to. Its log: ``<online dir>/gui.log``.
+
+    Raises:
+        RuntimeError: the GUI did not start (names its log).
+    """
+    import os
+
+    from robot_rl.teleop.gui.device import TOKEN_ENV
+    from robot_rl.teleop.gui.server import start_process
+
+    iv = cfg.intervention
+    root = RunDir(cfg.run_dir).root
+    log_path = root / "online" / f"{online_name(cfg)}_seed{seed}" / "gui.log"
+    token = iv.gui_token or os.environ.get(TOKEN_ENV, "")
+    proc, port = start_process(root, iv.gui_host, iv.gui_port, token, log_path)
+    logging.getLogger(__name__).info("gui: http://%s:%d/ (log %s)", iv.gui_host, port, log_path)
+    return proc, replace(cfg, intervention=replace(iv, gui_port=port))
+
+
 def online(cfg: PipelineConfig, seed: int) -> dict:
     """The online stage: train, then mark ``online_<method>_seed<seed>`` done (skipped when already).
     :func:`preflight` runs first."""
@@ -107,14 +129,22 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
         return run.result(stage)
     preflight(cfg)
     start = time.time()
-    if cfg.online.runtime == "ray":
-        from robot_rl.runtime.ray_backend import run_ray
+    gui = None
+    if cfg.intervention.device == "gui":
+        gui, cfg = start_gui(cfg, seed)
+    try:
+        if cfg.online.runtime == "ray":
+            from robot_rl.runtime.ray_backend import run_ray
 
-        summary = run_ray(cfg, seed)
-    else:
-        from robot_rl.runtime.local import run_local
+            summary = run_ray(cfg, seed)
+        else:
+            from robot_rl.runtime.local import run_local
 
-        summary = run_local(cfg, seed)
+            summary = run_local(cfg, seed)
+    finally:
+        if gui is not None:
+            gui.terminate()
+            gui.wait(timeout=10)
     result = {**summary, "wall_time_s": time.time() - start}
     run.mark_done(stage, result)
     return result

@@ -128,7 +128,7 @@ class CriticRewardWrapper(gym.Wrapper):
     ``critic_done`` the done head also terminates the episode. In 'critic' mode the env's own termination
     (a simulator's success check) is passed on as truncation, so the learner bootstraps there instead of
     learning from a success signal a real robot would not have; only the done head terminates. ``info``
-    gains ``progress``, ``critic_done`` and ``env_reward``.
+    gains ``progress``, ``critic_done`` (and its probability ``critic_done_prob``) and ``env_reward``.
 
     A non-finite critic score is rejected (``CriticScoreError``): that step gets no critic term, Phi is
     held, a warning is issued and ``info['critic_rejected']`` is True. It is never used as a reward.
@@ -190,5 +190,11 @@ class CriticRewardWrapper(gym.Wrapper):
         term = self.cfg.scale * (self.gamma * successor - self.progress)
         reward = term + (float(env_reward) if self.cfg.mode == "shaped" else float(fired))
         self.progress, self._last = new, view
-        info.update(progress=new, critic_done=fired, env_reward=float(env_reward), critic_rejected=rejected)
+        info.update(
+            progress=new,
+            critic_done=fired,
+            critic_done_prob=done,
+            env_reward=float(env_reward),
+            critic_rejected=rejected,
+        )
         return obs, reward, terminated, truncated, info

@@ -31,8 +31,10 @@ from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
@@ -66,6 +68,7 @@ class _Sender(threading.Thread):
         self.status: dict[str, Any] = {}
         self.pending: tuple[int, bytes] | None = None
         self.have = -1
+        self.latest = -1  # the newest weight version the learner has published
         self.error: Exception | None = None
         self.last_contact = time.monotonic()  # of the last completed exchange with the learner
 
@@ -117,7 +120,7 @@ class _Sender(threading.Thread):
             reply = link.push(actor.actor_id, self.acked, frames, meta)
             self.acked, self.status = int(reply["acked"]), reply["status"]
         head, blob = link.weights(self.have)
-        self.status = head["status"]
+        self.status, self.latest = head["status"], int(head["version"])
         if blob is not None:
             self.pending, self.have = (int(head["version"]), blob), int(head["version"])
 
@@ -161,12 +164,15 @@ class Actor:
         )
         self._log_lock = threading.Lock()
         self.device = self._device()
+        self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
+        self.live = LiveStats(actor_id, cfg.env.control_hz)
         self.versions: dict[int, int] = {}
         self.version = -1
         self.source = None  # robot_rl.sources.AgentSource once weights arrived
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
+        self._estopped = False  # the device ended the last episode with a latched e-stop
         self.sender = _Sender(self)
 
     # -- wiring --------------------------------------------------------------------------------------
@@ -188,7 +194,13 @@ class Actor:
             return None
         from robot_rl.teleop import make_device
 
-        return make_device(self.cfg.intervention, self.low, self.high)
+        return make_device(
+            self.cfg.intervention,
+            self.low,
+            self.high,
+            actor_id=self.actor_id,
+            control_hz=self.cfg.env.control_hz,
+        )
 
     def num_logged(self) -> int:
         with self._log_lock:
@@ -347,6 +359,9 @@ class Actor:
                     self.counters["episodes"] += 1
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
+                self.live.episode_end(frames)
+                if error is None and self._estopped:
+                    error = self._hold_while_stopped()
                 if fault is not None:  # the recorded episodes still reach the learner, then it hears why
                     self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
                     raise fault
@@ -360,6 +375,36 @@ class Actor:
                 self.device.close()
             self.env.close()
         return dict(self.counters)
+
+    def _hold_while_stopped(self) -> Exception | None:
+        """After the device ended an episode with an e-stop: execute nothing while it still reports it,
+        then release the robot's e-stop (:meth:`_latch_robot`). Returns the DeviceError that ended the
+        wait, if any."""
+        latched = False
+        try:
+            while self.device is not None and self.device.poll({}).stop:
+                if not latched:
+                    log.warning("actor %d: e-stop latched; waiting for a reset", self.actor_id)
+                    latched = True
+                gone = self.parent_pid is not None and os.getppid() != self.parent_pid
+                if self.sender.error is not None or gone:
+                    return None
+                time.sleep(0.01)
+        except DeviceError as err:
+            return err
+        self._estopped = False
+        log.warning("actor %d: e-stop reset; acting again", self.actor_id)
+        robot = getattr(self.env.unwrapped, "robot", None)
+        if hasattr(robot, "reset_estop"):
+            robot.reset_estop()
+        return None
+
+    def _latch_robot(self) -> None:
+        """Latch the robot's own e-stop at once when the env drives one that has it (``env.robot``: the
+        safety layer ``SafeRobot.estop`` holds the arm within its watchdog period)."""
+        robot = getattr(self.env.unwrapped, "robot", None)
+        if hasattr(robot, "estop"):
+            robot.estop("GUI e-stop")
 
     def _nan_fault(self, stopped: bool) -> PolicyFaultError | None:
         self._nan_streak = self._nan_streak + 1 if stopped else 0
@@ -393,6 +438,7 @@ class Actor:
             self.device.reset(env_seed)
         self.source.reset(0, env_seed)
         queue: list[np.ndarray] = []
+        chunk_len = 0
         steps: list[dict[str, Any]] = []
         error = None
         while True:
@@ -404,10 +450,14 @@ class Actor:
                     log.error("actor %d: %s; stopping the episode safely", self.actor_id, err)
                     error = err
                     break
+                if human.stop:  # e-stop: nothing more is executed; run() waits for the reset
+                    self._estopped = True
+                    self._latch_robot()
+                    log.warning("actor %d: e-stop; episode ended after %d steps", self.actor_id, len(steps))
+                    break
                 if human.label is not None:
-                    if steps:
-                        steps[-1][keys.SUCCESS] = steps[-1][keys.DONE] = human.label == "success"
-                        steps[-1][keys.REWARD] = np.float32(1.0 if human.label == "success" else 0.0)
+                    if steps:  # the same rule as a recorded relabel (episode_edits)
+                        steps[-1].update(label_values(human.label))
                     break
             intervened = human is not None and human.action is not None
             if intervened:
@@ -429,6 +479,7 @@ class Actor:
                         self.counters["policy_nan_stops"] += 1
                         break
                     queue = list(chunk[0])
+                    chunk_len = len(queue)
                 action = queue.pop(0)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             self.counters["interventions"] += int(intervened)
@@ -440,6 +491,21 @@ class Actor:
             step[keys.INTERVENTION] = intervened
             steps.append(step)
             obs = next_obs
+            if self.observe is not None:
+                chunk_index = -1 if intervened else chunk_len - len(queue) - 1
+                self.observe(
+                    self.live.step(
+                        obs,
+                        len(steps),
+                        reward,
+                        info,
+                        intervened,
+                        chunk_index,
+                        chunk_len,
+                        self.version,
+                        self.sender.latest,
+                    )
+                )
             if terminated or truncated or len(steps) >= self.max_steps:
                 break
         if not steps:

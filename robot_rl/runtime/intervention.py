@@ -25,17 +25,23 @@ class HumanInput:
 
     ``action``: float32 (d,) in the env's action units when the human drives this step, else None.
     ``label``: ``"success"`` or ``"failure"`` when the human ends the episode with that outcome, else None.
+    ``stop``: an e-stop is latched: the actor executes nothing (no policy or human action), ends the
+    episode and waits until the device stops reporting it (devices without an e-stop leave it False).
     """
 
     action: np.ndarray | None = None
     label: str | None = None
+    stop: bool = False
 
 
 class InterventionDevice(Protocol):
     """An input source polled once per control step by the actor (keyboard, gamepad, SpaceMouse, the
     simulated human). ``poll`` gets the current, unbatched observation (LeRobot keys) and must return
     within a fraction of a control period. ``reset(env_seed)`` starts an episode. A device that goes away
-    mid-run raises :class:`DeviceError` from ``poll``; the actor then stops the episode safely."""
+    mid-run raises :class:`DeviceError` from ``poll``; the actor then stops the episode safely.
+
+    Optional: a device with ``observe(step_info: dict) -> None`` is handed the actor's live numbers after
+    every executed step (:class:`robot_rl.runtime.live.LiveStats`), e.g. to display them."""
 
     def reset(self, env_seed: int) -> None: ...
 

@@ -7,7 +7,8 @@ of interventions). One update consumes ``agent.batches_per_update`` independentl
 warmup_steps)``: it waits for data instead of overfitting the first episodes. Weights are published every
 ``publish_every`` updates; a resumable checkpoint (modules, optimizers, counters) is written every
 ``checkpoint_every`` updates, and the replay lives in zarr, so a learner killed at any moment resumes
-without losing a recorded episode.
+without losing a recorded episode. Operators' recorded edits (``actor<i>/edits.jsonl``: relabels,
+exclusions; robot_rl.runtime.episode_edits) are re-read between updates and on every start.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class Learner:
             built.horizon,
             built.gamma,
             on.replay_capacity,
+            edits_dir=self.dir,
         )
         self.episode_spec = episode_spec(self.obs_shapes, self.action_dim)
         self.final_spec = final_spec(self.obs_shapes)
@@ -231,6 +233,7 @@ class Learner:
         try:
             while True:
                 with self.lock:
+                    self.replay.refresh_edits()  # operators' relabels / exclusions, between updates
                     steps, allowed = self.replay.num_steps, self.updates_allowed()
                     done = steps >= on.env_steps and self.updates >= allowed
                     batches = self.draw_batches() if self.updates < allowed else None

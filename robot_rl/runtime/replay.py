@@ -11,10 +11,16 @@ each batch takes ``demo_fraction`` of its chunks from the prior buffer (the demo
 every held online step a human drove) and the rest from all held online steps: the newest
 ``online.replay_capacity`` env steps, kept in memory by :mod:`robot_rl.runtime.replay_memory`. Chunks
 are the chunked transitions of ALGORITHMS.md §1.
+
+Operators' recorded edits (:mod:`robot_rl.runtime.episode_edits`) are applied to the held steps, never to
+the disk: a relabelled episode's last step carries the label's ``next.success`` / ``next.done`` /
+``next.reward``, and an excluded episode's steps are never drawn. New edits are picked up by
+:meth:`OnlineReplay.refresh_edits` (the learner calls it between updates) and on every reopen.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +29,13 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.data.training.sampler import ChunkSampler
+from robot_rl.runtime.episode_edits import EditLogError, RunEdits, label_values
 from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
 ACTOR_EPISODE_KEY = "runtime.actor_episode"
+LABEL_KEYS = (keys.SUCCESS, keys.DONE, keys.REWARD)  # what a label sets on an episode's last step
+log = logging.getLogger(__name__)
 
 
 def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dict:
@@ -81,9 +90,12 @@ class OnlineReplay:
         horizon: chunk length h of the sampled transitions.
         gamma: discount of the chunked reward.
         capacity: env steps held in memory (``online.replay_capacity``); 0 = every episode.
+        edits_dir: the online run folder (``online/<name>_seed<k>``) whose ``actor<i>/edits.jsonl``
+            edit the episodes (:mod:`robot_rl.runtime.episode_edits`); None = no edits.
 
     Raises:
         DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable.
+        EditLogError: an edit log holds an invalid line (names the file and line).
         ValueError: a negative capacity.
     """
 
@@ -95,6 +107,7 @@ class OnlineReplay:
         horizon: int,
         gamma: float,
         capacity: int = 0,
+        edits_dir: str | Path | None = None,
     ) -> None:
         self.obs_keys = sorted(obs_shapes)
         spec = episode_spec(obs_shapes, action_dim)
@@ -103,19 +116,25 @@ class OnlineReplay:
         spec[ACTOR_EPISODE_KEY] = ((), np.int64)
         self.buffer = ZarrReplayBuffer(path, spec, finals)
         self.horizon, self.gamma = horizon, gamma
-        sampled = (*self.obs_keys, keys.ACTION, keys.REWARD, keys.DONE, keys.INTERVENTION)
+        sampled = (*self.obs_keys, keys.ACTION, *LABEL_KEYS, keys.INTERVENTION)
         self.memory = EpisodeMemory({k: spec[k] for k in sampled}, finals, capacity)
         self._sampler: ChunkSampler | None = None
-        self._prior_rows = np.zeros(0, np.int64)
+        self._rows = self._prior_rows = np.zeros(0, np.int64)
         self.acked: dict[int, int] = {}
+        self.edits = RunEdits(edits_dir) if edits_dir is not None else None
+        self._edit_error = ""
+        self._disk_of: dict[tuple[int, int], int] = {}  # (actor, actor episode) -> disk episode
+        self._recorded: dict[int, dict] = {}  # disk episode -> its recorded last-step LABEL_KEYS values
+        self._excluded: set[int] = set()  # held disk episodes never sampled
         ends = self.buffer.episode_ends
         if len(ends):
             starts = np.concatenate([[0], ends[:-1]])
             stored = self.buffer.zarr_arrays()
             actors = stored[ACTOR_KEY].get_coordinate_selection(starts)
             episodes = stored[ACTOR_EPISODE_KEY].get_coordinate_selection(starts)
-            for actor, ep in zip(actors, episodes, strict=True):
+            for index, (actor, ep) in enumerate(zip(actors, episodes, strict=True)):
                 self.acked[int(actor)] = max(self.acked.get(int(actor), 0), int(ep) + 1)
+                self._disk_of[int(actor), int(ep)] = index
             first = newest_window(ends, capacity)
             self.memory.extend(
                 self.buffer.arrays(int(starts[first])),
@@ -123,6 +142,7 @@ class OnlineReplay:
                 np.diff(ends[first:], prepend=starts[first]),
                 first,
             )
+            self._apply_edits()
 
     @property
     def num_steps(self) -> int:
@@ -163,9 +183,61 @@ class OnlineReplay:
         source = "intervention" if np.asarray(frames[keys.INTERVENTION]).any() else "online"
         ep = self.buffer.add_episode(frames, source=source)
         self.acked[actor] = actor_episode + 1
+        self._disk_of[actor, actor_episode] = ep
         self.memory.append(frames, frames, ep)
-        self._sampler = None
+        self._apply_edits()
         return True
+
+    def refresh_edits(self) -> bool:
+        """Apply the edit logs' new lines to the held episodes (cheap when no log changed: one stat per
+        actor). Returns whether any log changed. An invalid line is logged (once per message) and the
+        edits read before it stay applied: a running learner does not stop over a damaged log, while a
+        new :class:`OnlineReplay` refuses it."""
+        if self.edits is None:
+            return False
+        try:
+            changed = self.edits.refresh()
+        except EditLogError as err:
+            if str(err) != self._edit_error:
+                log.error("replay: edits not applied: %s", err)
+                self._edit_error = str(err)
+            return False
+        self._edit_error = ""
+        if changed:
+            self._apply_edits()
+        return changed
+
+    def _apply_edits(self) -> None:
+        """Set each held episode's last step to its label (or back to what was recorded) and collect the
+        excluded episodes; the sampler is rebuilt on the next draw."""
+        self._sampler = None
+        if self.edits is None:
+            return
+        disk, ends = self.memory.episode_ends()
+        last_row = dict(zip(disk.tolist(), (ends - 1).tolist(), strict=True))
+        labels: dict[int, str] = {}
+        self._excluded = set()
+        for key, edit in self.edits.edits.items():
+            ep = self._disk_of.get(key)
+            if ep not in last_row:
+                continue
+            if edit.label is not None:
+                labels[ep] = edit.label
+            if edit.exclude:
+                self._excluded.add(ep)
+        held = self.memory.frames()
+        for ep in set(labels) | set(self._recorded):
+            if ep not in last_row:
+                self._recorded.pop(ep)  # evicted
+                continue
+            row = last_row[ep]
+            if ep in labels:
+                self._recorded.setdefault(ep, {k: held[k][row].copy() for k in LABEL_KEYS})
+                values = label_values(labels[ep])
+            else:  # the label was cleared: back to what was recorded
+                values = self._recorded.pop(ep)
+            for k in LABEL_KEYS:
+                held[k][row] = values[k]
 
     def _build(self) -> ChunkSampler | None:
         """The sampler over views of the held steps (no copy of the observations)."""
@@ -180,21 +252,31 @@ class OnlineReplay:
                 self.gamma,
                 final_obs=final_obs,
             )
-            self._prior_rows = np.flatnonzero(arrays[keys.INTERVENTION])
+            kept = ~np.isin(self.memory.episode_index(), list(self._excluded))
+            self._rows = np.flatnonzero(kept)
+            self._prior_rows = np.flatnonzero(arrays[keys.INTERVENTION] & kept)
         return self._sampler
 
     @property
+    def sampled_steps(self) -> int:
+        """Held online steps that may be drawn (those of excluded episodes are not)."""
+        self._build()
+        return len(self._rows) if self._sampler is not None else 0
+
+    @property
     def intervention_steps(self) -> int:
-        """Held online steps a human drove (they also belong to the prior buffer)."""
+        """Held online steps a human drove, excluded episodes left out (they also belong to the prior
+        buffer)."""
         self._build()
         return len(self._prior_rows)
 
     def sample_online(self, n: int, rng: np.random.Generator) -> dict:
-        """``n`` chunks starting at uniformly drawn held online steps ({} when n == 0 or nothing is held)."""
+        """``n`` chunks starting at uniformly drawn held online steps of episodes not excluded ({} when
+        n == 0 or there are none)."""
         sampler = self._build()
-        if n <= 0 or sampler is None:
+        if n <= 0 or sampler is None or not len(self._rows):
             return {}
-        return sampler.get(rng.integers(0, len(sampler), size=n))
+        return sampler.get(self._rows[rng.integers(0, len(self._rows), size=n)])
 
     def sample_interventions(self, n: int, rng: np.random.Generator) -> dict:
         """``n`` chunks starting at uniformly drawn held human-driven online steps ({} if there are none)."""
@@ -236,8 +318,8 @@ def rlpd_batch(
 ) -> dict:
     """One RLPD batch: ``round(batch_size * demo_fraction)`` chunks from the prior buffer (demos and
     human-driven online steps held, in proportion to their sizes) and the rest from all held online steps
-    (the newest ``capacity`` of :class:`OnlineReplay`). Before any online step is stored, the whole batch
-    comes from the prior buffer.
+    (the newest ``capacity`` of :class:`OnlineReplay`, excluded episodes left out). Before any online step
+    is stored (or while every held one is excluded), the whole batch comes from the prior buffer.
 
     ``human_only`` (HG-DAgger: imitate only what a human did): the whole batch comes from the prior buffer
     (``demo_fraction`` is ignored), and each chunk drawn from human-driven online steps gets
@@ -251,15 +333,18 @@ def rlpd_batch(
         DatasetError: there is nothing to sample from (with ``human_only``: no demonstration and no
             human-driven step).
     """
-    n_prior = batch_size if human_only or not replay.num_steps else round(batch_size * demo_fraction)
+    online_steps = replay.sampled_steps
+    n_prior = batch_size if human_only or not online_steps else round(batch_size * demo_fraction)
     n_online = batch_size - n_prior
     n_demo_rows = len(prior.data.train.rows) if prior is not None else 0
     n_interv = replay.intervention_steps
     if n_prior and not (n_demo_rows or n_interv):
         if human_only:
             raise DatasetError("no demonstrations or human-driven online steps to imitate yet")
-        if not replay.num_steps:
-            raise DatasetError("no demonstrations, interventions or online steps to sample from yet")
+        if not online_steps:
+            raise DatasetError(
+                "no demonstrations, interventions or online steps (not excluded) to sample from yet"
+            )
         n_online, n_prior = batch_size, 0
     from_interv = int(rng.binomial(n_prior, n_interv / (n_interv + n_demo_rows))) if n_prior else 0
     interventions = replay.sample_interventions(from_interv, rng)

@@ -175,6 +175,12 @@ class EpisodeMemory:
         """View int64 (N,): each held step's episode index in the disk buffer (non-decreasing)."""
         return self.rows.view(EPISODE)
 
+    def episode_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(disk, end)``: int64 (E,) each held episode's index in the disk buffer and its exclusive end
+        row in :meth:`frames`, oldest first."""
+        ends = np.cumsum(self.episodes.view(LENGTH))
+        return (self.episode_index()[ends - 1] if len(ends) else ends), ends
+
     def finals(self) -> dict[str, np.ndarray]:
         """Views ``{key: (E, *shape)}`` of the held episodes' per-episode values, in the order of
         :meth:`episode_index`."""

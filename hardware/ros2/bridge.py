@@ -1,0 +1,367 @@
+"""``robot_bridge``: a :class:`~robot_rl.hardware.robot.Robot` and :class:`~robot_rl.hardware.camera.Camera`
+backed by ROS 2 topics (``env.robot.driver: ros2``, camera ``driver: ros2``), so ``RobotEnv`` and every
+stage on it (online, eval, record) run on any ROS 2 arm: a ros2_control arm with a forward position or
+JointTrajectoryController, MoveIt Servo for end-effector moves, or ``sim_robot_node``.
+
+Reads ``joint_states_topic`` (sensor_msgs/JointState), ``ee_pose_topic`` (geometry_msgs/PoseStamped),
+camera topics (sensor_msgs/Image), and on the simulator its extras (``sim_prefix``). Commands:
+``joint_position`` as Float64MultiArray (``joint_command: position``) or a one-point JointTrajectory
+1/control_hz ahead (``trajectory``); ``ee_delta`` (3,) m as a TwistStamped of ``delta * control_hz`` m/s on
+``twist_topic`` (MoveIt Servo's delta_twist_cmds); ``ee_velocity`` (6,) as that twist directly; the gripper
+on ``gripper_topic``. Every incoming message is checked (:mod:`robot_rl.hardware.ros2.validate`): a bad one
+is logged with its reason (``rejected <topic>: ...``), counted in :attr:`RosRobot.rejected` and never used.
+The safety layer wraps this robot like any other (``RobotEnv.from_config`` does it).
+
+One node (a DDS participant, or an rclpy node) per process and ``env.robot.ros2`` transport is shared by
+the robot and its cameras and spun in a background thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from robot_rl.config import CameraConfig, RobotConfig, Ros2Config
+from robot_rl.hardware.camera import Camera, Frame
+from robot_rl.hardware.errors import CameraError, RobotConnectionError, RobotTimeoutError
+from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.hardware.ros2 import msgs, validate
+from robot_rl.hardware.ros2.node import Node, NodeArgs
+
+
+class SpinningNode:
+    """A node spun by a daemon thread; subscriptions and publishers made under its lock.
+
+    Args:
+        cfg: ``env.robot.ros2`` (transport, domain, loopback).
+    """
+
+    def __init__(self, cfg: Ros2Config) -> None:
+
+        from robot_rl.hardware.ros2.transport import make_node
+
+        domain = cfg.domain_id if cfg.domain_id >= 0 else int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
+        self.node: Node = make_node("robot_bridge", NodeArgs({}, cfg.transport, domain, cfg.loopback))
+        self.lock = threading.Lock()
+        self.users = 0
+        self.rejected: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="ros2-bridge", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            with self.lock:
+                self.node.spin_once(0.02)
+            time.sleep(0.0005)  # let subscribe/publish take the lock
+
+    def subscribe(self, msg_type: type, topic: str, on_msg, check) -> None:
+        """Subscribe; ``on_msg(check(msg))`` for each message ``check`` accepts; a :class:`Rejected`
+        one is logged and counted under ``topic``."""
+
+        def callback(msg: Any) -> None:
+            try:
+                value = check(msg)
+            except validate.Rejected as err:
+                self.rejected[topic] = self.rejected.get(topic, 0) + 1
+                self.node.log.warning("rejected %s: %s", topic, err)
+                return
+            on_msg(value)
+
+        with self.lock:
+            self.node.subscribe(msg_type, topic, callback)
+
+    def publisher(self, msg_type: type, topic: str):
+        with self.lock:
+            return self.node.publisher(msg_type, topic)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.node.close()
+
+
+_nodes: dict[tuple, SpinningNode] = {}
+_nodes_lock = threading.Lock()
+
+
+def acquire(cfg: Ros2Config) -> SpinningNode:
+    """The process's shared :class:`SpinningNode` for ``cfg``'s transport/domain (refcounted)."""
+    key = (cfg.transport, cfg.domain_id, cfg.loopback)
+    with _nodes_lock:
+        if key not in _nodes:
+            _nodes[key] = SpinningNode(cfg)
+        _nodes[key].users += 1
+        return _nodes[key]
+
+
+def release(cfg: Ros2Config) -> None:
+    """Drop one user of the shared node; the last one closes it."""
+    key = (cfg.transport, cfg.domain_id, cfg.loopback)
+    with _nodes_lock:
+        shared = _nodes.get(key)
+        if shared is not None:
+            shared.users -= 1
+            if shared.users <= 0:
+                del _nodes[key]
+                shared.close()
+
+
+class RosRobot(Robot):
+    """A ROS 2 arm over topics (module doc).
+
+    Args:
+        cfg: ``env.robot.ros2``.
+        control_hz: the rate commands are sent at (Hz); sets a trajectory point's time and the twist scale.
+        timeout_s: longest wait (s) in :meth:`connect` for the first joint state, and the largest age of
+            the latest one in :meth:`read`.
+    """
+
+    name = "ros2"
+
+    def __init__(self, cfg: Ros2Config, control_hz: float = 10.0, timeout_s: float = 1.0) -> None:
+        self.cfg = cfg
+        self.control_hz = control_hz
+        self.timeout_s = timeout_s
+        modes = []
+        if cfg.joint_command != "none":
+            modes.append(CommandMode.JOINT_POSITION)
+        if cfg.twist_topic:
+            modes += [CommandMode.EE_DELTA, CommandMode.EE_VELOCITY]
+        self.modes = tuple(modes)
+        f = np.asarray
+        self._limits = RobotLimits(
+            f(cfg.joint_low, float),
+            f(cfg.joint_high, float),
+            f(cfg.joint_vel_max, float),
+            f(cfg.joint_acc_max, float),
+            f(cfg.ee_low, float),
+            f(cfg.ee_high, float),
+            float(cfg.ee_step_max),
+            float(control_hz),
+            tuple(cfg.joint_names),
+        )
+        self._shared: SpinningNode | None = None
+        self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel, gripper
+        self._joint_time = 0.0
+        self._pose = (np.full(3, np.nan), np.array([1.0, 0, 0, 0]))
+        self._extra: dict[str, np.ndarray] = {}
+        self._pubs: dict[str, Any] = {}
+
+    @classmethod
+    def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> RosRobot:
+        """The bridge of ``env.robot`` (``ros2`` section; ``timeout_s``)."""
+        return cls(cfg.ros2, control_hz, cfg.timeout_s)
+
+    @property
+    def limits(self) -> RobotLimits:
+        return self._limits
+
+    @property
+    def is_connected(self) -> bool:
+        return self._shared is not None
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Rejected incoming messages by topic (shared with the cameras of the same node)."""
+        return {} if self._shared is None else dict(self._shared.rejected)
+
+    # -- callbacks ------------------------------------------------------------------------------------
+    def _on_joints(self, value: tuple[np.ndarray, np.ndarray, float]) -> None:
+        self._joints, self._joint_time = value, time.monotonic()
+
+    def _check_joints(self, msg: msgs.JointState) -> tuple[np.ndarray, np.ndarray, float]:
+        pos, vel = validate.joint_state(msg, self.cfg.joint_names, time.time(), self.cfg.stale_s)
+        grip = 0.0
+        if "gripper" in msg.name:
+            grip = float(np.clip(msg.position[list(msg.name).index("gripper")], 0.0, 1.0))
+        return pos, vel, grip
+
+    def _check_pose(self, msg: msgs.PoseStamped) -> tuple[np.ndarray, np.ndarray]:
+        validate.check_stamp(msg.header, time.time(), self.cfg.stale_s)
+        p, q = msg.pose.position, msg.pose.orientation
+        pos, quat = np.array([p.x, p.y, p.z]), np.array([q.w, q.x, q.y, q.z])
+        if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(quat))):
+            raise validate.Rejected(f"pose has NaN or inf: {pos.tolist()} {quat.tolist()}")
+        return pos, quat
+
+    def connect(self) -> None:
+        """Subscribe and wait up to ``timeout_s`` for a valid joint state.
+
+        Raises:
+            RobotConnectionError: no valid joint state on ``joint_states_topic`` within ``timeout_s``.
+        """
+        if self._shared is not None:
+            return
+        cfg = self.cfg
+        shared = self._shared = acquire(cfg)
+        shared.subscribe(msgs.JointState, cfg.joint_states_topic, self._on_joints, self._check_joints)
+        if cfg.ee_pose_topic:
+            shared.subscribe(
+                msgs.PoseStamped, cfg.ee_pose_topic, lambda v: setattr(self, "_pose", v), self._check_pose
+            )
+        if cfg.sim_prefix:
+            shared.subscribe(
+                msgs.Bool,
+                f"{cfg.sim_prefix}/lifted",
+                lambda v: self._extra.__setitem__("lifted", v),
+                lambda m: np.array([float(m.data)]),
+            )
+            shared.subscribe(
+                msgs.Float64MultiArray,
+                f"{cfg.sim_prefix}/environment_state",
+                lambda v: self._extra.__setitem__("environment_state", v),
+                lambda m: np.asarray(m.data, dtype=np.float64),
+            )
+            self._pubs["reset"] = shared.publisher(msgs.String, f"{cfg.sim_prefix}/reset_scene")
+        if cfg.joint_command == "position":
+            self._pubs["joint"] = shared.publisher(msgs.Float64MultiArray, cfg.position_topic)
+        elif cfg.joint_command == "trajectory":
+            self._pubs["joint"] = shared.publisher(msgs.JointTrajectory, cfg.trajectory_topic)
+        if cfg.twist_topic:
+            self._pubs["twist"] = shared.publisher(msgs.TwistStamped, cfg.twist_topic)
+        if cfg.gripper_topic:
+            self._pubs["gripper"] = shared.publisher(msgs.Float64MultiArray, cfg.gripper_topic)
+        deadline = time.monotonic() + self.timeout_s
+        while self._joints is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._joints is None:
+            self.disconnect()
+            raise RobotConnectionError(
+                f"ros2: no valid sensor_msgs/JointState on {cfg.joint_states_topic} within {self.timeout_s} s"
+                f" (transport {cfg.transport}, domain {cfg.domain_id}); is the robot running?"
+            )
+        # the simulator's extras arrive on their own topics: the first read must already hold them
+        extras = ("lifted", "environment_state") if cfg.sim_prefix else ()
+        while any(k not in self._extra for k in extras) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def disconnect(self) -> None:
+        if self._shared is not None:
+            self._shared = None
+            self._pubs.clear()
+            release(self.cfg)
+
+    def read(self) -> RobotState:
+        """The latest valid state.
+
+        Raises:
+            RobotConnectionError: not connected.
+            RobotTimeoutError: the latest valid joint state is older than ``timeout_s``.
+        """
+        if self._shared is None:
+            raise RobotConnectionError("ros2: not connected (call connect() first)")
+        age = time.monotonic() - self._joint_time
+        if self._joints is None or age > self.timeout_s:
+            raise RobotTimeoutError(
+                f"ros2: no valid joint state on {self.cfg.joint_states_topic} for {age:.2f} s"
+            )
+        pos, vel, grip = self._joints
+        ee_pos, ee_quat = self._pose
+        return RobotState(
+            pos.copy(),
+            vel.copy(),
+            ee_pos.copy(),
+            ee_quat.copy(),
+            grip,
+            self._joint_time,
+            {k: v.copy() for k, v in self._extra.items()},
+        )
+
+    def command(self, cmd: Command) -> None:
+        """Publish ``cmd`` on the topic of its mode (module doc).
+
+        Raises:
+            RobotConnectionError: not connected. CommandRejected: as :func:`check_command`.
+        """
+        if self._shared is None:
+            raise RobotConnectionError("ros2: not connected (call connect() first)")
+        value = check_command(cmd, self.modes, self._limits.num_joints, self.name)
+        header = msgs.Header(msgs.stamp(), self.cfg.twist_frame)
+        if cmd.mode == CommandMode.JOINT_POSITION:
+            if self.cfg.joint_command == "position":
+                self._pubs["joint"].publish(msgs.Float64MultiArray(data=value.tolist()))
+            else:
+                point = msgs.JointTrajectoryPoint(
+                    value.tolist(), time_from_start=msgs.duration(1.0 / self.control_hz)
+                )
+                self._pubs["joint"].publish(
+                    msgs.JointTrajectory(msgs.Header(msgs.Time(), ""), list(self.cfg.joint_names), [point])
+                )
+        else:
+            twist = value * self.control_hz if cmd.mode == CommandMode.EE_DELTA else value
+            twist = np.concatenate([twist, np.zeros(6 - twist.size)])
+            self._pubs["twist"].publish(
+                msgs.TwistStamped(header, msgs.Twist(msgs.Vector3(*twist[:3]), msgs.Vector3(*twist[3:])))
+            )
+        if cmd.gripper is not None and "gripper" in self._pubs:
+            self._pubs["gripper"].publish(msgs.Float64MultiArray(data=[float(cmd.gripper)]))
+
+    def hold(self) -> None:
+        """Zero twist (MoveIt Servo stops) and, with a joint interface, the measured joint positions."""
+        if "twist" in self._pubs:
+            self.command(Command(CommandMode.EE_VELOCITY, np.zeros(6)))
+        if CommandMode.JOINT_POSITION in self.modes:
+            self.command(Command(CommandMode.JOINT_POSITION, self.read().joint_pos.copy()))
+
+    def reset_scene(self, seed: int | None = None) -> None:
+        """Ask ``sim_robot_node`` to re-place the cube (``<sim_prefix>/reset_scene``).
+
+        Raises:
+            RobotConnectionError: not connected, or no ``sim_prefix`` (a real arm: a human resets).
+        """
+        if "reset" not in self._pubs:
+            raise RobotConnectionError("ros2: reset_scene needs env.robot.ros2.sim_prefix (sim_robot_node)")
+        self._pubs["reset"].publish(msgs.String("" if seed is None else str(seed)))
+
+
+class RosCamera(Camera):
+    """A ``sensor_msgs/Image`` topic (``source``) as a :class:`Camera`; frames other than ``width`` x
+    ``height`` rgb8/bgr8, or stale, are rejected (logged, counted) and never returned."""
+
+    def __init__(self, name: str, topic: str, width: int, height: int, ros2: Ros2Config) -> None:
+        self.name, self.topic, self.width, self.height, self.ros2 = name, topic, width, height, ros2
+        self._shared: SpinningNode | None = None
+        self._frame: Frame | None = None
+        self._new = threading.Event()
+
+    @classmethod
+    def from_config(cls, name: str, cfg: CameraConfig, robot: RobotConfig) -> RosCamera:
+        """Camera ``name`` on topic ``cfg.source`` over ``robot.ros2``'s transport."""
+        return cls(name, cfg.source, cfg.width, cfg.height, robot.ros2)
+
+    def _check(self, msg: msgs.Image) -> np.ndarray:
+        return validate.image(msg, self.width, self.height, time.time(), self.ros2.stale_s)
+
+    def _on_image(self, image: np.ndarray) -> None:
+        self._frame = Frame(image, time.monotonic())
+        self._new.set()
+
+    def connect(self) -> None:
+        if self._shared is None:
+            self._shared = acquire(self.ros2)
+            self._shared.subscribe(msgs.Image, self.topic, self._on_image, self._check)
+
+    def disconnect(self) -> None:
+        if self._shared is not None:
+            self._shared = None
+            release(self.ros2)
+
+    def read(self, timeout_s: float = 1.0) -> Frame:
+        """The next valid frame after the last one returned.
+
+        Raises:
+            CameraError: not connected, or no valid frame within ``timeout_s``.
+        """
+        if self._shared is None:
+            raise CameraError(f"camera {self.name}: not connected")
+        if not self._new.wait(timeout_s):
+            raise CameraError(
+                f"camera {self.name}: no valid sensor_msgs/Image on {self.topic} in {timeout_s} s"
+            )
+        self._new.clear()
+        return self._frame

@@ -1,0 +1,88 @@
+"""``policy_node``: a policy (a run's checkpoint in this process, or the policy server at
+``deploy.server``) driving a ROS 2 robot: observations from its topics and action chunks sent as commands
+through the safety layer, by :class:`~robot_rl.hardware.robot_env.RobotEnv` on ``env.robot.driver: ros2``
+(:mod:`robot_rl.hardware.ros2.bridge`) and the same rollout loop and chunk sources as ``robot-rl eval``.
+
+Parameters: ``config`` (run YAML, empty: defaults), ``overrides`` (space-separated config flags, e.g.
+``--policy.hidden_dims=[32,32]``), ``checkpoint`` (model folder; ignored with ``deploy.server``),
+``episodes`` (0: until stopped), ``seed`` (first episode's env seed), ``sim_prefix`` (``/robot_rl/sim`` on
+``sim_robot_node``; empty on a real arm). The node's transport/domain flags set ``env.robot.ros2``. Each
+finished episode is published as JSON on ``/robot_rl/policy/episodes`` (std_msgs/String: seed, success,
+steps). If this process dies, the robot stops getting commands: ``sim_robot_node`` (and MoveIt Servo)
+stop applying stale twists, and position targets are held, so the arm holds; a restarted node resumes with
+the next episode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from robot_rl.hardware.ros2 import msgs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``robot-rl ros2 policy_node [--ros-args -p name:=value ...]``; returns 0 when done, 2 for bad input."""
+    from gymnasium.vector import AutoresetMode
+
+    from robot_rl.config import RobotConfig, Ros2Config, load_config
+    from robot_rl.hardware.ros2.bridge import acquire, release
+    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, parse_args
+    from robot_rl.rollout import rollout
+    from robot_rl.sim import make_vector_env
+    from robot_rl.sources import policy_source
+
+    logging.basicConfig(
+        level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
+    )
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args: NodeArgs = parse_args(argv, "policy_node")
+        p = dict(args.params)
+        known = {"config", "overrides", "checkpoint", "episodes", "seed", "sim_prefix"}
+        if set(p) - known:
+            raise ParameterError(
+                f"policy_node: unknown parameters {sorted(set(p) - known)}; declared: {sorted(known)}"
+            )
+        cfg = load_config(p.get("config") or None, str(p.get("overrides", "")).split())
+        ros2 = Ros2Config(
+            transport=args.transport,
+            domain_id=args.domain_id,
+            loopback=args.loopback,
+            sim_prefix=str(p.get("sim_prefix", "/robot_rl/sim")),
+        )
+        if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
+            cfg.env.robot = RobotConfig(driver="ros2", ros2=ros2, timeout_s=5.0)
+        else:
+            cfg.env.robot.ros2 = ros2
+        episodes, seed = int(p.get("episodes", 1)), int(p.get("seed", 0))
+    except (ParameterError, ValueError) as err:
+        print(f"robot-rl ros2 policy_node: {err}", file=sys.stderr)
+        return 2
+    vec = make_vector_env(cfg.env, 1, autoreset_mode=AutoresetMode.DISABLED)
+    shared = acquire(ros2)
+    report = shared.publisher(msgs.String, "/robot_rl/policy/episodes")
+    space = (vec.single_observation_space, vec.single_action_space)
+    source, _ = policy_source(cfg, p.get("checkpoint", ""), seed, space, 1)
+    print("policy_node ready", flush=True)
+
+    def on_episode(ep) -> None:
+        line = {"seed": ep.env_seed, "success": bool(ep.success), "steps": int(ep.steps)}
+        report.publish(msgs.String(json.dumps(line)))
+        print(f"episode {json.dumps(line)}", flush=True)
+
+    try:
+        n = 0
+        while episodes == 0 or n < episodes:
+            rollout(vec, source, [seed + n], on_episode)
+            n += 1
+    finally:
+        source.close()
+        vec.close()
+        release(ros2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""``sim_robot_node``: the simulated Panda pick-cube scene (:class:`~robot_rl.hardware.sim_robot.MujocoRobot`)
+as a ROS 2 robot, in real time, so the whole ROS 2 path runs without hardware.
+
+Publishes (``state_rate_hz``): ``/joint_states`` (sensor_msgs/JointState: ``joint1``..``joint7`` rad and
+``gripper`` closure 0..1), ``/ee_pose`` (geometry_msgs/PoseStamped, pinch site in ``base_link``), and the
+scene's extras ``<sim_prefix>/lifted`` (std_msgs/Bool) and ``<sim_prefix>/environment_state``
+(std_msgs/Float64MultiArray: cube position m + quaternion w, x, y, z); at ``camera_rate_hz`` each camera of
+``cameras`` as ``/camera/<name>/image_raw`` (sensor_msgs/Image rgb8, ``image_size`` square).
+
+Subscribes, like a ros2_control arm with MoveIt Servo: ``/forward_position_controller/commands``
+(std_msgs/Float64MultiArray, 7 joint targets rad, optionally the gripper closure 8th),
+``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory; the last point is the
+target), ``/servo_node/delta_twist_cmds`` (geometry_msgs/TwistStamped, m/s, applied while fresh),
+``/gripper_controller/commands`` (Float64MultiArray [closure 0..1]) and ``<sim_prefix>/reset_scene``
+(std_msgs/String: a seed or empty). Every command is checked (:mod:`robot_rl.hardware.ros2.validate`);
+a bad one is logged with its reason and never reaches the robot.
+
+Watchdog: a twist older than ``command_timeout_s`` is no longer applied, so the arm holds its target when
+the commanding node dies; position targets are held by the joint controller anyway.
+
+Physics: the timer advances the scene by the elapsed wall time (whole physics steps, at most
+:data:`robot_rl.hardware.sim_server.MAX_CATCH_UP_S` at once, as the robot server does).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from robot_rl.hardware.robot import Command, CommandMode
+from robot_rl.hardware.ros2 import msgs, validate
+from robot_rl.hardware.ros2.node import Node
+from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
+
+JOINTS = [f"joint{i}" for i in range(1, 8)]
+
+
+class SimRobotNode:
+    """The node's state and callbacks on ``node`` (module doc); parameters are read from ``node``.
+
+    Raises:
+        ParameterError: a bad parameter. ValueError: an unknown camera or bad rates.
+    """
+
+    def __init__(self, node: Node) -> None:
+        from robot_rl.hardware.sim_robot import MujocoRobot
+        from robot_rl.sim.panda_pick_cube import CAMERAS
+
+        self.node = node
+        p = node.param
+        control_hz = p("control_hz", 10.0)
+        seed = p("scene_seed", -1)
+        self.robot = MujocoRobot(
+            control_hz,
+            p("physics_hz", 500.0),
+            lockstep=False,
+            lift_height_m=p("lift_height_m", 0.1),
+            seed=None if seed < 0 else seed,
+        )
+        self.robot.connect()
+        self.stale_s = p("stale_s", 0.5)
+        self.command_timeout_s = p("command_timeout_s", 0.5)
+        self.image_size = p("image_size", 96)
+        self.cameras = p("cameras", [])
+        for cam in self.cameras:
+            if cam not in CAMERAS:
+                raise ValueError(f"sim_robot_node: unknown camera {cam!r}; available: {sorted(CAMERAS)}")
+        self._camera_ids = CAMERAS
+        prefix = p("sim_prefix", "/robot_rl/sim")
+        self.rejected: dict[str, int] = {}
+        self.commands = 0
+        self._twist = np.zeros(6)
+        self._twist_time = -np.inf
+        self._last = time.monotonic()
+        self._renderer = None
+        self.pub_joints = node.publisher(msgs.JointState, p("joint_states_topic", "/joint_states"))
+        self.pub_pose = node.publisher(msgs.PoseStamped, p("ee_pose_topic", "/ee_pose"))
+        self.pub_lifted = node.publisher(msgs.Bool, f"{prefix}/lifted")
+        self.pub_env = node.publisher(msgs.Float64MultiArray, f"{prefix}/environment_state")
+        self.pub_images = {
+            c: node.publisher(msgs.Image, f"/camera/{c}/image_raw", depth=2) for c in self.cameras
+        }
+        sub = node.subscribe
+        sub(
+            msgs.Float64MultiArray,
+            p("position_topic", "/forward_position_controller/commands"),
+            self._on_position,
+        )
+        sub(
+            msgs.JointTrajectory,
+            p("trajectory_topic", "/joint_trajectory_controller/joint_trajectory"),
+            self._on_trajectory,
+        )
+        sub(msgs.TwistStamped, p("twist_topic", "/servo_node/delta_twist_cmds"), self._on_twist)
+        sub(msgs.Float64MultiArray, p("gripper_topic", "/gripper_controller/commands"), self._on_gripper)
+        sub(msgs.String, f"{prefix}/reset_scene", self._on_reset)
+        node.timer(1.0 / p("state_rate_hz", 50.0), self._tick)
+        if self.cameras:  # the GL context now (probing the backend takes seconds), not in the loop
+            import mujoco
+
+            from robot_rl.sim.render import OffscreenRenderer
+
+            self._renderer = OffscreenRenderer(self.robot.env.model)
+            self._scratch = mujoco.MjData(self.robot.env.model)
+            node.timer(1.0 / p("camera_rate_hz", 10.0), self._render)
+        node.check_params()
+
+    # -- commands -------------------------------------------------------------------------------------
+    def _guard(self, topic: str, fn) -> None:
+        try:
+            fn()
+            self.commands += 1
+        except validate.Rejected as err:
+            self._reject(topic, err)
+
+    def _reject(self, topic: str, err: Exception) -> None:
+        self.rejected[topic] = self.rejected.get(topic, 0) + 1
+        self.node.log.warning("rejected %s: %s", topic, err)
+
+    def _apply(self, cmd: Command) -> None:
+        from robot_rl.hardware.errors import CommandRejected
+
+        try:
+            self.robot.command(cmd)
+        except CommandRejected as err:
+            raise validate.Rejected(str(err)) from None
+
+    def _on_position(self, msg: msgs.Float64MultiArray) -> None:
+        def go():
+            q, grip = validate.positions(msg.data, JOINTS)
+            self._apply(Command(CommandMode.JOINT_POSITION, q, grip, time.monotonic()))
+
+        self._guard("position command", go)
+
+    def _on_trajectory(self, msg: msgs.JointTrajectory) -> None:
+        def go():
+            validate.check_stamp(msg.header, self.node.now(), self.stale_s)
+            if not msg.points:
+                raise validate.Rejected("trajectory has no points")
+            q, grip = validate.positions(msg.points[-1].positions, JOINTS, list(msg.joint_names))
+            self._apply(Command(CommandMode.JOINT_POSITION, q, grip, time.monotonic()))
+
+        self._guard("trajectory command", go)
+
+    def _on_twist(self, msg: msgs.TwistStamped) -> None:
+        def go():
+            self._twist = validate.twist(msg, self.node.now(), self.stale_s)
+            self._twist_time = time.monotonic()
+
+        self._guard("twist command", go)
+
+    def _on_gripper(self, msg: msgs.Float64MultiArray) -> None:
+        def go():
+            if len(msg.data) != 1 or not (np.isfinite(msg.data[0]) and 0.0 <= msg.data[0] <= 1.0):
+                raise validate.Rejected(f"gripper command must be one value in [0, 1], got {list(msg.data)}")
+            self._apply(Command(CommandMode.EE_DELTA, np.zeros(3), float(msg.data[0]), time.monotonic()))
+
+        self._guard("gripper command", go)
+
+    def _on_reset(self, msg: msgs.String) -> None:
+        def go():
+            text = msg.data.strip()
+            if text and not (text.isdigit() and int(text) < 2**32):
+                raise validate.Rejected(
+                    f"reset_scene seed must be empty or an integer in [0, 2**32), got {text!r:.40}"
+                )
+            self.robot.reset_scene(int(text) if text else None)
+            self._twist_time = -np.inf
+
+        self._guard("reset_scene", go)
+
+    # -- physics and publishing -----------------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.monotonic()
+        dt = min(now - self._last, MAX_CATCH_UP_S)
+        self._last = now
+        if now - self._twist_time <= self.command_timeout_s and np.any(self._twist[:3]):
+            self.robot.command(Command(CommandMode.EE_DELTA, self._twist[:3] * dt, None, now))
+        self.robot.advance(dt)
+        state = self.robot.read()
+        header = msgs.Header(msgs.stamp(), "base_link")
+        self.pub_joints.publish(
+            msgs.JointState(
+                header,
+                [*JOINTS, "gripper"],
+                [*state.joint_pos.tolist(), state.gripper],
+                [*state.joint_vel.tolist(), 0.0],
+                [],
+            )
+        )
+        w, x, y, z = state.ee_quat.tolist()
+        pose = msgs.Pose(msgs.Point(*state.ee_pos.tolist()), msgs.Quaternion(x, y, z, w))
+        self.pub_pose.publish(msgs.PoseStamped(header, pose))
+        self.pub_lifted.publish(msgs.Bool(bool(state.extra["lifted"][0] > 0.5)))
+        self.pub_env.publish(msgs.Float64MultiArray(data=state.extra["environment_state"].tolist()))
+
+    def _render(self) -> None:
+        import mujoco
+
+        mujoco.mj_copyData(self._scratch, self.robot.env.model, self.robot.env.data)
+        header = msgs.Header(msgs.stamp(), "")
+        s = self.image_size
+        for cam, pub in self.pub_images.items():
+            img = self._renderer.render(self._scratch, self._camera_ids[cam], s)
+            header = msgs.Header(header.stamp, f"{cam}_camera")
+            pub.publish(msgs.Image(header, s, s, "rgb8", 0, 3 * s, np.ascontiguousarray(img).tobytes()))
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+        self.node.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``robot-rl ros2 sim_robot_node [--ros-args -p name:=value ...]``; runs until SIGINT/SIGTERM."""
+    from robot_rl.hardware.ros2.cli import run_node
+
+    return run_node("sim_robot_node", SimRobotNode, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Checks on incoming ROS 2 messages, before anything reaches a robot or an observation.
+
+Each check returns the message's content as arrays or raises :class:`Rejected` with the reason; the node
+that received the message logs the reason (``rejected <topic>: <reason>``), counts it and drops the
+message. A header stamp of zero means "now" (ROS' convention for commands); any other stamp more than
+``stale_s`` away from the receiver's clock (past or future) is stale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl.hardware.ros2 import msgs
+
+
+class Rejected(ValueError):
+    """An incoming message that must not be used; the message is the reason."""
+
+
+def check_stamp(header: msgs.Header, now: float, stale_s: float) -> None:
+    """Raise :class:`Rejected` when ``header.stamp`` (s) is non-zero and more than ``stale_s`` s from
+    ``now`` (s since the epoch)."""
+    t = msgs.seconds(header.stamp)
+    if t != 0.0 and abs(now - t) > stale_s:
+        raise Rejected(f"stale timestamp: {now - t:+.3f} s old (limit {stale_s} s)")
+
+
+def _finite(values, what: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise Rejected(f"{what} has NaN or inf: {arr.tolist()}")
+    return arr
+
+
+def joint_state(
+    msg: msgs.JointState, joints: list[str], now: float, stale_s: float
+) -> tuple[np.ndarray, ...]:
+    """``(position, velocity)`` float64 (n,) of ``joints`` (in that order) from ``msg``; velocity zeros when
+    the message has none.
+
+    Raises:
+        Rejected: stale stamp, a joint of ``joints`` missing, value lists not matching ``name``, NaN/inf.
+    """
+    check_stamp(msg.header, now, stale_s)
+    missing = [j for j in joints if j not in msg.name]
+    if missing:
+        raise Rejected(f"joint state misses joints {missing} (has {list(msg.name)})")
+    if len(msg.position) != len(msg.name) or len(msg.velocity) not in (0, len(msg.name)):
+        raise Rejected(
+            f"joint state has {len(msg.name)} names but {len(msg.position)} positions, "
+            f"{len(msg.velocity)} velocities"
+        )
+    index = [list(msg.name).index(j) for j in joints]
+    pos = _finite(msg.position, "joint state position")[index]
+    vel = _finite(msg.velocity, "joint state velocity")[index] if len(msg.velocity) else np.zeros(len(joints))
+    return pos, vel
+
+
+def image(msg: msgs.Image, width: int, height: int, now: float, stale_s: float) -> np.ndarray:
+    """RGB uint8 (height, width, 3) of an ``rgb8``/``bgr8`` image message.
+
+    Raises:
+        Rejected: stale stamp, another encoding, another size than ``width`` x ``height``, or ``data`` not
+            ``height * step`` bytes with ``step == 3 * width``.
+    """
+    check_stamp(msg.header, now, stale_s)
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise Rejected(f"image encoding {msg.encoding!r} not supported (rgb8, bgr8)")
+    if (msg.width, msg.height) != (width, height):
+        raise Rejected(f"image is {msg.width}x{msg.height}, expected {width}x{height}")
+    data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
+    if msg.step != 3 * width or data.size != height * msg.step:
+        raise Rejected(f"image data is {data.size} bytes with step {msg.step}, expected {height * 3 * width}")
+    out = data.reshape(height, width, 3)
+    return out[..., ::-1].copy() if msg.encoding == "bgr8" else out
+
+
+def positions(values, joints: list[str], names: list[str] | None = None) -> tuple[np.ndarray, float | None]:
+    """``(joint positions (n,), gripper or None)`` of a position command: ``values`` n (or n+1 with the
+    gripper closure last, in [0, 1]) in ``joints`` order, or named by ``names`` (a trajectory's
+    ``joint_names``, which may add ``gripper``).
+
+    Raises:
+        Rejected: a joint missing from ``names``, wrong count, NaN/inf, gripper outside [0, 1].
+    """
+    arr = _finite(values, "position command")
+    n = len(joints)
+    grip = None
+    if names is not None:
+        missing = [j for j in joints if j not in names]
+        if missing or len(names) != arr.size:
+            raise Rejected(
+                f"command joint_names {list(names)} miss {missing} or do not match {arr.size} values"
+            )
+        if "gripper" in names:
+            grip = float(arr[list(names).index("gripper")])
+        arr = arr[[list(names).index(j) for j in joints]]
+    elif arr.size == n + 1:
+        arr, grip = arr[:n], float(arr[n])
+    elif arr.size != n:
+        raise Rejected(f"position command has {arr.size} values, expected {n} (or {n + 1} with the gripper)")
+    if grip is not None and not 0.0 <= grip <= 1.0:
+        raise Rejected(f"gripper command {grip} outside [0, 1]")
+    return arr, grip
+
+
+def twist(msg: msgs.TwistStamped, now: float, stale_s: float) -> np.ndarray:
+    """float64 (6,) linear (m/s) then angular (rad/s) of a twist command.
+
+    Raises:
+        Rejected: stale stamp or NaN/inf.
+    """
+    check_stamp(msg.header, now, stale_s)
+    lin, ang = msg.twist.linear, msg.twist.angular
+    return _finite([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z], "twist command")

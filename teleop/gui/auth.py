@@ -1,0 +1,71 @@
+"""One token per GUI server: every page, API route and websocket carries it (or the server is open).
+
+The token is read from the ``?token=...`` query, an ``Authorization: Bearer ...`` header or the
+``robot_rl_token`` cookie (the live page sets it, so links and websockets of the same origin carry it).
+``app.state.token`` None means no token is required, which :func:`check_bind` allows only on loopback.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+
+from fastapi import HTTPException, Request
+from starlette.requests import HTTPConnection
+
+COOKIE = "robot_rl_token"
+LOOPBACK_NAMES = ("localhost",)
+
+
+def presented_token(conn: HTTPConnection) -> str | None:
+    """The token a request or websocket handshake carries (query, bearer header, cookie), or None."""
+    token = conn.query_params.get("token")
+    if token:
+        return token
+    auth = conn.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return conn.cookies.get(COOKIE) or None
+
+
+def token_ok(conn: HTTPConnection) -> bool:
+    """True when the server is open (``conn.app.state.token`` is None) or ``conn`` carries its token
+    (constant-time comparison)."""
+    expected = getattr(conn.app.state, "token", None)
+    if expected is None:
+        return True
+    given = presented_token(conn)
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def require_token(request: Request) -> None:
+    """FastAPI dependency: refuse a request without the server's token.
+
+    Raises:
+        HTTPException: 401 when ``request.app.state.token`` is set and the request does not carry it.
+    """
+    if not token_ok(request):
+        raise HTTPException(status_code=401, detail="missing or wrong token (?token=..., Bearer or cookie)")
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to serve off loopback without a token.
+
+    Raises:
+        ValueError: ``host`` is not loopback and ``token`` is empty (names the host and the fix).
+    """
+    if not token and not is_loopback(host):
+        raise ValueError(
+            f"gui: bound to {host} without a token; pass --token (or intervention.gui_token) or bind to "
+            "127.0.0.1"
+        )
