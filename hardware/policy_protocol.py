@@ -35,6 +35,12 @@ OPS = ("info", "infer", "ping")
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5580"
 
 
+class PolicyTokenError(PermissionError):
+    """The policy server refused a request: it carries no token or the wrong one (``robot-rl serve
+    --token``; the client's ``deploy.token``). Raised by the server in its error reply and re-raised by
+    :class:`~robot_rl.hardware.remote_policy.RemotePolicy` with the address and the fix."""
+
+
 class PolicyInputError(ValueError):
     """A request or a reply that does not fit the policy's spec or the wire format; the message names the
     key (or field), the expected and the received value."""

@@ -43,7 +43,15 @@ from robot_rl.transport import (
     split_envelope,
 )
 
-from .policy_protocol import OPS, PROTOCOL, PolicyInputError, PolicySpec, decode_body, encode_body
+from .policy_protocol import (
+    OPS,
+    PROTOCOL,
+    PolicyInputError,
+    PolicySpec,
+    PolicyTokenError,
+    decode_body,
+    encode_body,
+)
 
 POLL_MS = 100  # how often an idle server checks its stop event
 log = logging.getLogger(__name__)
@@ -123,7 +131,7 @@ class _Handler:
             request_id = header.get("id")
             op = check_request(header, PROTOCOL, OPS, "policy server")
             if self.token and not hmac.compare_digest(str(header.get("token", "")), self.token):
-                raise PermissionError("refused: missing or wrong token (robot-rl serve --token)")
+                raise PolicyTokenError("refused: missing or wrong token (robot-rl serve --token)")
             if op == "ping":
                 return [encode_header({"ok": True, "id": request_id})]
             if op == "info":
@@ -171,7 +179,7 @@ def serve_policy(
         keys: CURVE keys (:mod:`robot_rl.security`); only listed clients get through. Required unless
             ``address`` is loopback.
         token: when non-empty, every request must carry it (``hmac.compare_digest``); others are refused
-            with a PermissionError reply.
+            with a :class:`PolicyTokenError` (a PermissionError) reply.
         max_message_mb: ``zmq.MAXMSGSIZE`` in MiB: a larger frame disconnects its sender before it is
             buffered (no reply).
         delay_ms: added to every inference (testing and benchmarks: an artificially slow policy).

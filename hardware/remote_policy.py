@@ -20,6 +20,7 @@ from .policy_protocol import (
     PROTOCOL,
     PolicyInputError,
     PolicySpec,
+    PolicyTokenError,
     decode_body,
     encode_body,
 )
@@ -52,7 +53,8 @@ class RemotePolicy:
         PolicyServerUnavailable: no reply within ``timeout_s`` (message: address and timeout).
         PolicyInputError (a ValueError): the server refused the observation (names the key), or replied
             with a chunk of the wrong shape/dtype or with NaN/inf.
-        PermissionError: wrong or missing token.
+        PolicyTokenError (a PermissionError): the server wants a token and this one is missing or wrong
+            (names the address and ``deploy.token``).
     """
 
     def __init__(
@@ -67,7 +69,8 @@ class RemotePolicy:
     ) -> None:
         errors: dict[str, type[Exception]] = {
             "PolicyInputError": PolicyInputError,
-            "PermissionError": PermissionError,
+            "PolicyTokenError": PolicyTokenError,
+            "PermissionError": PolicyTokenError,  # servers before PolicyTokenError
             "ValueError": ValueError,
         }
         self.client = RpcClient(address, PROTOCOL, timeout_s, errors, "policy server", keys)
@@ -102,6 +105,12 @@ class RemotePolicy:
             header = {**header, "token": self.token}
         try:
             return self.client.request(header, blob)
+        except PolicyTokenError as err:
+            given = "a wrong token" if self.token else "no token"
+            raise PolicyTokenError(
+                f"policy server {self.address} refused the request: it sent {given}; set deploy.token to "
+                "the token the server was started with (robot-rl serve --token / $ROBOT_RL_SERVE_TOKEN)"
+            ) from err
         except PeerUnavailableError as err:
             raise PolicyServerUnavailable(
                 f"{err}: is `robot-rl serve` running there (and reachable with these keys)?"

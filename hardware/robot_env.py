@@ -2,15 +2,27 @@
 the observation and action keys of the simulated ``robot_rl/PandaPickCube-v0``, so every stage (collect,
 online, eval, record) runs on a robot by config (``env.robot``).
 
-Action, float32 (4,): ``[dx, dy, dz, grip]``, dx/dy/dz in [-0.03, 0.03] m, grip in [0, 1], sent as
-``Command(EE_DELTA, [dx, dy, dz], gripper=grip)``. Out-of-bounds or non-finite actions raise ``ValueError``
-like the simulated env (nothing is silently clipped).
+Action (``env.robot.action``), float32:
+
+- ``ee_delta`` (the default), (4,): ``[dx, dy, dz, grip]``, dx/dy/dz in [-0.03, 0.03] m, grip in [0, 1],
+  sent as ``Command(EE_DELTA, [dx, dy, dz], gripper=grip)``;
+- ``joint_position``, (n + 1,): target joint positions (rad) within the robot's (safety-margined) joint
+  limits, then the gripper closure in [0, 1] (the :class:`Robot` interface's gripper unit), sent as
+  ``Command(JOINT_POSITION, q, gripper=grip)``; what a leader arm drives. The safety layer's joint limits
+  and per-step velocity/acceleration limits apply to every target.
+
+Out-of-bounds or non-finite actions raise ``ValueError`` like the simulated env (nothing is silently
+clipped here).
 
 Observation (gymnasium ``Dict``):
 
-- ``observation.state`` float32 (2n + 8,) from the :class:`RobotState`: joint positions (rad), joint
-  velocities (rad/s), end-effector position (m), quaternion (w, x, y, z), gripper closure in [0, 1]
-  (n = 7 for the Panda: (22,), the simulated task's layout);
+- ``observation.state`` float32, from the :class:`RobotState`: for ``ee_delta`` (2n + 8,): joint positions
+  (rad), joint velocities (rad/s), end-effector position (m), quaternion (w, x, y, z), gripper closure in
+  [0, 1] (n = 7 for the Panda: (22,), the simulated task's layout); for ``joint_position`` (n + 1,): joint
+  positions (rad) and the gripper closure, the action's layout. :attr:`RobotEnv.feature_names` then names
+  both LeRobot-style, ``<joint>.pos`` per joint and ``gripper.pos`` (an SO-101: ``shoulder_pan.pos`` ..
+  ``wrist_roll.pos``, ``gripper.pos``, LeRobot's names; its units are degrees or [-100, 100] and a
+  0..100 gripper, ours rad and a closure in [0, 1]);
 - ``observation.environment_state`` float32 (7,): the robot's ``extra["environment_state"]`` when it has
   one (the sim-backed robot; a motion-capture system on hardware), else absent;
 - ``observation.images.<cam>`` uint8 (image_size, image_size, 3) for each camera of ``env.cameras``,
@@ -65,6 +77,16 @@ def state_vector(state: RobotState) -> np.ndarray:
     return np.concatenate(
         [state.joint_pos, state.joint_vel, state.ee_pos, state.ee_quat, [state.gripper]]
     ).astype(np.float32)
+
+
+def joint_state_vector(state: RobotState) -> np.ndarray:
+    """float32 (n + 1,): joint positions (rad) and gripper closure [0, 1], the ``joint_position`` layout."""
+    return np.append(state.joint_pos, state.gripper).astype(np.float32)
+
+
+def joint_feature_names(joint_names: tuple[str, ...]) -> list[str]:
+    """LeRobot-style names of a ``joint_position`` state/action: ``<joint>.pos`` each, ``gripper.pos``."""
+    return [f"{name}.pos" for name in joint_names] + ["gripper.pos"]
 
 
 def resize_image(image: np.ndarray, size: int) -> np.ndarray:
@@ -129,8 +151,8 @@ class RobotEnv(gym.Env):
     and extras) and disconnected by :meth:`close`.
 
     Args:
-        robot: the (connected or not) robot; it must offer ``ee_delta`` and, for the home motion,
-            ``joint_position``.
+        robot: the (connected or not) robot; it must offer ``joint_position`` (the home motion) and, for
+            ``env.robot.action=ee_delta``, ``ee_delta``.
         cameras: one camera per name of ``cfg.cameras``.
         cfg: the env section: ``control_hz``, ``max_episode_steps``, ``success_hold_steps``,
             ``image_size``, ``cameras`` and ``robot`` (:class:`~robot_rl.config.RobotConfig`).
@@ -141,7 +163,8 @@ class RobotEnv(gym.Env):
     Raises:
         ValueError: ``cfg.robot`` missing, ``env.kwargs`` set (simulator only), a camera of ``env.cameras``
             without a device, a success/reset mode the robot cannot do, home joints of the wrong length, a
-            lock-step simulator at another rate than ``env.control_hz``, or a robot without ``ee_delta``.
+            lock-step simulator at another rate than ``env.control_hz``, or a robot without the mode of
+            ``env.robot.action``.
         HardwareError: connecting the robot or a camera failed (names the device).
     """
 
@@ -183,8 +206,12 @@ class RobotEnv(gym.Env):
 
     def _setup(self, first: RobotState, critic) -> None:
         robot, cfg = self.robot, self.cfg
-        if CommandMode.EE_DELTA not in robot.modes:  # after connect: networked robots learn their modes then
-            raise ValueError(f"{robot.name}: RobotEnv sends ee_delta commands, which this robot lacks")
+        self.action_mode = CommandMode(self.rcfg.action)
+        if self.action_mode not in robot.modes:  # after connect: networked robots learn their modes then
+            raise ValueError(
+                f"{robot.name}: env.robot.action={self.action_mode!s}, a mode this robot lacks "
+                f"(it has {[str(m) for m in robot.modes]})"
+            )
         lockstep = bool(getattr(robot, "lockstep", False))
         self._check_rate(lockstep)
         realtime = self.rcfg.realtime
@@ -194,12 +221,21 @@ class RobotEnv(gym.Env):
         self._has_env_state = "environment_state" in first.extra
         self._success = self._success_rule(first, critic)
 
+        self.feature_names: dict[str, list[str]] | None = None
+        """LeRobot ``names`` of ``observation.state`` and ``action`` (``joint_position`` only; else None)."""
+        if self.action_mode == CommandMode.EE_DELTA:
+            self._state_vector = state_vector
+            low, high = [-MAX_DELTA_M] * 3 + [0.0], [MAX_DELTA_M] * 3 + [1.0]
+        else:
+            self._state_vector = joint_state_vector
+            lim = robot.limits
+            low, high = np.append(lim.joint_low, 0.0), np.append(lim.joint_high, 1.0)
+            names = joint_feature_names(lim.joint_names)
+            self.feature_names = {keys.STATE: names, keys.ACTION: names}
         self.action_space = spaces.Box(
-            low=np.array([-MAX_DELTA_M] * 3 + [0.0], dtype=np.float32),
-            high=np.array([MAX_DELTA_M] * 3 + [1.0], dtype=np.float32),
-            dtype=np.float32,
+            np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
         )
-        obs = {keys.STATE: spaces.Box(-np.inf, np.inf, state_vector(first).shape, np.float32)}
+        obs = {keys.STATE: spaces.Box(-np.inf, np.inf, self._state_vector(first).shape, np.float32)}
         if self._has_env_state:
             obs[keys.ENV_STATE] = spaces.Box(-np.inf, np.inf, (ENV_STATE_DIM,), np.float32)
         for cam in self.cameras:
@@ -308,12 +344,15 @@ class RobotEnv(gym.Env):
             raise
 
     def check_action(self, action: np.ndarray) -> np.ndarray:
-        """The simulated task's :func:`~robot_rl.sim.panda_pick_cube.check_action`; float64 (4,).
+        """The simulated task's :func:`~robot_rl.sim.panda_pick_cube.check_action` against this env's
+        action space; float64 (4,) for ``ee_delta``, (n + 1,) for ``joint_position``.
 
         Raises:
             ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
         """
-        return check_action(action, self.action_space)
+        if self.action_mode == CommandMode.EE_DELTA:
+            return check_action(action, self.action_space)
+        return check_action(action, self.action_space, "joint targets in rad; gripper in [0, 1]")
 
     def step(self, action: np.ndarray):
         """Send one action, wait for the next deadline, observe; returns the gymnasium 5-tuple.
@@ -325,7 +364,10 @@ class RobotEnv(gym.Env):
         a = self.check_action(action)
         if self._fault is not None or self._last_obs is None:
             raise HardwareError(f"{self.robot.name}: step() before reset() (or after a hardware error)")
-        cmd = Command(CommandMode.EE_DELTA, a[:3].copy(), float(np.clip(a[3], 0.0, 1.0)), time.monotonic())
+        n = a.size - 1
+        grip = float(np.clip(a[n], 0.0, 1.0))
+        value = a[:3].copy() if self.action_mode == CommandMode.EE_DELTA else a[:n].copy()
+        cmd = Command(self.action_mode, value, grip, time.monotonic())
         try:
             t0 = time.monotonic()
             self.robot.command(cmd)
@@ -389,7 +431,7 @@ class RobotEnv(gym.Env):
     def _observe(self) -> dict[str, np.ndarray]:
         state = self.robot.read()
         self._state = state
-        obs = {keys.STATE: state_vector(state)}
+        obs = {keys.STATE: self._state_vector(state)}
         if self._has_env_state:
             obs[keys.ENV_STATE] = np.asarray(state.extra["environment_state"], dtype=np.float32)
         for name, cam in self.cameras.items():

@@ -27,8 +27,9 @@ class LimitAudit(Robot):
     sends joints outside their limits, faster than the speed limit or with a speed change above
     ``acc * dt``, or (by forward kinematics) the end effector out of the box. Targets already outside a
     limit may stay there but not move further out. Tracking starts from the measured state whenever the
-    mode changes, as the interface defines it; a joint command is also safe when it is a safe continuation
-    of the measured state (the layer restarts a target the arm cannot follow from where the arm is)."""
+    mode changes, as the interface defines it, and after :attr:`reset_scene`; a joint command is also safe
+    when it is a safe continuation of the measured state (the layer restarts a target the arm cannot
+    follow from where the arm is)."""
 
     def __init__(self, robot: Robot, cfg: SafetyConfig) -> None:
         self.robot, self.cfg = robot, cfg
@@ -66,6 +67,23 @@ class LimitAudit(Robot):
 
     def disconnect(self) -> None:
         self.robot.disconnect()
+
+    @property
+    def reset_scene(self) -> Callable[[int | None], None] | None:
+        """The audited robot's ``reset_scene(seed)`` (a sim-backed robot re-places the cube and homes the
+        arm: its state jumps), after which the audit tracks from the measured state again, as after a mode
+        change, instead of judging the next command against the pre-reset target; ``None`` when the robot
+        has none (so a :class:`~robot_rl.hardware.safety.SafeRobot` over the audit has one exactly when
+        the robot does)."""
+        inner = getattr(self.robot, "reset_scene", None)
+        if not callable(inner):
+            return None
+
+        def reset(seed: int | None = None) -> None:
+            inner(seed)
+            self.last_mode, self._seen = None, []
+
+        return reset
 
     def read(self) -> RobotState:
         state = self.robot.read()

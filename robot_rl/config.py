@@ -143,6 +143,17 @@ class RobotConfig:
     ``env.cameras`` to its device. ``timeout_s``: longest wait (s) for a networked robot's reply.
     ``safety``: the safety layer's limits and triggers (:class:`SafetyConfig`).
 
+    ``action``: what the env's ``action`` is: ``ee_delta`` (the simulated task's ``[dx, dy, dz, grip]``)
+    or ``joint_position`` (target joint positions in rad plus the gripper closure in [0, 1], bounded by the
+    robot's joint limits; ``observation.state`` is then the joint positions plus the gripper, as in
+    LeRobot's SO-101 datasets; what a leader arm drives). ``leader_port`` / ``leader_calibration``: the
+    SO-101 leader arm of ``robot-rl record --teleop leader`` (its serial port and calibration file).
+    ``keys`` / ``client_key``: for ``sim_server``, a folder made by ``robot-rl keys`` (ZeroMQ CURVE; it
+    may be the ``security.keys`` folder) and this client's name in it (``<client_key>.key_secret`` plus
+    the server's ``server.key``); needed when ``address`` is not loopback, and for a server started with
+    ``--keys``. ``bus_timeout_s``: a Feetech bus's status-packet timeout (s) for the SO-101 and its
+    leader (0: the vendor SDK's 34 ms; raise it for slow USB hubs or a loaded host).
+
     ``success``: what ends an episode as a success: ``lifted`` (the robot's ``lifted`` reading held for
     ``env.success_hold_steps``; the sim-backed robot has it), ``operator`` (only a human's label from the
     teleop or intervention device) or ``critic`` (the done head of the progress critic at
@@ -171,6 +182,12 @@ class RobotConfig:
     home_tolerance: float = 0.05
     home_timeout_s: float = 20.0
     realtime: str = "auto"
+    action: str = "ee_delta"
+    leader_port: str = ""
+    leader_calibration: str = ""
+    bus_timeout_s: float = 0.0
+    keys: str = ""
+    client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     ros2: Ros2Config = field(default_factory=Ros2Config)
 

@@ -275,6 +275,8 @@ def deploy_problems(cfg: Any) -> list[str]:
     return out
 
 
+ACTION_MODES = ("ee_delta", "joint_position")
+"""``env.robot.action``: the simulated task's end-effector delta, or joint targets (a leader arm's)."""
 ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka", "ros2")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim", "ros2")
 VENDOR_ARMS = ("ur", "xarm", "franka")
@@ -290,6 +292,8 @@ ROBOT_RULES: dict[str, Range | Choice] = {
     "home_tolerance": POSITIVE,
     "home_timeout_s": POSITIVE,
     "realtime": Choice(("auto", "always", "never")),  # not on/off: YAML reads those as booleans
+    "action": Choice(ACTION_MODES),
+    "bus_timeout_s": NONNEG,
 }
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),
@@ -398,6 +402,11 @@ def _one_robot_problems(cfg: Any) -> list[str]:
         out.append(
             f"online.num_actors={cfg.online.num_actors}: a robot (env.robot) is driven by one actor; "
             "set online.num_actors=1"
+        )
+    if cfg.env.robot.action == "joint_position" and cfg.intervention.device != "none":
+        out.append(
+            f"intervention.device={cfg.intervention.device}: it drives end-effector deltas, but "
+            "env.robot.action=joint_position takes joint targets; set intervention.device=none"
         )
     missing = [c for c in cfg.env.cameras if c not in cfg.env.robot.cameras]
     if missing:

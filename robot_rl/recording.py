@@ -30,22 +30,43 @@ robot places its cube from them, a real scene ignores them."""
 TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader", "sim_human")
 
 
-def make_teleop(name: str, cfg, action_low: np.ndarray, action_high: np.ndarray) -> InterventionDevice:
+def make_teleop(
+    name: str, cfg, action_low: np.ndarray, action_high: np.ndarray, follower_limits=None
+) -> InterventionDevice:
     """The teleop device ``name`` for an env with action box ``[action_low, action_high]``.
 
     ``keyboard``/``gamepad``/``spacemouse``/``sim_human``: :func:`robot_rl.teleop.make_device` with
-    ``cfg.intervention`` (its ``scale``). ``leader``: ``robot_rl.teleop.leader.LeaderArm.from_config(cfg,
-    action_low, action_high)`` (a second arm moved by hand, mapped joint to joint).
+    ``cfg.intervention`` (its ``scale``); they drive end-effector deltas (``env.robot.action=ee_delta``).
+    ``leader``: :class:`robot_rl.teleop.leader.LeaderArm`, the SO-101 at ``env.robot.leader_port`` with
+    ``env.robot.leader_calibration`` (status timeout ``env.robot.bus_timeout_s``), mapped joint to joint
+    onto the follower (``env.robot.action=joint_position``), its targets clipped to ``follower_limits``
+    (the follower's :class:`~robot_rl.hardware.robot.RobotLimits`).
 
     Raises:
         ValueError: unknown ``name``.
+        ConfigError: the device does not fit ``env.robot.action``, or ``leader`` without
+            ``env.robot.leader_port``/``leader_calibration`` (names the key).
         DeviceError: the device or its package is missing (names it and the fix).
     """
     from dataclasses import replace
 
+    from robot_rl.config import ConfigError, RobotConfig
+
     if name not in TELEOPS:
         raise ValueError(f"--teleop must be one of {', '.join(TELEOPS)}; got {name!r}")
+    mode = cfg.env.robot.action if cfg.env.robot is not None else "ee_delta"
     if name == "leader":
+        if mode != "joint_position":
+            raise ConfigError(
+                f"--teleop leader drives the follower's joints, but env.robot.action={mode}; set "
+                "env.robot.action=joint_position (the action is then the joint targets)"
+            )
+        missing = [k for k in ("leader_port", "leader_calibration") if not getattr(cfg.env.robot, k)]
+        if missing:
+            raise ConfigError(
+                f"--teleop leader: set env.robot.{missing[0]} (the leader SO-101's serial port and its "
+                "calibration file)"
+            )
         try:
             from robot_rl.teleop.leader import LeaderArm
         except ImportError as err:
@@ -53,7 +74,14 @@ def make_teleop(name: str, cfg, action_low: np.ndarray, action_high: np.ndarray)
                 "--teleop leader: the leader-arm teleop (robot_rl.teleop.leader.LeaderArm) is not in this "
                 f"installation ({err}); use keyboard, gamepad or spacemouse"
             ) from err
-        return LeaderArm.from_config(cfg, action_low, action_high)
+        robot = cfg.env.robot
+        leader = RobotConfig(driver="so101", port=robot.leader_port, calibration=robot.leader_calibration)
+        return LeaderArm.from_config(leader, follower_limits, robot.bus_timeout_s or None)
+    if mode != "ee_delta":
+        raise ConfigError(
+            f"--teleop {name} drives end-effector deltas, but env.robot.action={mode} takes joint targets; "
+            "use --teleop leader or env.robot.action=ee_delta"
+        )
     from robot_rl.teleop import make_device
 
     return make_device(replace(cfg.intervention, device=name), action_low, action_high)

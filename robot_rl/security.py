@@ -156,16 +156,22 @@ def is_loopback(address: str) -> bool:
     return host in _LOOPBACK_HOSTS or bool(re.fullmatch(r"127(\.\d{1,3}){3}", host))
 
 
-def check_address(address: str, keys: ServerKeys | ClientKeys | None, setting: str, bind: bool) -> None:
+def check_address(
+    address: str,
+    keys: ServerKeys | ClientKeys | None,
+    setting: str,
+    bind: bool,
+    keys_setting: str = "security.keys",
+) -> None:
     """Refuse to serve on (``bind``) or connect to a non-loopback ``address`` without keys.
 
     Raises:
-        ConfigError: one line naming ``setting``, the address and ``security.keys``.
+        ConfigError: one line naming ``setting``, the address and ``keys_setting`` (where keys go).
     """
     if keys is None and "://" in address and not is_loopback(address):
         verb = "binds" if bind else "connects to"
         raise ConfigError(
-            f"{setting}={address} {verb} a non-loopback address: set security.keys to a folder made by "
+            f"{setting}={address} {verb} a non-loopback address: set {keys_setting} to a folder made by "
             "`robot-rl keys` (ZeroMQ CURVE), or use tcp://127.0.0.1"
         )
 

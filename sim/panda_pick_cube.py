@@ -80,17 +80,22 @@ def dense_reward(pinch: np.ndarray, cube: np.ndarray, closure: float, rest_z: fl
     return float(2.0 * reach + 3.0 * grasp + 5.0 * lift)
 
 
-def check_action(action: np.ndarray, space: spaces.Box) -> np.ndarray:
-    """Validate a task action ``[dx, dy, dz, grip]`` against ``space``; return it as float64 (4,). Shared by
-    the simulated task and :class:`robot_rl.hardware.robot_env.RobotEnv`, so a robot refuses exactly what the
-    simulator refuses; nothing is silently clipped.
+def check_action(
+    action: np.ndarray,
+    space: spaces.Box,
+    units: str = "dx, dy, dz in metres per step; gripper in [0, 1]",
+) -> np.ndarray:
+    """Validate an action against the Box ``space`` (the task's ``[dx, dy, dz, grip]``: (4,)); return it as
+    float64 of ``space.shape``. Shared by the simulated task and
+    :class:`robot_rl.hardware.robot_env.RobotEnv`, so a robot refuses exactly what the simulator refuses;
+    nothing is silently clipped. ``units`` describes the entries in the out-of-bounds message.
 
     Raises:
         ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
     """
     a = np.asarray(action, dtype=np.float64)
-    if a.shape != (4,):
-        raise ValueError(f"action must have shape (4,), got {a.shape}")
+    if a.shape != space.shape:
+        raise ValueError(f"action must have shape {space.shape}, got {a.shape}")
     if not np.all(np.isfinite(a)):
         raise ValueError(f"action contains NaN or inf: {a.tolist()}")
     low, high = space.low, space.high
@@ -98,8 +103,7 @@ def check_action(action: np.ndarray, space: spaces.Box) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         raise ValueError(
-            f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] "
-            "(dx, dy, dz in metres per step; gripper in [0, 1])"
+            f"action[{i}] = {a[i]:.6g} is outside its bounds [{low[i]:.6g}, {high[i]:.6g}] ({units})"
         )
     return a
 

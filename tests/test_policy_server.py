@@ -16,7 +16,7 @@ import torch
 import zmq
 
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
-from robot_rl.hardware.policy_protocol import PROTOCOL, PolicyInputError, encode_body
+from robot_rl.hardware.policy_protocol import PROTOCOL, PolicyInputError, PolicyTokenError, encode_body
 from robot_rl.hardware.remote_policy import PolicyServerUnavailable, RemotePolicy
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import build_agent_from_config, load_agent, save_agent
@@ -136,10 +136,24 @@ def test_garbage_and_oversized_requests_do_not_stop_the_server(server):
     assert RemotePolicy(server.address, token=TOKEN).infer(_obs()).shape == (H, D)
 
 
-@pytest.mark.parametrize("token", ["", "wrong"])
-def test_bad_token_is_refused(server, token):
-    with pytest.raises(PermissionError, match="refused: missing or wrong token"):
+@pytest.mark.parametrize(("token", "sent"), [("", "no token"), ("wrong", "a wrong token")])
+def test_bad_token_is_refused(server, token, sent):
+    with pytest.raises(PolicyTokenError, match=f"{server.address} refused the request: it sent {sent}"):
         RemotePolicy(server.address, token=token).infer(_obs())
+
+
+def test_wrong_token_is_one_clear_line_from_the_cli(server, tmp_path):
+    """``robot-rl eval`` on a served policy with the wrong ``deploy.token``: one line, no traceback."""
+    cmd = [sys.executable, "-m", "robot_rl.cli.main", "eval", "--algo", "bc", f"--run_dir={tmp_path}"]
+    cmd += ["--env.num_envs=1", "--eval.episodes_per_seed=1", "--seeds=[0]"]
+    cmd += [f"--deploy.server={server.address}", "--deploy.token=wrong"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"robot-rl: policy server error: policy server {server.address} refused the request: it sent a "
+        "wrong token; set deploy.token to the token the server was started with (robot-rl serve --token / "
+        "$ROBOT_RL_SERVE_TOKEN)"
+    ], proc.stderr
 
 
 def test_server_down_is_a_clear_error_naming_the_address():

@@ -412,3 +412,25 @@ def test_server_client_kinematics_match_the_server(server_address):
     reference["ee_pos"][2, 0] += 1e-3
     with pytest.raises(RobotConnectionError, match=r"1 mm from where the server's does"):
         _checked_kinematics(reference, "tcp://x")
+
+
+@pytest.mark.parametrize("mode", [CommandMode.EE_DELTA, CommandMode.JOINT_POSITION])
+def test_audit_restarts_from_the_measured_state_after_a_scene_reset(mode):
+    """After ``reset_scene`` the arm jumps home; the audit (behind SafeRobot) must judge the next commands
+    from there, not from the target it tracked before the reset: a safe drive to the box edge (ee) or to a
+    joint far from home, a reset, and the same safe drive again count no unsafe command."""
+    audit = LimitAudit(MujocoRobot(seed=0), ADVERSARIAL)
+    safe = SafeRobot(audit, ADVERSARIAL)
+    with safe:
+        for episode in range(2):
+            home = safe.read().joint_pos.copy()
+            for k in range(40):
+                if mode == CommandMode.EE_DELTA:  # full steps towards the box's +x face, clipped there
+                    safe.command(Command(mode, np.array([safe.limits.ee_step_max, 0.0, 0.0]), 0.0))
+                else:  # joint 1 swept 0.6 rad away, within the speed limit
+                    q = home.copy()
+                    q[0] += 0.6 * min(1.0, (k + 1) / 30)
+                    safe.command(Command(mode, q, 0.0))
+            assert np.abs(safe.read().joint_pos - home).max() > 0.3  # it went far from home
+            safe.reset_scene(episode + 1)
+    assert audit.received >= 80 and audit.violations == [], audit.violations[:3]

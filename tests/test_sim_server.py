@@ -341,3 +341,36 @@ def test_wire_round_trips_arrays_and_refuses_other_objects():
         wire.pack({"a": np.array([None, 1], dtype=object)})
     with pytest.raises(TypeError, match="set"):
         wire.pack({"a": {1, 2}})
+
+
+def test_config_keys_reach_the_robot_and_camera_clients_off_loopback(tmp_path):
+    """``env.robot.keys``/``client_key`` give SimServerRobot and SimServerCamera their CURVE keys, so a
+    RobotEnv built from config runs against a server bound off loopback (``0.0.0.0``, reached as
+    ``tcp://0.0.0.0:PORT``: not a loopback address to the check, yet local)."""
+    from robot_rl.config import CameraConfig, ConfigError, EnvConfig, RobotConfig
+    from robot_rl.hardware.robot_env import RobotEnv
+    from robot_rl.security import make_keys
+
+    make_keys(tmp_path / "keys", ["robot"])
+    with serve_in_subprocess(address="tcp://0.0.0.0:0", extra_args=(f"--keys={tmp_path / 'keys'}",)) as srv:
+        address = "tcp://0.0.0.0:" + srv.address.rsplit(":", 1)[1]
+        robot = RobotConfig(
+            driver="sim_server",
+            address=address,
+            keys=str(tmp_path / "keys"),
+            cameras={"front": CameraConfig(driver="sim", source="front", width=64, height=64)},
+        )
+        env = RobotEnv.from_config(EnvConfig(num_envs=1, robot=robot))
+        try:
+            obs, _ = env.reset(seed=0)
+            obs, *_ = env.step(np.array([0.0, 0.0, -0.01, 0.0], np.float32))
+            assert obs["observation.state"].shape == (22,)
+        finally:
+            env.close()
+        camera = SimServerCamera.from_config("front", robot.cameras["front"], robot)
+        camera.connect()  # the hello exchange is CURVE-encrypted too
+        camera.disconnect()
+        with pytest.raises(ConfigError, match=rf"env.robot.address={address} connects to a non-loopback "):
+            SimServerRobot.from_config(RobotConfig(driver="sim_server", address=address)).connect()
+        with pytest.raises(ConfigError, match=r"env.robot.keys: .*arm.key_secret not found"):
+            SimServerRobot.from_config(RobotConfig(address=address, keys=robot.keys, client_key="arm"))

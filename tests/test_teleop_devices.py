@@ -273,31 +273,45 @@ def test_gamepad_on_virtual_joystick(pygame_headless):
 
 
 def test_keyboard_on_xvfb(xvfb_display):
+    """Keys sent with xdotool reach the device through a real X server. No fixed sleeps: X delivers one
+    client's events in order, so each step waits (with a deadline) for the state its last key produces,
+    which also proves every key before it was seen; transient states (X auto-repeat of a held key) are
+    polled through."""
+
     def xdotool(*args: str) -> None:
         subprocess.run(["xdotool", *args], check=True, env={**os.environ, "DISPLAY": xvfb_display})
+
+    def until(cond, what: str) -> HumanInput:
+        inp = wait_for(device.poll, cond)
+        assert cond(inp), f"{what}: still {inp} after 5 s"
+        return inp
+
+    def action_is(expected):
+        return lambda i: i.action is not None and np.allclose(i.action, expected, atol=1e-7)
 
     device = make_device(InterventionConfig(device="keyboard"), LOW, HIGH)
     try:
         device.reset(0)
         assert device.poll(OBS) == HumanInput()
-        xdotool("keydown", "Up")
-        time.sleep(0.2)
-        assert device.poll(OBS).action is None  # the policy drives until space
+        xdotool("key", "f")  # the listener may start recording a moment after it reports ready
+        until(lambda i: i.label == "failure", "the first key reaches the listener")
+        device.reset(0)
+        xdotool("keydown", "Up", "key", "s")
+        inp = until(lambda i: i.label == "success", "Up then s")
+        assert inp.action is None  # Up is held, but the policy drives until space
         xdotool("key", "space")
-        inp = wait_for(device.poll, lambda i: i.action is not None)
-        np.testing.assert_allclose(inp.action, [0.03, 0, 0, 0], atol=1e-7)
+        until(action_is([0.03, 0, 0, 0]), "space takes over while Up is held")
         xdotool("keyup", "Up")
         xdotool("keydown", "Left", "keydown", "Page_Up", "key", "c")
-        inp = wait_for(device.poll, lambda i: i.action is not None and i.action[3] == 1.0 and i.action[2] > 0)
-        np.testing.assert_allclose(inp.action, [0, 0.03, 0.03, 1.0], atol=1e-7)
+        until(action_is([0, 0.03, 0.03, 1.0]), "Left + Page_Up, gripper closed")
         xdotool("keyup", "Left", "keyup", "Page_Up", "key", "s")
-        inp = wait_for(device.poll, lambda i: i.label is not None)
+        inp = until(lambda i: i.label is not None, "the success key")
         assert inp.label == "success"
-        np.testing.assert_allclose(device.poll(OBS).action, [0, 0, 0, 1.0])
+        np.testing.assert_allclose(device.poll(OBS).action, [0, 0, 0, 1.0])  # keys up: hold, gripper closed
         xdotool("key", "o", "key", "f", "key", "space")
-        inp = wait_for(device.poll, lambda i: i.label is not None)
+        inp = until(lambda i: i.label is not None, "the failure key")
         assert inp.label == "failure"
-        assert wait_for(device.poll, lambda i: i.action is None).action is None
+        until(lambda i: i.action is None and i.label is None, "space hands back to the policy")
     finally:
         device.close()
 

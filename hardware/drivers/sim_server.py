@@ -19,7 +19,7 @@ import numpy as np
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from robot_rl.config import CameraConfig, RobotConfig
+from robot_rl.config import CameraConfig, ConfigError, RobotConfig
 from robot_rl.hardware import wire
 from robot_rl.hardware.camera import Camera, Frame
 from robot_rl.hardware.errors import (
@@ -32,7 +32,7 @@ from robot_rl.hardware.errors import (
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sim_robot import PinchKinematics
 from robot_rl.hardware.sim_server import PROTOCOL
-from robot_rl.security import ClientKeys, check_address
+from robot_rl.security import ClientKeys, check_address, load_client_keys
 from robot_rl.transport import ProtocolError
 
 DEFAULT_TIMEOUT_S = 1.0
@@ -54,7 +54,7 @@ class SimServerLink:
     """
 
     def __init__(self, address: str, keys: ClientKeys | None = None) -> None:
-        check_address(address, keys, "env.robot.address", bind=False)
+        check_address(address, keys, "env.robot.address", bind=False, keys_setting="env.robot.keys")
         self.address = address
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -159,6 +159,20 @@ class SimServerLink:
                 self._sock = None
 
 
+def client_keys(cfg: RobotConfig) -> ClientKeys | None:
+    """The CURVE client keys of ``env.robot.keys`` (client ``env.robot.client_key``), or None when unset.
+
+    Raises:
+        ConfigError: a key file is missing or damaged (names ``env.robot.keys``, the path and the fix).
+    """
+    if not cfg.keys:
+        return None
+    try:
+        return load_client_keys(cfg.keys, cfg.client_key)
+    except ConfigError as err:  # its messages name security.keys, the learner's setting
+        raise ConfigError(str(err).replace("security.keys", "env.robot.keys", 1)) from err
+
+
 def _array(value: Any, what: str, address: str) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise HardwareError(f"sim server {address}: {what} is not an array ({type(value).__name__})")
@@ -192,9 +206,13 @@ class SimServerRobot(Robot):
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float | None = None) -> SimServerRobot:
-        """The client of the server at ``cfg.address`` (loopback, or keys passed to the constructor).
-        ``control_hz`` is not sent: the server's rate (``limits.control_hz``) is the robot's."""
-        return cls(cfg.address, cfg.timeout_s)
+        """The client of the server at ``cfg.address`` with the CURVE keys of ``cfg.keys`` /
+        ``cfg.client_key`` (:func:`client_keys`; required off loopback). ``control_hz`` is not sent: the
+        server's rate (``limits.control_hz``) is the robot's.
+
+        Raises:
+            ConfigError: a key file is missing or damaged."""
+        return cls(cfg.address, cfg.timeout_s, client_keys(cfg))
 
     @property
     def limits(self) -> RobotLimits:
@@ -368,7 +386,7 @@ class SimServerCamera(Camera):
         """Camera ``cfg.source`` of the server at ``robot.address``, rendered at ``min(cfg.width,
         cfg.height)`` pixels square, capped at the server's largest render size when connecting (a
         device gives at most its own resolution; ``RobotEnv`` resizes frames to ``env.image_size``)."""
-        return cls(name, robot.address, cfg.source, min(cfg.width, cfg.height))
+        return cls(name, robot.address, cfg.source, min(cfg.width, cfg.height), client_keys(robot))
 
     def _fail(self, err: Exception) -> CameraError:
         return CameraError(f"camera {self.name!r} (sim server {self.address}, {self.source!r}): {err}")

@@ -243,7 +243,8 @@ class SO101Robot(Robot):
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float = 30.0) -> SO101Robot:
-        """The arm of ``env.robot`` (``driver: so101``): ``cfg.port`` and ``cfg.calibration``.
+        """The arm of ``env.robot`` (``driver: so101``): ``cfg.port``, ``cfg.calibration`` and
+        ``cfg.bus_timeout_s`` (0: the SDK's status timeout).
 
         Raises:
             ValueError: ``env.robot.port`` or ``env.robot.calibration`` is empty.
@@ -252,7 +253,8 @@ class SO101Robot(Robot):
         for key in ("port", "calibration"):
             if not getattr(cfg, key):
                 raise ValueError(f"env.robot.{key} is required for env.robot.driver=so101")
-        return cls(cfg.port, cfg.calibration, control_hz=control_hz)
+        timeout_s = cfg.bus_timeout_s or None
+        return cls(cfg.port, cfg.calibration, control_hz=control_hz, timeout_s=timeout_s)
 
     @property
     def limits(self) -> RobotLimits:

@@ -23,8 +23,13 @@ def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vec
     return make_vector_env(cfg, num_envs, autoreset_mode=AutoresetMode.DISABLED)
 
 
-def dataset_features(obs_space: gym.spaces.Dict, action_space: gym.spaces.Box) -> dict:
-    """LeRobot ``info.json`` features for the env's observations, its action and robot_rl's per-step keys."""
+def dataset_features(
+    obs_space: gym.spaces.Dict, action_space: gym.spaces.Box, names: dict[str, list[str]] | None = None
+) -> dict:
+    """LeRobot ``info.json`` features for the env's observations, its action and robot_rl's per-step keys;
+    ``names`` gives per-dimension names of some keys (e.g. a RobotEnv's ``feature_names``:
+    ``shoulder_pan.pos``, ...), the others have ``names: None``."""
+    names = names or {}
     features = {}
     for key, space in obs_space.spaces.items():
         if keys.is_image_key(key):
@@ -34,8 +39,12 @@ def dataset_features(obs_space: gym.spaces.Dict, action_space: gym.spaces.Box) -
                 "names": ["height", "width", "channels"],
             }
         else:
-            features[key] = {"dtype": "float32", "shape": list(space.shape), "names": None}
-    features[keys.ACTION] = {"dtype": "float32", "shape": list(action_space.shape), "names": None}
+            features[key] = {"dtype": "float32", "shape": list(space.shape), "names": names.get(key)}
+    features[keys.ACTION] = {
+        "dtype": "float32",
+        "shape": list(action_space.shape),
+        "names": names.get(keys.ACTION),
+    }
     features[keys.REWARD] = {"dtype": "float32", "shape": [1], "names": None}
     for key in (keys.DONE, keys.SUCCESS, keys.INTERVENTION):
         features[key] = {"dtype": "bool", "shape": [1], "names": None}

@@ -35,6 +35,7 @@ KNOWN = (
     ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
     ("robot_rl.hardware.errors", "HardwareError", "hardware error", 1),
     ("robot_rl.hardware.policy_protocol", "PolicyInputError", "policy server error", 1),
+    ("robot_rl.hardware.policy_protocol", "PolicyTokenError", "policy server error", 1),
 )
 
 DISK_FIXES = {

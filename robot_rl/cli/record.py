@@ -43,8 +43,10 @@ def run(args, cfg: PipelineConfig) -> dict:
     device = None
     try:
         low, high = action_bounds(env.action_space)
-        device = make_teleop(args.teleop, cfg, low, high)
-        features = dataset_features(env.observation_space, env.action_space)
+        follower = getattr(env.unwrapped, "robot", None)
+        device = make_teleop(args.teleop, cfg, low, high, getattr(follower, "limits", None))
+        names = getattr(env.unwrapped, "feature_names", None)
+        features = dataset_features(env.observation_space, env.action_space, names)
         robot_type = cfg.env.robot.driver if cfg.env.robot is not None else "panda"
         writer = LeRobotWriter(root, fps=round(cfg.env.control_hz), features=features, robot_type=robot_type)
         task = getattr(env.unwrapped, "task", "")

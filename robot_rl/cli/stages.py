@@ -33,7 +33,8 @@ def collect(cfg: PipelineConfig) -> dict:
     Episodes already written by a killed run are kept; collection continues with the remaining seeds.
 
     Raises:
-        ConfigError: ``cfg.env.id`` is not the built-in task; only that task ships a scripted expert.
+        ConfigError: ``cfg.env.id`` is not the built-in task (only that task ships a scripted expert), or
+            ``env.robot.action`` is not ``ee_delta`` (the expert's actions).
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
     from robot_rl.data.lerobot.writer import LeRobotWriter
@@ -46,6 +47,11 @@ def collect(cfg: PipelineConfig) -> dict:
         raise ConfigError(
             f"env.id={cfg.env.id!r}: collect has a scripted expert only for {BUILTIN_ID}. Record your own "
             f"demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then run train"
+        )
+    if cfg.env.robot is not None and cfg.env.robot.action != "ee_delta":
+        raise ConfigError(
+            f"env.robot.action={cfg.env.robot.action}: collect's scripted expert sends end-effector deltas "
+            "(env.robot.action=ee_delta); record joint-target demos with robot-rl record --teleop leader"
         )
     run.check_writable()
     start = time.time()
