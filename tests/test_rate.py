@@ -16,7 +16,7 @@ def test_keeps_the_rate_and_counts_a_missed_deadline():
         loop.wait()
     elapsed = time.monotonic() - start
     stats = loop.stats()
-    assert stats["misses"] == 1 and stats["steps"] == 10
+    assert stats["misses"] >= 1 and stats["steps"] == 10  # the overrun (and any late wake on a busy CPU)
     # 9 on-time periods plus the 50 ms overrun; a burst catching up would be ~0.2 s instead (no upper
     # bound: a loaded machine wakes late, which the jitter figures show)
     assert elapsed >= 0.22, elapsed
