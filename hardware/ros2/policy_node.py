@@ -21,6 +21,16 @@ import sys
 
 from robot_rl.hardware.ros2 import msgs
 
+PARAMETERS: dict = {
+    "config": "",
+    "overrides": "",
+    "checkpoint": "",
+    "episodes": 1,
+    "seed": 0,
+    "sim_prefix": "/robot_rl/sim",
+}
+"""The node's parameters and defaults (module doc); :mod:`robot_rl.hardware.ros2.registry` reads them."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 policy_node [--ros-args -p name:=value ...]``; returns 0 when done, 2 for bad input."""
@@ -28,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from robot_rl.config import RobotConfig, Ros2Config, load_config
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, parse_args
+    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, check_declared, parse_args
     from robot_rl.rollout import rollout
     from robot_rl.sim import make_vector_env
     from robot_rl.sources import policy_source
@@ -39,24 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args: NodeArgs = parse_args(argv, "policy_node")
-        p = dict(args.params)
-        known = {"config", "overrides", "checkpoint", "episodes", "seed", "sim_prefix"}
-        if set(p) - known:
-            raise ParameterError(
-                f"policy_node: unknown parameters {sorted(set(p) - known)}; declared: {sorted(known)}"
-            )
-        cfg = load_config(p.get("config") or None, str(p.get("overrides", "")).split())
+        p = check_declared("policy_node", args.params, PARAMETERS)
+        cfg = load_config(p["config"] or None, p["overrides"].split())
         ros2 = Ros2Config(
             transport=args.transport,
             domain_id=args.domain_id,
             loopback=args.loopback,
-            sim_prefix=str(p.get("sim_prefix", "/robot_rl/sim")),
+            sim_prefix=p["sim_prefix"],
         )
         if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
             cfg.env.robot = RobotConfig(driver="ros2", ros2=ros2, timeout_s=5.0)
         else:
             cfg.env.robot.ros2 = ros2
-        episodes, seed = int(p.get("episodes", 1)), int(p.get("seed", 0))
+        episodes, seed = p["episodes"], p["seed"]
     except (ParameterError, ValueError) as err:
         print(f"robot-rl ros2 policy_node: {err}", file=sys.stderr)
         return 2
@@ -64,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     shared = acquire(ros2)
     report = shared.publisher(msgs.String, "/robot_rl/policy/episodes")
     space = (vec.single_observation_space, vec.single_action_space)
-    source, _ = policy_source(cfg, p.get("checkpoint", ""), seed, space, 1)
+    source, _ = policy_source(cfg, p["checkpoint"], seed, space, 1)
     print("policy_node ready", flush=True)
 
     def on_episode(ep) -> None:

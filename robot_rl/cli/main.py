@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, hardware_check, keys, online, record, serve, sim_server
+from robot_rl.cli import dataset, errors, hardware_check, keys, online, record, ros2, serve, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     dataset.add_parser(sub)
     keys.add_parser(sub)
     serve.add_parser(sub)
+    ros2.add_parser(sub)
     return parser
 
 
@@ -81,14 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys", "serve") or (
+    if args.command in ("dataset", "keys", "serve", "ros2") or (
         args.command == "hardware" and args.action == "sim-server"
     ):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return {"dataset": dataset, "keys": keys, "serve": serve, "hardware": sim_server}[args.command].run(
-            args
-        )
+        modules = {"dataset": dataset, "keys": keys, "serve": serve, "ros2": ros2, "hardware": sim_server}
+        return modules[args.command].run(args)
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
