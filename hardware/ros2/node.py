@@ -145,6 +145,42 @@ def parse_args(argv: list[str], node_name: str) -> NodeArgs:
     return out
 
 
+def typed_value(node: str, name: str, value: Any, default: Any) -> Any:
+    """``value`` of parameter ``name`` of ``node`` checked against its default's type: bool, float (an int
+    is converted), int, str or list; a ``None`` default accepts any value.
+
+    Raises:
+        ParameterError: another type (names the node, parameter and default).
+    """
+    if isinstance(default, bool) or default is None:
+        ok = default is None or isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, list):
+        ok = isinstance(value, list)
+    else:
+        ok = isinstance(value, type(default)) and not isinstance(value, bool)
+    if not ok:
+        raise ParameterError(
+            f"{node}: parameter {name}:={value!r} must be {type(default).__name__} (default {default!r})"
+        )
+    return value
+
+
+def check_declared(node: str, given: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:
+    """``given`` parameters typed against ``declared`` (name -> default), defaults filled in, for a process
+    that parses its parameters without a :class:`Node` (``policy_node``).
+
+    Raises:
+        ParameterError: an undeclared or wrongly typed parameter.
+    """
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ParameterError(f"{node}: unknown parameters {unknown}; declared: {sorted(declared)}")
+    return {k: typed_value(node, k, given[k], d) if k in given else d for k, d in declared.items()}
+
+
 class Publisher(abc.ABC):
     """Publishes one message type on one topic."""
 
@@ -172,7 +208,7 @@ class Node(abc.ABC):
     # -- parameters -----------------------------------------------------------------------------------
     def param(self, name: str, default: Any) -> Any:
         """Declare parameter ``name`` with ``default`` and return its value (command line or params file,
-        else ``default``), converted to the default's type (int -> float allowed).
+        else ``default``), converted to the default's type (:func:`typed_value`).
 
         Raises:
             ParameterError: the given value has another type than the default's.
@@ -180,22 +216,18 @@ class Node(abc.ABC):
         self._declared[name] = default
         if name not in self.args.params:
             return default
-        value = self.args.params[name]
-        if isinstance(default, bool) or default is None:
-            ok = default is None or isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        elif isinstance(default, list):
-            ok = isinstance(value, list)
-        else:
-            ok = isinstance(value, type(default)) and not isinstance(value, bool)
-        if not ok:
-            raise ParameterError(
-                f"{self.name}: parameter {name}:={value!r} must be {type(default).__name__} "
-                f"(default {default!r})"
-            )
-        return value
+        return typed_value(self.name, name, self.args.params[name], default)
+
+    def params(self, declared: dict[str, Any]) -> dict[str, Any]:
+        """Declare every parameter of ``declared`` (name -> default, a node module's ``PARAMETERS``, the
+        registry's source) and return name -> value; then :meth:`check_params`.
+
+        Raises:
+            ParameterError: a wrongly typed or an undeclared given parameter.
+        """
+        values = {name: self.param(name, default) for name, default in declared.items()}
+        self.check_params()
+        return values
 
     def check_params(self) -> None:
         """Raise :class:`ParameterError` naming any given parameter this node never declared (a typo)."""

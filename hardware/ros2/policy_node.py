@@ -4,13 +4,14 @@ through the safety layer, by :class:`~robot_rl.hardware.robot_env.RobotEnv` on `
 (:mod:`robot_rl.hardware.ros2.bridge`) and the same rollout loop and chunk sources as ``robot-rl eval``.
 
 Parameters: ``config`` (run YAML, empty: defaults), ``overrides`` (space-separated config flags, e.g.
-``--policy.hidden_dims=[32,32]``), ``checkpoint`` (model folder; ignored with ``deploy.server``),
-``episodes`` (0: until stopped), ``seed`` (first episode's env seed), ``sim_prefix`` (``/robot_rl/sim`` on
-``sim_robot_node``; empty on a real arm). The node's transport/domain flags set ``env.robot.ros2``. Each
-finished episode is published as JSON on ``/robot_rl/policy/episodes`` (std_msgs/String: seed, success,
-steps). If this process dies, the robot stops getting commands: ``sim_robot_node`` (and MoveIt Servo)
-stop applying stale twists, and position targets are held, so the arm holds; a restarted node resumes with
-the next episode.
+``--policy.hidden_dims=[32,32]``), ``checkpoint`` (model folder; ignored with ``deploy.server``), ``episodes``
+(0: until stopped), ``seed`` (first episode's env seed), ``sim_prefix`` (``/robot_rl/sim`` on
+``sim_robot_node``; empty on a real arm), ``server_wait_s`` (with ``deploy.server``: how long to keep asking a
+server that is not up yet, e.g. one started by the same launch file, s). The node's transport/domain flags set
+``env.robot.ros2``. Each finished episode is published as JSON on ``/robot_rl/policy/episodes``
+(std_msgs/String: seed, success, steps). If this process dies, the robot stops getting commands:
+``sim_robot_node`` (and MoveIt Servo) stop applying stale twists, and position targets are held, so the arm
+holds; a restarted node resumes with the next episode.
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ import sys
 
 from robot_rl.hardware.ros2 import msgs
 
+PARAMETERS: dict = {
+    "config": "",
+    "overrides": "",
+    "checkpoint": "",
+    "episodes": 1,
+    "seed": 0,
+    "sim_prefix": "/robot_rl/sim",
+    "server_wait_s": 30.0,
+}
+"""The node's parameters and defaults (module doc); :mod:`robot_rl.hardware.ros2.registry` reads them."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 policy_node [--ros-args -p name:=value ...]``; returns 0 when done, 2 for bad input."""
@@ -28,10 +40,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from robot_rl.config import RobotConfig, Ros2Config, load_config
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, parse_args
+    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, check_declared, parse_args
     from robot_rl.rollout import rollout
     from robot_rl.sim import make_vector_env
-    from robot_rl.sources import policy_source
 
     logging.basicConfig(
         level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
@@ -39,24 +50,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args: NodeArgs = parse_args(argv, "policy_node")
-        p = dict(args.params)
-        known = {"config", "overrides", "checkpoint", "episodes", "seed", "sim_prefix"}
-        if set(p) - known:
-            raise ParameterError(
-                f"policy_node: unknown parameters {sorted(set(p) - known)}; declared: {sorted(known)}"
-            )
-        cfg = load_config(p.get("config") or None, str(p.get("overrides", "")).split())
+        p = check_declared("policy_node", args.params, PARAMETERS)
+        cfg = load_config(p["config"] or None, p["overrides"].split())
         ros2 = Ros2Config(
             transport=args.transport,
             domain_id=args.domain_id,
             loopback=args.loopback,
-            sim_prefix=str(p.get("sim_prefix", "/robot_rl/sim")),
+            sim_prefix=p["sim_prefix"],
         )
         if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
             cfg.env.robot = RobotConfig(driver="ros2", ros2=ros2, timeout_s=5.0)
         else:
             cfg.env.robot.ros2 = ros2
-        episodes, seed = int(p.get("episodes", 1)), int(p.get("seed", 0))
+        episodes, seed = p["episodes"], p["seed"]
     except (ParameterError, ValueError) as err:
         print(f"robot-rl ros2 policy_node: {err}", file=sys.stderr)
         return 2
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     shared = acquire(ros2)
     report = shared.publisher(msgs.String, "/robot_rl/policy/episodes")
     space = (vec.single_observation_space, vec.single_action_space)
-    source, _ = policy_source(cfg, p.get("checkpoint", ""), seed, space, 1)
+    source = _source(cfg, p["checkpoint"], seed, space, p["server_wait_s"])
     print("policy_node ready", flush=True)
 
     def on_episode(ep) -> None:
@@ -82,6 +88,28 @@ def main(argv: list[str] | None = None) -> int:
         vec.close()
         release(ros2)
     return 0
+
+
+def _source(cfg, checkpoint: str, seed: int, space, wait_s: float):
+    """:func:`robot_rl.sources.policy_source`, asked again while the policy server does not answer, for up
+    to ``wait_s`` s.
+
+    Raises:
+        PolicyServerUnavailable: still no answer after ``wait_s``.
+    """
+    import time
+
+    from robot_rl.hardware.remote_policy import PolicyServerUnavailable
+    from robot_rl.sources import policy_source
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return policy_source(cfg, checkpoint, seed, space, 1)[0]
+        except PolicyServerUnavailable as err:
+            if time.monotonic() >= deadline:
+                raise
+            logging.getLogger("robot_rl.ros2.policy_node").info("%s; asking again", err)
 
 
 if __name__ == "__main__":

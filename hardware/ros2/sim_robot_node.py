@@ -35,6 +35,28 @@ from robot_rl.hardware.ros2.node import Node
 from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
+PARAMETERS: dict = {
+    "control_hz": 10.0,
+    "physics_hz": 500.0,
+    "scene_seed": -1,
+    "lift_height_m": 0.1,
+    "stale_s": 0.5,
+    "command_timeout_s": 0.5,
+    "image_size": 96,
+    "cameras": [],
+    "camera_rate_hz": 10.0,
+    "state_rate_hz": 50.0,
+    "sim_prefix": "/robot_rl/sim",
+    "joint_states_topic": "/joint_states",
+    "ee_pose_topic": "/ee_pose",
+    "position_topic": "/forward_position_controller/commands",
+    "trajectory_topic": "/joint_trajectory_controller/joint_trajectory",
+    "twist_topic": "/servo_node/delta_twist_cmds",
+    "gripper_topic": "/gripper_controller/commands",
+}
+"""The node's parameters and defaults (``control_hz``, ``physics_hz`` Hz; ``scene_seed`` -1: random;
+``lift_height_m`` m; ``stale_s``, ``command_timeout_s`` s; ``image_size`` px; rates Hz; topics), declared
+all at start-up; :mod:`robot_rl.hardware.ros2.registry` reads them from here."""
 
 
 class SimRobotNode:
@@ -49,34 +71,33 @@ class SimRobotNode:
         from robot_rl.sim.panda_pick_cube import CAMERAS
 
         self.node = node
-        p = node.param
-        control_hz = p("control_hz", 10.0)
-        seed = p("scene_seed", -1)
-        self.robot = MujocoRobot(
-            control_hz,
-            p("physics_hz", 500.0),
-            lockstep=False,
-            lift_height_m=p("lift_height_m", 0.1),
-            seed=None if seed < 0 else seed,
-        )
-        self.robot.connect()
-        self.stale_s = p("stale_s", 0.5)
-        self.command_timeout_s = p("command_timeout_s", 0.5)
-        self.image_size = p("image_size", 96)
-        self.cameras = p("cameras", [])
+        p = node.params(PARAMETERS)
+        seed = p["scene_seed"]
+        self.stale_s = p["stale_s"]
+        self.command_timeout_s = p["command_timeout_s"]
+        self.image_size = p["image_size"]
+        self.cameras = p["cameras"]
         for cam in self.cameras:
             if cam not in CAMERAS:
                 raise ValueError(f"sim_robot_node: unknown camera {cam!r}; available: {sorted(CAMERAS)}")
         self._camera_ids = CAMERAS
-        prefix = p("sim_prefix", "/robot_rl/sim")
+        self.robot = MujocoRobot(
+            p["control_hz"],
+            p["physics_hz"],
+            lockstep=False,
+            lift_height_m=p["lift_height_m"],
+            seed=None if seed < 0 else seed,
+        )
+        self.robot.connect()
+        prefix = p["sim_prefix"]
         self.rejected: dict[str, int] = {}
         self.commands = 0
         self._twist = np.zeros(6)
         self._twist_time = -np.inf
         self._last = time.monotonic()
         self._renderer = None
-        self.pub_joints = node.publisher(msgs.JointState, p("joint_states_topic", "/joint_states"))
-        self.pub_pose = node.publisher(msgs.PoseStamped, p("ee_pose_topic", "/ee_pose"))
+        self.pub_joints = node.publisher(msgs.JointState, p["joint_states_topic"])
+        self.pub_pose = node.publisher(msgs.PoseStamped, p["ee_pose_topic"])
         self.pub_lifted = node.publisher(msgs.Bool, f"{prefix}/lifted")
         self.pub_env = node.publisher(msgs.Float64MultiArray, f"{prefix}/environment_state")
         self.pub_images = {
@@ -85,18 +106,18 @@ class SimRobotNode:
         sub = node.subscribe
         sub(
             msgs.Float64MultiArray,
-            p("position_topic", "/forward_position_controller/commands"),
+            p["position_topic"],
             self._on_position,
         )
         sub(
             msgs.JointTrajectory,
-            p("trajectory_topic", "/joint_trajectory_controller/joint_trajectory"),
+            p["trajectory_topic"],
             self._on_trajectory,
         )
-        sub(msgs.TwistStamped, p("twist_topic", "/servo_node/delta_twist_cmds"), self._on_twist)
-        sub(msgs.Float64MultiArray, p("gripper_topic", "/gripper_controller/commands"), self._on_gripper)
+        sub(msgs.TwistStamped, p["twist_topic"], self._on_twist)
+        sub(msgs.Float64MultiArray, p["gripper_topic"], self._on_gripper)
         sub(msgs.String, f"{prefix}/reset_scene", self._on_reset)
-        node.timer(1.0 / p("state_rate_hz", 50.0), self._tick)
+        node.timer(1.0 / p["state_rate_hz"], self._tick)
         if self.cameras:  # the GL context now (probing the backend takes seconds), not in the loop
             import mujoco
 
@@ -104,8 +125,7 @@ class SimRobotNode:
 
             self._renderer = OffscreenRenderer(self.robot.env.model)
             self._scratch = mujoco.MjData(self.robot.env.model)
-            node.timer(1.0 / p("camera_rate_hz", 10.0), self._render)
-        node.check_params()
+            node.timer(1.0 / p["camera_rate_hz"], self._render)
 
     # -- commands -------------------------------------------------------------------------------------
     def _guard(self, topic: str, fn) -> None:

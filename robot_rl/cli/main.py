@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_rl.cli import dataset, errors, gui, hardware_check, keys, online, record, serve, sim_server
+from robot_rl.cli import dataset, errors, gui, hardware_check, keys, online, record, ros2, serve, sim_server
 from robot_rl.config import load_config
 from robot_rl.run_dir import online_name
 
@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_parser(sub)
     serve.add_parser(sub)
     gui.add_parser(sub)
+    ros2.add_parser(sub)
     return parser
 
 
@@ -82,14 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys", "serve", "gui") or (
+    if args.command in ("dataset", "keys", "serve", "gui", "ros2") or (
         args.command == "hardware" and args.action == "sim-server"
     ):
         if overrides:
             parser.error(f"unrecognized arguments: {' '.join(overrides)}")
-        return {"dataset": dataset, "keys": keys, "serve": serve, "gui": gui, "hardware": sim_server}[
-            args.command
-        ].run(args)
+        modules = {
+            "dataset": dataset,
+            "keys": keys,
+            "serve": serve,
+            "gui": gui,
+            "ros2": ros2,
+            "hardware": sim_server,
+        }
+        return modules[args.command].run(args)
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
