@@ -16,6 +16,7 @@ import errno
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 # (module, class name, what the line starts with, exit code), most specific first
 KNOWN = (
@@ -71,6 +72,21 @@ def explain(err: BaseException, run_dir: str | None = None) -> tuple[str, int] |
     if isinstance(err, FileNotFoundError):
         return f"robot-rl: file not found: {_one_line(err)}", 1
     return None
+
+
+def run_server(serve: Callable[[], None], debug: bool = False) -> int:
+    """Run a long-lived server command (``serve``, ``gui``) until it returns or Ctrl-C; returns the exit code:
+    0, or a known error's code after printing its one line (an unknown error, or ``--debug``, re-raises)."""
+    try:
+        serve()
+    except KeyboardInterrupt:
+        pass
+    except Exception as err:
+        code = report(err, debug=debug)
+        if code is None:
+            raise
+        return code
+    return 0
 
 
 def report(err: BaseException, debug: bool = False, run_dir: str | None = None) -> int | None:

@@ -30,15 +30,9 @@ def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM; returns the exit code (a known error is one line on stderr)."""
     from robot_rl.cli import errors
 
-    try:
+    def serve() -> None:
         from robot_rl.teleop.gui.server import serve
 
         serve(args.run_dir, args.host, args.port, args.token)
-    except KeyboardInterrupt:
-        pass
-    except Exception as err:
-        code = errors.report(err, debug=args.debug)
-        if code is None:
-            raise
-        return code
-    return 0
+
+    return errors.run_server(serve, args.debug)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from robot_rl.security import check_address, load_server_keys
     from robot_rl.threads import set_threads
 
-    try:
+    def serve() -> None:
         keys = load_server_keys(args.keys) if args.keys else None
         check_address(args.address, keys, "--address", bind=True)
         from robot_rl.hardware.policy_server import ServedPolicy, serve_policy  # torch: after the checks
@@ -66,11 +66,5 @@ def run(args: argparse.Namespace) -> int:
             policy, args.address, keys, args.token, args.max_message_mb, args.delay_ms, stop, ready
         )
         print(f"stopped: served {served['chunks']} chunks, {served['errors']} error replies", flush=True)
-    except KeyboardInterrupt:
-        pass
-    except Exception as err:
-        code = errors.report(err, debug=args.debug)
-        if code is None:
-            raise
-        return code
-    return 0
+
+    return errors.run_server(serve, args.debug)
