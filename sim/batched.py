@@ -106,11 +106,11 @@ def check_actions(actions: Any, space: spaces.Box, leading: tuple[int, ...]) -> 
         )
     bad = ~np.isfinite(a)
     if bad.any():
-        idx = np.argwhere(bad)[0]
-        raise ValueError(f"actions{list(idx[:-1])} contains NaN or inf: {a[tuple(idx[:-1])].tolist()}")
+        idx = [int(x) for x in np.argwhere(bad)[0]]
+        raise ValueError(f"actions{idx[:-1]} contains NaN or inf: {a[tuple(idx[:-1])].tolist()}")
     out = (a < space.low - 1e-6) | (a > space.high + 1e-6)
     if out.any():
-        idx = tuple(np.argwhere(out)[0])
+        idx = tuple(int(x) for x in np.argwhere(out)[0])
         j = idx[-1]
         raise ValueError(
             f"actions{list(idx[:-1])}[{j}] = {a[idx]:.6g} is outside its bounds "

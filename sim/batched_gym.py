@@ -2,23 +2,44 @@
 process per env when N > 1, :func:`robot_rl.sim.vector.make_vector_env`) behind the batched API.
 
 The vector env runs with ``AutoresetMode.DISABLED``; this class resets finished envs itself (same step),
-so the final observation is kept and each env is reset from its own random stream. Inside
-:meth:`~robot_rl.sim.batched.BatchedEnv.step_chunk`, an env whose episode has ended steps the middle of
-the action box until the chunk ends (gymnasium steps every sub-env together; the results are discarded)
-and is then reset; an env that draws its randomness only at reset (the built-in task does) gives the same
-next episode as if it had been reset at once.
+so the final observation is kept and each env is reset from its own random stream. Gymnasium steps every
+sub-env on every call and refuses to step a finished one, so each sub-env is wrapped in
+:class:`HoldWrapper`: an all-NaN action holds it (no step; its last observation comes back), and episode
+ends travel in ``info`` rather than the gymnasium flags. Inside
+:meth:`~robot_rl.sim.batched.BatchedEnv.step_chunk` an env whose episode has ended is held until the chunk
+ends and then reset, exactly as the ``mujoco_cpu`` backend does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+
+TERMINATED, TRUNCATED = "batched.terminated", "batched.truncated"
+
+
+class HoldWrapper(gym.Wrapper):
+    """Sub-env wrapper for the batched API: an all-NaN action holds the env (returns its last observation,
+    reward 0, not stepped); the episode's end is reported as ``info["batched.terminated"]`` /
+    ``info["batched.truncated"]`` with both gymnasium flags False, so the vector env never refuses a step.
+    """
+
+    def reset(self, **kwargs):
+        self._last, info = self.env.reset(**kwargs)
+        return self._last, info
+
+    def step(self, action):
+        if np.isnan(np.asarray(action, dtype=np.float64)).all():
+            return self._last, 0.0, False, False, {}
+        self._last, reward, terminated, truncated, info = self.env.step(action)
+        return self._last, reward, False, False, {**info, TERMINATED: terminated, TRUNCATED: truncated}
 
 
 class GymVectorBatchedEnv(BatchedEnv):
@@ -37,7 +58,7 @@ class GymVectorBatchedEnv(BatchedEnv):
     def __init__(self, cfg: EnvConfig, num_envs: int, asynchronous: bool | None = None) -> None:
         from robot_rl.sim.vector import make_vector_env
 
-        self.vec = make_vector_env(cfg, num_envs, AutoresetMode.DISABLED, asynchronous)
+        self.vec = make_vector_env(cfg, num_envs, AutoresetMode.DISABLED, asynchronous, wrapper=HoldWrapper)
         if not isinstance(self.vec.single_action_space, spaces.Box):
             self.vec.close()
             raise ValueError(f"env {cfg.id}: the batched API needs a Box action space")
@@ -45,8 +66,6 @@ class GymVectorBatchedEnv(BatchedEnv):
         self.single_observation_space = self.vec.single_observation_space
         self.single_action_space = self.vec.single_action_space
         self.task = self.vec.get_attr("task")[0] if cfg.robot is None else ""
-        space = self.single_action_space
-        self._idle = ((space.low + space.high) / 2).astype(space.dtype)
         self._obs: dict[str, np.ndarray] | None = None
 
     def reset(self, *, seed=None, options: dict[str, Any] | None = None):
@@ -63,22 +82,15 @@ class GymVectorBatchedEnv(BatchedEnv):
 
     def _step_active(self, actions: np.ndarray, active: np.ndarray):
         a = actions.astype(self.single_action_space.dtype)
-        a[~active] = self._idle
-        obs, reward, terminated, truncated, info = self.vec.step(a)
+        a[~active] = np.nan  # HoldWrapper: not stepped
+        obs, reward, _, _, info = self.vec.step(a)
         obs = {k: np.array(v) for k, v in obs.items()}
         n = self.num_envs
-        raw = {
-            "is_success": _flag(info, "is_success", n),
-            "sim_unstable": _flag(info, "sim_unstable", n),
-        }
+        flags = {k: _flag(info, k, n) for k in ("is_success", "sim_unstable", TERMINATED, TRUNCATED)}
+        raw = {"is_success": flags["is_success"], "sim_unstable": flags["sim_unstable"]}
         self._obs = {k: v.copy() for k, v in obs.items()}
-        return (
-            obs,
-            np.asarray(reward, np.float64),
-            np.asarray(terminated, bool),
-            np.asarray(truncated, bool),
-            raw,
-        )
+        terminated, truncated = flags[TERMINATED] & active, flags[TRUNCATED] & active
+        return obs, np.asarray(reward, np.float64), terminated, truncated, raw
 
     def _reset_envs(self, mask: np.ndarray):
         obs, _ = self.reset(seed=None, options={"reset_mask": mask})
