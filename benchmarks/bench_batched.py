@@ -23,7 +23,7 @@ import numpy as np
 from robot_rl.config import EnvConfig
 from robot_rl.sim import make_env, make_vector_env
 from robot_rl.sim.assets import load_model
-from robot_rl.sim.batched import make_batched_env
+from robot_rl.sim.batched_factory import make_batched_env
 
 SECONDS = 4.0
 SUBSTEPS = 50  # physics_hz / control_hz of the default EnvConfig

@@ -183,9 +183,9 @@ class EnvConfig:
     works through ``adapter``. ``module`` is imported first so third-party ids get registered. ``kwargs``
     are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types. ``robot``
     (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`). ``backend`` picks
-    the batched simulator of :func:`robot_rl.sim.batched.make_batched_env`: ``gym_vector`` (gymnasium's
-    vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); the rollout, collect,
-    eval and online code does not use it yet.
+    the batched simulator of :func:`robot_rl.sim.batched_factory.make_batched_env`: ``gym_vector``
+    (gymnasium's vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); the
+    rollout, collect, eval and online code does not use it yet.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"

@@ -21,9 +21,10 @@ reproducible from ``s_i`` alone, whatever the other envs do.
 Chunked stepping (:meth:`BatchedEnv.step_chunk`) executes an (N, h, d) chunk; env ``i`` stops at its
 episode's end (the rest of its chunk is not executed) and is reset after the chunk (:class:`ChunkResult`).
 
-Backends (:func:`make_batched_env`, ``env.backend``): ``gym_vector`` (gymnasium's vector env: one worker
-process per env, any gymnasium id) and ``mujoco_cpu`` (the built-in Panda task only: N MuJoCo simulations
-in this process, stepped in a thread pool; see :mod:`robot_rl.sim.batched_mujoco`).
+Backends (:func:`robot_rl.sim.batched_factory.make_batched_env`, ``env.backend``): ``gym_vector``
+(gymnasium's vector env: one worker process per env, any gymnasium id) and ``mujoco_cpu`` (the built-in
+Panda task only: N MuJoCo simulations in this process, stepped in a thread pool; see
+:mod:`robot_rl.sim.batched_mujoco`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,6 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-
-from robot_rl.config import EnvConfig
-
-BACKENDS = ("gym_vector", "mujoco_cpu")
 
 
 @dataclass
@@ -240,34 +237,3 @@ class BatchedEnv(abc.ABC):
             for k in obs:
                 obs[k][final] = fresh[k][final]
         return ChunkResult(obs, reward, valid=valid, final_observation=final_obs, final=final, **flags)
-
-
-def make_batched_env(
-    cfg: EnvConfig, num_envs: int | None = None, backend: str | None = None, **kwargs: Any
-) -> BatchedEnv:
-    """Build the batched env ``cfg`` describes on ``backend`` (default ``cfg.backend``).
-
-    Args:
-        cfg: the env config (``id``, rates, cameras, ``kwargs`` as for :func:`robot_rl.sim.make_env`).
-        num_envs: N (default ``cfg.num_envs``).
-        backend: ``gym_vector`` or ``mujoco_cpu``.
-        kwargs: backend options: ``asynchronous`` (gym_vector), ``num_threads`` (mujoco_cpu).
-
-    Raises:
-        ValueError: unknown backend, ``num_envs`` < 1, ``mujoco_cpu`` with a foreign id or a robot, or
-            invalid env settings.
-        ImportError: the backend's packages are missing (names the pip install).
-    """
-    name = cfg.backend if backend is None else backend
-    n = cfg.num_envs if num_envs is None else num_envs
-    if name not in BACKENDS:
-        raise ValueError(f"env.backend={name!r}: must be one of {', '.join(BACKENDS)}")
-    if n < 1:
-        raise ValueError(f"num_envs must be >= 1, got {n}")
-    if name == "gym_vector":
-        from robot_rl.sim.batched_gym import GymVectorBatchedEnv
-
-        return GymVectorBatchedEnv(cfg, n, **kwargs)
-    from robot_rl.sim.batched_mujoco import MujocoCpuBatchedEnv
-
-    return MujocoCpuBatchedEnv(cfg, n, **kwargs)

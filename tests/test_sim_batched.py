@@ -10,7 +10,7 @@ import pytest
 from robot_rl import keys
 from robot_rl.config import ConfigError, EnvConfig, load_config
 from robot_rl.sim import make_env
-from robot_rl.sim.batched import make_batched_env
+from robot_rl.sim.batched_factory import make_batched_env
 from robot_rl.sim.expert import PickCubeExpert, VectorExpert
 from robot_rl.sim.render import RendererError, select_backend
 
