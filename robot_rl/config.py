@@ -199,7 +199,10 @@ class EnvConfig:
     ``id`` is a gymnasium id; the built-in task is ``robot_rl/PandaPickCube-v0``. Any other registered id
     works through ``adapter``. ``module`` is imported first so third-party ids get registered. ``kwargs``
     are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types. ``robot``
-    (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`).
+    (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`). ``backend`` picks
+    the batched simulator of :func:`robot_rl.sim.batched_factory.make_batched_env`: ``gym_vector``
+    (gymnasium's vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); the
+    rollout, collect, eval and online code does not use it yet.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -213,6 +216,7 @@ class EnvConfig:
     success_hold_steps: int = 3
     lift_height_m: float = 0.1
     num_envs: int = 2
+    backend: str = "gym_vector"
     kwargs: dict[str, Any] = field(default_factory=dict)
     robot: RobotConfig | None = None
 

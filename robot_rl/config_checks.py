@@ -86,6 +86,7 @@ RULES: dict[str, Range | Choice] = {
     "env.success_hold_steps": COUNT,
     "env.lift_height_m": POSITIVE,
     "env.num_envs": COUNT,
+    "env.backend": Choice(("gym_vector", "mujoco_cpu")),  # robot_rl.sim.batched_factory.BACKENDS
     "collect.num_episodes": COUNT,
     "collect.expert_noise": NONNEG,
     "collect.seed": NONNEG_INT,

@@ -8,10 +8,19 @@ from __future__ import annotations
 import gymnasium as gym
 
 from robot_rl.config import EnvConfig
+from robot_rl.sim.batched_factory import make_batched_env
 from robot_rl.sim.factory import BUILTIN_ID, action_box, box_bounds, make_env
 from robot_rl.sim.vector import make_vector_env
 
 if BUILTIN_ID not in gym.registry:
     gym.register(id=BUILTIN_ID, entry_point="robot_rl.sim.panda_pick_cube:PandaPickCubeEnv")
 
-__all__ = ["BUILTIN_ID", "EnvConfig", "action_box", "box_bounds", "make_env", "make_vector_env"]
+__all__ = [
+    "BUILTIN_ID",
+    "EnvConfig",
+    "action_box",
+    "box_bounds",
+    "make_batched_env",
+    "make_env",
+    "make_vector_env",
+]

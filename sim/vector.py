@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 import gymnasium as gym
@@ -35,16 +35,24 @@ def _single_threaded_children() -> Iterator[None]:
             os.environ.pop(k, None)
 
 
+def _wrapped(cfg: EnvConfig, wrapper: Callable[[gym.Env], gym.Env]) -> gym.Env:
+    from robot_rl.sim.factory import make_env
+
+    return wrapper(make_env(cfg))
+
+
 def make_vector_env(
     cfg: EnvConfig,
     num_envs: int | None = None,
     autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
     asynchronous: bool | None = None,
+    wrapper: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.vector.VectorEnv:
     """``num_envs`` (default ``cfg.num_envs``) copies of ``make_env(cfg)``.
 
     ``autoreset_mode`` defaults to SAME_STEP (module docstring); robot_rl.rollout uses DISABLED so it can
-    reset each sub-env with an exact seed.
+    reset each sub-env with an exact seed. ``wrapper`` (a picklable callable, e.g. a module-level
+    ``gym.Wrapper`` subclass) wraps each sub-env inside its worker.
 
     Returns an ``AsyncVectorEnv(context="spawn")`` (one worker process per env) when ``asynchronous``, a
     ``SyncVectorEnv`` in this process otherwise; ``None`` (default) means asynchronous for more than one
@@ -65,7 +73,7 @@ def make_vector_env(
         from robot_rl.sim.render import select_backend
 
         select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing
-    fns = [partial(make_env, cfg) for _ in range(n)]
+    fns = [partial(make_env, cfg) if wrapper is None else partial(_wrapped, cfg, wrapper) for _ in range(n)]
     if not (n > 1 if asynchronous is None else asynchronous):
         return SyncVectorEnv(fns, autoreset_mode=autoreset_mode)
     with _single_threaded_children():

@@ -1,0 +1,123 @@
+"""Batched simulation throughput (issue 19): env steps/s of robot_rl/PandaPickCube-v0, state only, random
+actions, for N = 1, 8, 64, all in one run so the ratios share the machine's load.
+
+Rows: bare ``mj_step`` (physics steps/s of one ``MjData`` in one thread, and of N ``MjData`` in a thread
+pool: the parallel ceiling this process can reach right now), shown also as env-step equivalents (/ the 50
+substeps of a control step); the single env (``PandaPickCubeEnv.step``); gymnasium's vector env through
+``make_vector_env`` (``SyncVectorEnv`` for N = 1, ``AsyncVectorEnv`` with one spawned worker per env
+above; N above ``--async-max``, default 8, is skipped: 64 worker processes do not fit a shared 2-core
+machine); and the ``mujoco_cpu`` batched backend (threads = CPU cores). Ratios are against the single env.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_batched.py`` (about 2-3 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import mujoco
+import numpy as np
+
+from robot_rl.config import EnvConfig
+from robot_rl.sim import make_env, make_vector_env
+from robot_rl.sim.assets import load_model
+from robot_rl.sim.batched_factory import make_batched_env
+
+SECONDS = 4.0
+SUBSTEPS = 50  # physics_hz / control_hz of the default EnvConfig
+
+
+def _timed(step, per_call: int) -> float:
+    """Calls/s of ``step`` x ``per_call`` over at least :data:`SECONDS` (and at least 3 calls)."""
+    step()  # warm up
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < SECONDS or n < 3:
+        step()
+        n += 1
+    return n * per_call / (time.perf_counter() - start)
+
+
+def bare(num: int, threads: int) -> float:
+    """Physics steps/s summed over ``num`` MjData stepped 100 at a time in ``threads`` threads."""
+    m = load_model()
+    datas = [mujoco.MjData(m) for _ in range(num)]
+    if threads == 1:
+        return _timed(lambda: [mujoco.mj_step(m, d, 100) for d in datas], 100 * num)
+    with ThreadPoolExecutor(threads) as pool:
+        return _timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
+
+
+def single() -> float:
+    env = make_env(EnvConfig())
+    rng = np.random.default_rng(0)
+    low, high = env.action_space.low, env.action_space.high
+    env.reset(seed=0)
+
+    def step():
+        _, _, te, tr, _ = env.step(rng.uniform(low, high).astype(np.float32))
+        if te or tr:
+            env.reset()
+
+    try:
+        return _timed(step, 1)
+    finally:
+        env.close()
+
+
+def vector(num: int) -> float:
+    venv = make_vector_env(EnvConfig(), num_envs=num)
+    rng = np.random.default_rng(0)
+    low, high = venv.single_action_space.low, venv.single_action_space.high
+    venv.reset(seed=0)
+    try:
+        return _timed(lambda: venv.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
+    finally:
+        venv.close()
+
+
+def batched(num: int) -> float:
+    env = make_batched_env(EnvConfig(), num_envs=num, backend="mujoco_cpu")
+    rng = np.random.default_rng(0)
+    low, high = env.single_action_space.low, env.single_action_space.high
+    env.reset(seed=0)
+    try:
+        return _timed(lambda: env.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--async-max", type=int, default=8)
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    print(f"cpu cores: {cores}; load average at start: {os.getloadavg()[0]:.1f}")
+    b1 = bare(1, 1)
+    print(
+        f"bare mj_step, 1 MjData, 1 thread       : {b1:9.0f} physics steps/s = "
+        f"{b1 / SUBSTEPS:7.1f} env-step eq."
+    )
+    bt = bare(2 * cores, cores)
+    print(
+        f"bare mj_step, {2 * cores} MjData, {cores} threads      : {bt:9.0f} physics steps/s = "
+        f"{bt / SUBSTEPS:7.1f} env-step eq.  x{bt / b1:.2f} (parallel ceiling now)"
+    )
+    s = single()
+    print(f"single env                             : {s:9.1f} env steps/s  x1.00")
+    for n in args.sizes:
+        if n <= args.async_max:
+            v = vector(n)
+            kind = "SyncVectorEnv " if n == 1 else "AsyncVectorEnv"
+            print(f"gym {kind} N={n:<3}              : {v:9.1f} env steps/s  x{v / s:.2f}")
+        else:
+            print(f"gym AsyncVectorEnv N={n:<3}              : skipped (--async-max {args.async_max})")
+        r = batched(n)
+        print(f"mujoco_cpu batched N={n:<3} ({min(n, cores)} threads)  : {r:9.1f} env steps/s  x{r / s:.2f}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""``mujoco_cpu`` backend of :class:`~robot_rl.sim.batched.BatchedEnv`: N simulations of the built-in Panda
+pick-cube task in this process, stepped in a thread pool (no worker processes, no IPC).
+
+Each env is a :class:`~robot_rl.sim.panda_pick_cube.PandaPickCubeEnv` (own ``MjModel`` copy, ``MjData``
+and controller), so rewards, success, truncation and the controller are the single env's code and a
+trajectory is bit-identical to the single env's for the same seed and actions. A control step of one env
+is 50 substeps of ``[PD torque in numpy, mj_step]``: ``mj_step`` releases the GIL, so the physics of
+different envs runs in parallel threads, while the controller's numpy lines (about a fifth of a step) and
+the once-per-step IK hold it. Envs are split into one contiguous shard per thread.
+
+Cameras are rendered on the calling thread after the physics, all envs with one offscreen renderer (one GL
+context; the models are copies of one scene), so GL never runs in the pool.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from robot_rl import keys
+from robot_rl.config import EnvConfig
+from robot_rl.sim.batched import BatchedEnv, seed_list
+
+
+class MujocoCpuBatchedEnv(BatchedEnv):
+    """N in-process Panda pick-cube simulations stepped by a thread pool.
+
+    Args:
+        cfg: env config with the built-in id (rates, horizon, success rule, cameras, ``kwargs`` such as
+            ``reward`` and ``torque_every`` as for the single env); ``cfg.robot`` must be unset.
+        num_envs: N.
+        num_threads: pool size (default ``os.cpu_count()``, at most N); 1 steps in the calling thread.
+
+    Raises:
+        ImportError: ``mujoco`` is not installed.
+        ValueError: a foreign ``cfg.id``, a robot, ``num_threads`` < 1, or invalid env settings.
+        FileNotFoundError: gym-hil (the Panda model) is not installed.
+        RendererError: cameras are requested and no offscreen GL backend works.
+    """
+
+    def __init__(self, cfg: EnvConfig, num_envs: int, num_threads: int | None = None) -> None:
+        from robot_rl.sim.factory import BUILTIN_ID
+
+        if importlib.util.find_spec("mujoco") is None:
+            raise ImportError("env.backend=mujoco_cpu needs MuJoCo: `pip install mujoco gym-hil`")
+        if cfg.id != BUILTIN_ID or cfg.robot is not None:
+            raise ValueError(
+                f"env.backend=mujoco_cpu runs the built-in simulated task {BUILTIN_ID} only "
+                f"(env.id={cfg.id!r}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
+                "use env.backend=gym_vector"
+            )
+        threads = (os.cpu_count() or 1) if num_threads is None else num_threads
+        if threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {threads}")
+        from robot_rl.sim.gl_env import check_mujoco_gl
+
+        check_mujoco_gl()
+        from robot_rl.sim.panda_pick_cube import CAMERAS, PandaPickCubeEnv
+
+        def build() -> PandaPickCubeEnv:
+            return PandaPickCubeEnv(
+                control_hz=cfg.control_hz,
+                physics_hz=cfg.physics_hz,
+                max_episode_steps=cfg.max_episode_steps,
+                success_hold_steps=cfg.success_hold_steps,
+                lift_height_m=cfg.lift_height_m,
+                cameras=(),
+                image_size=cfg.image_size,
+                **cfg.kwargs,
+            )
+
+        self.envs = [build() for _ in range(num_envs)]
+        self.num_envs = num_envs
+        self.cameras = list(cfg.cameras)
+        for cam in self.cameras:
+            if cam not in CAMERAS:
+                raise ValueError(f"env.cameras: unknown camera {cam!r}; available: {sorted(CAMERAS)}")
+        self._camera_names = [CAMERAS[c] for c in self.cameras]
+        self.image_size = cfg.image_size
+        first = self.envs[0]
+        self.task = first.task
+        self.single_action_space = first.action_space
+        obs_spaces = dict(first.observation_space.spaces)
+        for cam in self.cameras:
+            obs_spaces[keys.image_key(cam)] = spaces.Box(
+                0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8
+            )
+        self.single_observation_space = spaces.Dict(obs_spaces)
+        self._renderer = None
+        if self.cameras:
+            from robot_rl.sim.render import OffscreenRenderer
+
+            self._renderer = OffscreenRenderer(first.model)
+        threads = min(threads, num_envs)
+        self._shards = [s for s in np.array_split(np.arange(num_envs), threads) if s.size]
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mujoco_cpu") if threads > 1 else None
+        self._obs: list[dict[str, np.ndarray]] = [{} for _ in range(num_envs)]
+        self._step_out: list[tuple[float, bool, bool, dict[str, Any]]] = [(0.0, False, False, {})] * num_envs
+
+    # ----------------------------------------------------------------- BatchedEnv
+    def reset(self, *, seed=None, options: dict[str, Any] | None = None):
+        seeds = seed_list(seed, self.num_envs)
+        mask = (options or {}).get("reset_mask")
+        mask = np.ones(self.num_envs, bool) if mask is None else np.asarray(mask, dtype=bool)
+        for i in np.flatnonzero(mask):
+            self._obs[i], _ = self.envs[i].reset(seed=seeds[i])
+        return self._stack(), {"is_success": np.zeros(self.num_envs, dtype=bool)}
+
+    def _step_active(self, actions: np.ndarray, active: np.ndarray):
+        def run(shard: np.ndarray) -> None:
+            for i in shard:
+                if active[i]:
+                    obs, reward, terminated, truncated, info = self.envs[i].step(actions[i])
+                    self._obs[i] = obs
+                    self._step_out[i] = (reward, terminated, truncated, info)
+
+        if self._pool is None:
+            run(np.arange(self.num_envs))
+        else:
+            for future in [self._pool.submit(run, s) for s in self._shards]:
+                future.result()
+        out = self._step_out
+        reward = np.array([o[0] for o in out], dtype=np.float64)
+        terminated = np.array([o[1] for o in out], dtype=bool)
+        truncated = np.array([o[2] for o in out], dtype=bool)
+        raw = {
+            "is_success": np.array([o[3].get("is_success", False) for o in out], dtype=bool),
+            "sim_unstable": np.array([o[3].get("sim_unstable", False) for o in out], dtype=bool),
+        }
+        return self._stack(), reward, terminated & active, truncated & active, raw
+
+    def _reset_envs(self, mask: np.ndarray):
+        obs, _ = self.reset(options={"reset_mask": mask})
+        return obs
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        for env in self.envs:
+            env.close()
+
+    # ----------------------------------------------------------------- helpers
+    def _stack(self) -> dict[str, np.ndarray]:
+        if not all(self._obs):
+            raise RuntimeError("mujoco_cpu batched env: call reset() (all envs) before step()")
+        obs = {k: np.stack([o[k] for o in self._obs]) for k in (keys.STATE, keys.ENV_STATE)}
+        for cam, name in zip(self.cameras, self._camera_names, strict=True):
+            obs[keys.image_key(cam)] = np.stack(
+                [self._renderer.render(env.data, name, self.image_size) for env in self.envs]
+            )
+        return obs
