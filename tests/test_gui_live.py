@@ -199,6 +199,7 @@ def test_panels_show_both_cameras_of_both_actors_and_the_progress_curve(live, br
             && window.gui.progressPoints[a] >= 10)""",
         arg=list(CAMERAS),
         timeout=420_000,  # the actors load torch, the critic and MiniLM: minutes on a busy 2-core machine
+        polling=100,  # ms; the default polls every animation frame, which starves a 2-core machine
     )
     assert page.locator(".panel").count() == 2
     assert page.locator("#actor-0 .acting").inner_text() in ("policy", "human")
@@ -217,23 +218,27 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     url, _, folder, _ = live
     log_dir = folder / "actor0" / "episodes"
     page = _page(browser, url)
-    page.wait_for_function("window.gui.panels[0] && window.gui.statuses > 0", timeout=60_000)
+    page.wait_for_function("window.gui.panels[0] && window.gui.statuses > 0", timeout=60_000, polling=100)
     page.locator("#actor-0 .title").click()  # select actor 0
-    page.wait_for_function("Number(document.querySelector('#actor-0').dataset.step) < 100", timeout=120_000)
+    page.wait_for_function(
+        "Number(document.querySelector('#actor-0').dataset.step) < 100", timeout=120_000, polling=100
+    )
     page.keyboard.press("Space")  # take over
-    page.wait_for_function("document.querySelector('#actor-0').dataset.acting === 'human'")
+    page.wait_for_function("document.querySelector('#actor-0').dataset.acting === 'human'", polling=100)
     for key in ("ArrowDown", "ArrowUp"):  # -x then +x while held: +x then has room below WORKSPACE_HIGH
         before = int(page.locator("#actor-0").get_attribute("data-steps"))
         page.keyboard.down(key)
-        page.wait_for_function(f"Number(document.querySelector('#actor-0').dataset.steps) >= {before + 6}")
+        page.wait_for_function(
+            f"Number(document.querySelector('#actor-0').dataset.steps) >= {before + 6}", polling=100
+        )
         page.keyboard.up(key)
     for _ in range(15):  # key press -> actuator command latency samples (each key event is a command)
         n = page.evaluate("window.gui.keyLatency.length")
         page.keyboard.down("ArrowLeft")
-        page.wait_for_function(f"window.gui.keyLatency.length > {n}")
+        page.wait_for_function(f"window.gui.keyLatency.length > {n}", polling=100)
         n += 1
         page.keyboard.up("ArrowLeft")
-        page.wait_for_function(f"window.gui.keyLatency.length > {n}")
+        page.wait_for_function(f"window.gui.keyLatency.length > {n}", polling=100)
     latencies = page.evaluate("window.gui.keyLatency")
     p50, p99 = _pct(latencies)
     print(
@@ -243,7 +248,8 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     page.keyboard.press("Space")  # hand back: the policy drives again from a new chunk
     page.wait_for_function(
         "document.querySelector('#actor-0').dataset.acting === 'policy'"
-        " && document.querySelector('#actor-0 .chunk').textContent !== '-'"
+        " && document.querySelector('#actor-0 .chunk').textContent !== '-'",
+        polling=100,
     )
     logged = committed_episodes(log_dir)
     page.locator("#actor-0 .success").click()
@@ -268,10 +274,12 @@ def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload
     url, _, _, _ = live
     page, other = _page(browser, url), _page(browser, url)
     for p in (page, other):
-        p.wait_for_function("[0, 1].every(a => window.gui.panels[a]) && window.gui.estop === false")
+        p.wait_for_function(
+            "[0, 1].every(a => window.gui.panels[a]) && window.gui.estop === false", polling=100
+        )
     page.keyboard.press("Escape")
     for p in (page, other):  # both tabs show it
-        p.wait_for_function("document.body.dataset.estop === 'latched'")
+        p.wait_for_function("document.body.dataset.estop === 'latched'", polling=100)
     wait_for(
         lambda: all(_live(url)["status"][str(a)]["estop"] for a in (0, 1)), timeout_s=30, what="both latched"
     )
@@ -289,14 +297,14 @@ def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload
             again[str(a)]["observed"] - halted[str(a)]["observed"] <= 1 - halted[str(a)]["steps_after_latch"]
         )
     page.reload()
-    page.wait_for_function("document.body.dataset.estop === 'latched'")
+    page.wait_for_function("document.body.dataset.estop === 'latched'", polling=100)
     assert page.locator("#banner").is_visible()
-    page.wait_for_function("window.gui.panels[0] && window.gui.panels[1]")
+    page.wait_for_function("window.gui.panels[0] && window.gui.panels[1]", polling=100)
     assert page.locator("#actor-1 .banner").is_visible()
     page.screenshot(path=str(live[1] / "gui_estop.png"))
     other.locator("#reset").click()
     for p in (page, other):
-        p.wait_for_function("document.body.dataset.estop === 'clear'")
+        p.wait_for_function("document.body.dataset.estop === 'clear'", polling=100)
     steps = {a: again[str(a)]["observed"] for a in (0, 1)}
     wait_for(
         lambda: all(_live(url)["status"][str(a)].get("observed", 0) > steps[a] + 5 for a in (0, 1)),
