@@ -18,6 +18,7 @@ from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
+from robot_rl.data.reward_labels import match_learner_gamma
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
 from robot_rl.data.training.sampler import ChunkSampler
 
@@ -70,13 +71,16 @@ class TrainingSet:
         cfg: :class:`robot_rl.config.DataConfig` (cameras, image size, horizon in seconds, validation
             episodes, reward mode, frame cache).
         horizon: default chunk length h when ``cfg.horizon_s`` is 0.
-        gamma: discount for the chunked reward (ALGORITHMS.md §1).
+        gamma: discount for the chunked reward (ALGORITHMS.md §1), the learner's. Critic-labelled rewards
+            (``robot-rl label``) shaped with another discount are reshaped with it when ``for_rl``
+            (:func:`robot_rl.data.reward_labels.match_learner_gamma`).
         cache_dir: folder for the zarr frame cache when ``cfg.cache_dir`` is empty.
         for_rl: offline RL needs rewards and next-observation frames; BC needs neither, so without it the
             reward columns may be absent (zeros are used) and camera frames at t + h are not fetched.
         action_reference: empty, or the observation key relative actions are taken to
             (``policy.action_reference``); the ``action`` statistics are then those of the relative chunk
             actions a[t+k] − obs[t], per chunk step k (shape (h, d)).
+        gamma_key: the config key ``gamma`` comes from (named in messages).
 
     Attributes: ``obs_keys`` (vector keys then camera keys, sorted), ``obs_shapes`` (per-sample shapes;
     cameras (H, W, 3) at the training size), ``action_dim``, ``horizon``, ``fps``, ``stats`` (training
@@ -100,6 +104,7 @@ class TrainingSet:
         cache_dir: str | Path,
         for_rl: bool = False,
         action_reference: str = "",
+        gamma_key: str = "offline.gamma",
     ) -> None:
         if cfg.reward not in REWARD_MODES:
             raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
@@ -121,6 +126,8 @@ class TrainingSet:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no observation.* feature to condition on")
         val_eps = self._val_episodes(ds, cfg.val_episodes)
         self.for_rl = for_rl
+        if for_rl and cfg.reward == "dataset":  # critic-labelled rewards: shaped with the learner's gamma
+            match_learner_gamma(ds.root, table, gamma, gamma_key)
         self._add_reward(table, cfg.reward, for_rl)
         size = tuple(cfg.image_size) if cfg.image_size else None
         if size is not None and (len(size) != 2 or min(size) < 8):
