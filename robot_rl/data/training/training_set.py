@@ -18,6 +18,7 @@ from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
+from robot_rl.data.prev_action import previous_actions, start_actions
 from robot_rl.data.reward_labels import match_learner_gamma
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
 from robot_rl.data.training.sampler import ChunkSampler
@@ -52,17 +53,6 @@ class Split:
     episodes: list[int]
 
 
-def previous_actions(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
-    """The action of each frame's previous frame in its episode, (N, d) float32 from ``actions`` (N, d)
-    and ``episode_index`` (N,) (episodes contiguous); an episode's first frame gets its own action."""
-    actions = np.asarray(actions, dtype=np.float32).reshape(len(actions), -1)
-    episode_index = np.asarray(episode_index).reshape(-1)
-    prev = np.arange(len(actions)) - 1
-    first = np.append(True, episode_index[1:] != episode_index[:-1])
-    prev[first] += 1
-    return actions[prev]
-
-
 class TrainingSet:
     """Chunked training data from a LeRobot dataset at ``root``.
 
@@ -91,7 +81,8 @@ class TrainingSet:
         DatasetError: the dataset is unreadable (names the file), lacks ``action``, or lacks
             ``next.reward``/``next.done`` with ``reward='dataset'`` and ``for_rl``.
         ConfigError: unknown camera, validation episode out of range or covering every episode, unknown
-            reward mode or frame cache, a horizon that is not a whole number of frames, or an
+            reward mode or frame cache, a horizon that is not a whole number of frames, a
+            ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, an
             ``action_reference`` that is not a vector observation of the action's shape.
     """
 
@@ -118,7 +109,7 @@ class TrainingSet:
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
         if cfg.prev_action:
-            table[keys.PREV_ACTION] = previous_actions(table[keys.ACTION], table[keys.EPISODE_INDEX])
+            table[keys.PREV_ACTION] = self._previous_actions(table, cfg.prev_action_start)
         self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
         vector_keys = sorted(k for k in table if k.startswith("observation."))
         self.obs_keys = vector_keys + self.camera_keys
@@ -169,6 +160,15 @@ class TrainingSet:
             )
         chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
         return FeatureStats.from_array(chunks["actions"] - chunks["observations"][reference][:, None, :])
+
+    @staticmethod
+    def _previous_actions(table: dict[str, np.ndarray], start: str) -> np.ndarray:
+        action = np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1)
+        try:
+            starts = start_actions(start, table, len(action), action.shape[1])
+        except (KeyError, ValueError) as err:
+            raise ConfigError(str(err)) from err
+        return previous_actions(action, table[keys.EPISODE_INDEX], starts)
 
     @staticmethod
     def _cameras(ds: LeRobotDataset, names: list[str]) -> list[str]:
