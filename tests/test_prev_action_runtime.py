@@ -117,3 +117,41 @@ def test_actor_feeds_the_previous_executed_action_including_the_humans(tmp_path)
     # the policy's first step after a takeover was fed the human's last action
     after = np.flatnonzero(~human[1:] & human[:-1]) + 1
     assert after.size
+
+
+def test_eval_through_the_policy_server_feeds_the_previous_executed_action(tmp_path):
+    """The same through ``robot-rl serve`` (a real server process): the client adds the key, with the start
+    value the server's spec names."""
+    import subprocess
+    import sys
+
+    from online_setup import CODE
+
+    from robot_rl.training.loop import load_agent
+
+    vec = make_rollout_vec_env(EnvConfig(num_envs=1, max_episode_steps=20))
+    space = (vec.single_observation_space, vec.single_action_space)
+    obs_keys = _save_prev_action_policy(tmp_path / "ckpt", space)
+    cmd = [sys.executable, "-c", CODE, "serve", "--checkpoint", str(tmp_path / "ckpt"), "--threads", "1"]
+    served = subprocess.Popen(
+        [*cmd, "--address", "tcp://127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    episodes = []
+    try:
+        banner = served.stdout.readline()
+        assert banner.startswith("serving "), served.stderr.read()
+        cfg = load_config(None, [f"--deploy.server={banner.split()[1]}", "--deploy.timeout_s=60"])
+        source, named = policy_source(cfg, tmp_path / "ckpt", 0, space, vec.num_envs)
+        try:
+            rollout(vec, source, [1_000_000, 1_000_001], episodes.append)
+        finally:
+            source.close()
+    finally:
+        vec.close()
+        served.terminate()
+        served.communicate(timeout=30)
+    assert "server" in named and len(episodes) == 2
+    agent, _ = load_agent(tmp_path / "ckpt")
+    for ep in episodes:
+        expected = _expected(agent, obs_keys, ep.frames, space[1].low, space[1].high)
+        np.testing.assert_allclose(ep.frames[keys.ACTION], expected, atol=1e-5)
