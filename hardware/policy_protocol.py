@@ -74,7 +74,9 @@ class PolicySpec:
     ``obs_shapes``: observation key -> per-sample shape (images (H, W, 3) uint8, vectors float32);
     ``tasks``: the instruction vocabulary (empty: the policy ignores ``task``); ``horizon`` h and
     ``action_dim`` d of the (h, d) float32 chunk in robot units; ``model_id``: checkpoint folder name and
-    the first 12 hex digits of the SHA-256 of its weights.
+    the first 12 hex digits of the SHA-256 of its weights; ``prev_action_start``: the checkpoint's
+    ``data.prev_action_start``, what the client feeds as ``observation.prev_action`` at an episode's first
+    step when the policy reads it (``robot_rl.sources.PrevActionSource``).
     """
 
     obs_shapes: dict[str, tuple[int, ...]]
@@ -82,6 +84,7 @@ class PolicySpec:
     horizon: int
     action_dim: int
     model_id: str
+    prev_action_start: str = "zeros"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
@@ -104,6 +107,7 @@ class PolicySpec:
                 int(d["horizon"]),
                 int(d["action_dim"]),
                 str(d["model_id"]),
+                str(d.get("prev_action_start", "zeros")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise PolicyInputError(f"policy spec {d!r} is malformed: {err!r}") from err

@@ -78,6 +78,7 @@ class ServedPolicy:
         Raises:
             FileNotFoundError / CheckpointError: as :func:`robot_rl.policies.load_agent` (names the file).
         """
+        from robot_rl.data.prev_action import prev_action_start
         from robot_rl.policies.factory import load_agent
 
         agent, config, _ = load_agent(checkpoint, device=device)
@@ -91,6 +92,7 @@ class ServedPolicy:
             int(agent.policy.horizon),
             int(config["action_dim"]),
             model_id(checkpoint),
+            prev_action_start(config),
         )
         return cls(agent, spec, device)
 

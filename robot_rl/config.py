@@ -347,9 +347,13 @@ class DataConfig:
     in ``cache_dir`` (default ``<run_dir>/frame_cache``) reused by later runs, ``none`` decodes the sampled
     frames from video at every step, ``auto`` picks memory below ``memory_limit_gb`` of decoded frames and
     zarr above. ``num_workers``: DataLoader processes for the zarr and video paths (0 = in process).
-    ``prev_action``: add the observation ``observation.prev_action``, the action recorded at the episode's
-    previous frame (at its first frame, that frame's own action: the command held when recording began),
-    so the policy is conditioned on the last command sent; a deployment must feed the last command.
+    ``prev_action``: add the observation ``observation.prev_action``, the action executed at the previous
+    frame, so the policy is conditioned on the last command sent; ``robot-rl eval``, the online actor and
+    the policy server's client feed it the same way (``robot_rl.sources.PrevActionSource``).
+    ``prev_action_start``: its value at an episode's first frame, where no action was executed yet:
+    ``zeros`` (delta actions: no motion) or an observation key of the action's shape read at that frame
+    (``observation.state`` for absolute joint commands: the held position), in training and at run time
+    alike (:mod:`robot_rl.data.prev_action`).
     """
 
     path: str = ""
@@ -366,6 +370,7 @@ class DataConfig:
     memory_limit_gb: float = 4.0
     num_workers: int = 2
     prev_action: bool = False
+    prev_action_start: str = "zeros"
 
 
 @dataclass

@@ -1,9 +1,12 @@
-"""Chunk sources for robot_rl.rollout: the scripted expert and a trained agent behind the safety filter."""
+"""Chunk sources for robot_rl.rollout: the scripted expert and a trained agent behind the safety filter, and
+the wrapper that feeds ``observation.prev_action`` to a policy trained with it."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from robot_rl import keys
 
 
 class ExpertSource:
@@ -104,6 +107,70 @@ class StepwiseSource:
         self.policy.close()
 
 
+class PrevActionSource:
+    """Feeds ``observation.prev_action`` (``data.prev_action``) to the wrapped chunk source, with the
+    definition training uses (:mod:`robot_rl.data.prev_action`): at an episode's first query the start value
+    ``start`` (``data.prev_action_start`` of the checkpoint: zeros or an observation key), afterwards the
+    action executed at the previous control step.
+
+    Every action of a returned chunk is taken to be executed in order (open-loop chunks, or chunks of 1
+    under temporal ensembling or an async executor), so the next query gets the chunk's last action. A
+    caller that executes something else (the online actor when a human takes over) reports each executed
+    action with :meth:`executed`. Other attributes (``agent``, ...) are the wrapped source's.
+
+    Args:
+        inner: a ``robot_rl.rollout.ChunkSource`` whose policy reads ``observation.prev_action``.
+        start: 'zeros' or an observation key of the action's shape.
+        action_dim: d.
+        num_envs: sub-envs of the vector env.
+    Raises (on a query): KeyError / ValueError from :func:`robot_rl.data.prev_action.start_actions` when
+    ``start`` is not an observation of the action's shape.
+    """
+
+    def __init__(self, inner, start: str, action_dim: int, num_envs: int = 1) -> None:
+        self.inner, self.start, self.action_dim = inner, start, action_dim
+        self.prev: list[np.ndarray | None] = [None] * num_envs
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.inner.reset(env_id, env_seed)
+        self.prev[env_id] = None
+
+    def executed(self, env_id: int, action: np.ndarray) -> None:
+        """Record the action (d,) that sub-env ``env_id`` executed at this control step."""
+        self.prev[env_id] = np.asarray(action, np.float32).reshape(self.action_dim).copy()
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        from robot_rl.data.prev_action import start_actions
+
+        first = [self.prev[i] is None for i in env_ids]
+        starts = start_actions(self.start, obs, len(env_ids), self.action_dim) if any(first) else None
+        prev = np.stack(
+            [starts[j] if f else self.prev[i] for j, (i, f) in enumerate(zip(env_ids, first, strict=True))]
+        )
+        chunks = self.inner({**obs, keys.PREV_ACTION: prev}, env_ids)
+        for i, chunk in zip(env_ids, chunks, strict=True):
+            self.executed(int(i), chunk[-1])
+        return chunks
+
+    def close(self) -> None:
+        getattr(self.inner, "close", lambda: None)()
+
+
+def _with_prev_action(space):
+    """``(observation space, action space)`` with ``observation.prev_action`` (the action's shape) added:
+    :class:`PrevActionSource` supplies it, so a policy that reads it fits the env."""
+    import gymnasium as gym
+
+    obs_space, action_space = space
+    box = gym.spaces.Box(action_space.low, action_space.high, dtype=np.float32)
+    return gym.spaces.Dict({**obs_space.spaces, keys.PREV_ACTION: box}), action_space
+
+
 def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
     """The chunk source that evaluates a policy, and a dict naming it for the eval report.
 
@@ -125,12 +192,21 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         FileNotFoundError / CheckpointError: as :func:`robot_rl.training.loop.load_agent` (in process).
     """
     low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
+    action_dim = int(space[1].shape[0])
+    space = _with_prev_action(space)
     if not cfg.deploy.server:
+        import json
+        from pathlib import Path
+
+        from robot_rl.data.prev_action import prev_action_start
         from robot_rl.training.loop import load_agent
 
         agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
         p = cfg.policy
         source = AgentSource(agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs)
+        if keys.PREV_ACTION in obs_keys:
+            start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
+            source = PrevActionSource(source, start, action_dim, num_envs)
         return source, {"checkpoint": str(checkpoint)}
     from robot_rl.hardware.remote_policy import RemotePolicy
 
@@ -158,8 +234,11 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
             for _ in range(num_envs)
         ]
     else:
-        return remote, named
-    return StepwiseSource(remote, executors), named
+        executors = None
+    source = remote if executors is None else StepwiseSource(remote, executors)
+    if keys.PREV_ACTION in spec.obs_shapes:
+        source = PrevActionSource(source, spec.prev_action_start, action_dim, num_envs)
+    return source, named
 
 
 def _check_served(address: str, spec, space) -> None:

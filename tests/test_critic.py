@@ -337,3 +337,45 @@ def test_pair_sampler_failed_pairs_and_slow_demos():
     assert len(PairSampler(slow, CriticConfig(success_max_steps=30)).success) == 1
     with pytest.raises(ValueError, match="critic.success_max_steps=15"):
         PairSampler(slow, CriticConfig(success_max_steps=15))
+
+
+@pytest.mark.slow
+def test_labelled_rewards_follow_the_learners_gamma(sim_run, tmp_path):
+    """A dataset labelled with offline.gamma = 0.9 records it; a learner with sac.gamma = 0.97 reads the
+    shaping reshaped with 0.97 (exact: Ng's condition), one with 0.9 reads it as written, and a labelled
+    dataset without the record is read as it is, with a warning."""
+    from robot_rl.config import DataConfig
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+    from robot_rl.data.reward_labels import LABELS_FILE
+    from robot_rl.data.training.training_set import TrainingSet
+
+    run, args = sim_run
+    out = tmp_path / "labelled"
+    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--offline.gamma=0.9"]) == 0
+    meta = json.loads((out / LABELS_FILE).read_text())
+    assert meta["gamma"] == 0.9 and meta["gamma_key"] == "offline.gamma" and meta["mode"] == "shaped"
+    assert meta["critic"] == str((run / "critic").resolve()) and meta["progress_key"] == "progress"
+    src, dst = LeRobotDataset(run / "dataset").load_tabular(), LeRobotDataset(out).load_tabular()
+    eps = dst[keys.EPISODE_INDEX].reshape(-1)
+
+    def expected(gamma: float) -> np.ndarray:
+        parts = []
+        for ep in np.unique(eps):
+            rows = eps == ep
+            ended = src[keys.DONE][rows].reshape(-1).astype(bool)
+            phi = dst["progress"][rows].reshape(-1)
+            parts.append(src[keys.REWARD][rows].reshape(-1) + shaping_terms(phi, gamma, ended))
+        return np.concatenate(parts)
+
+    cfg = DataConfig(images=False)
+
+    def learner_rewards(gamma: float, key: str) -> np.ndarray:
+        data = TrainingSet(out, cfg, 1, gamma, tmp_path / "cache", for_rl=True, gamma_key=key)
+        return data.train.sampler.rewards.reshape(-1)
+
+    assert not np.allclose(expected(0.97), expected(0.9), atol=1e-3)
+    np.testing.assert_allclose(learner_rewards(0.97, "sac.gamma"), expected(0.97), atol=1e-5)
+    np.testing.assert_allclose(learner_rewards(0.9, "offline.gamma"), expected(0.9), atol=1e-6)
+    (out / LABELS_FILE).unlink()  # labelled before the record existed
+    with pytest.warns(UserWarning, match="sac.gamma=0.97"):
+        np.testing.assert_allclose(learner_rewards(0.97, "sac.gamma"), expected(0.9), atol=1e-6)

@@ -13,7 +13,8 @@ from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.config import BCConfig, ConfigError, DataConfig, PolicyConfig
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.data.training.training_set import TrainingSet, previous_actions
+from robot_rl.data.prev_action import previous_actions
+from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.policies import FlowChunkPolicy
 from robot_rl.policies.factory import build_agent
 
@@ -24,9 +25,9 @@ H, D = 4, 3
 def test_previous_actions_stay_inside_each_episode():
     actions = np.arange(12, dtype=np.float32).reshape(6, 2)
     episodes = np.array([0, 0, 0, 1, 1, 2])
-    prev = previous_actions(actions, episodes)
-    # first frame of each episode: its own action; else the row before
-    np.testing.assert_array_equal(prev[:, 0], [0, 0, 2, 6, 6, 10])
+    prev = previous_actions(actions, episodes, -actions)
+    # first frame of each episode: the start value; else the row before
+    np.testing.assert_array_equal(prev[:, 0], [0, 0, 2, -6, 6, -10])
     assert prev.dtype == np.float32 and prev.shape == (6, 2)
 
 
@@ -64,7 +65,9 @@ def test_relative_actions_round_trip_and_subtract_the_reference():
 
 @pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
 def test_g1_training_set_with_previous_action_and_relative_stats(tmp_path):
-    cfg = DataConfig(path=str(G1), images=False, val_episodes=[4], prev_action=True)
+    cfg = DataConfig(
+        path=str(G1), images=False, val_episodes=[4], prev_action=True, prev_action_start=keys.STATE
+    )
     data = TrainingSet(G1, cfg, horizon=5, gamma=0.99, cache_dir=tmp_path, action_reference=keys.PREV_ACTION)
     assert data.obs_shapes[keys.PREV_ACTION] == (26,)
     batch = data.sample(8, seed=0, step=0)
@@ -73,9 +76,9 @@ def test_g1_training_set_with_previous_action_and_relative_stats(tmp_path):
     action = np.asarray(table[keys.ACTION]).reshape(-1, 26)
     episode = np.asarray(table[keys.EPISODE_INDEX]).reshape(-1)
     starts = np.array([data.dataset.episode_from[e] for e in episode[rows]])
-    np.testing.assert_array_equal(
-        batch["observations"][keys.PREV_ACTION], action[np.maximum(rows - 1, starts)]
-    )
+    state = np.asarray(table[keys.STATE]).reshape(-1, 26)
+    expected = np.where((rows == starts)[:, None], state[rows], action[np.maximum(rows - 1, starts)])
+    np.testing.assert_array_equal(batch["observations"][keys.PREV_ACTION], expected)
     # the action statistics are those of a[t+k] - a[t-1]: a few hundredths of a radian, not the joint range
     absolute = FeatureStats.from_array(action[data.train.rows])
     stats = data.stats[keys.ACTION]

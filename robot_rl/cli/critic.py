@@ -125,7 +125,7 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
     """
     from robot_rl.rewards.label import label_dataset
     from robot_rl.rewards.registry import load_critic
-    from robot_rl.rewards.shaping import shaping_gamma
+    from robot_rl.rewards.shaping import shaping_gamma, shaping_gamma_key
 
     if cfg.reward.mode not in ("shaped", "critic"):
         raise ConfigError(f"reward.mode={cfg.reward.mode!r}: label writes 'shaped' or 'critic' rewards")
@@ -141,6 +141,8 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
             cfg.critic.rule,
             overwrite,
             bar.update,
+            shaping_gamma_key(cfg, "offline"),
+            str(checkpoint_dir(cfg).resolve()),
         )
     print(json.dumps({k: v for k, v in summary.items() if k != "voc"}, indent=2))
     return summary

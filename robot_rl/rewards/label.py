@@ -11,12 +11,11 @@ from robot_rl.config import RewardConfig
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.columns import with_columns
 from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.reward_labels import PROGRESS, write_labels_meta
 from robot_rl.rewards.base import ProgressCritic
 from robot_rl.rewards.episodes import critic_episodes
 from robot_rl.rewards.metrics import voc
 from robot_rl.rewards.shaping import episode_rewards
-
-PROGRESS = "progress"
 
 
 def label_dataset(
@@ -28,11 +27,16 @@ def label_dataset(
     rule: str = "scale",
     overwrite: bool = False,
     progress=None,
+    gamma_key: str = "offline.gamma",
+    critic_source: str = "",
 ) -> dict:
     """Score every episode of ``src`` and write ``dst`` with ``progress`` (N,) float32 (the critic's
     per-frame progress) and ``next.reward`` (N,) float32 from ``episode_rewards`` with the learner's
     discount ``gamma`` (and ``next.done`` when ``cfg.critic_done``). Episodes are decoded one at a time, so
-    memory stays at one episode.
+    memory stays at one episode. ``dst`` also gets ``meta/reward_labels.json``
+    (:mod:`robot_rl.data.reward_labels`): ``gamma``, the config key ``gamma_key`` it came from, the mode,
+    the scale, the progress column and ``critic_source`` (the critic checkpoint), so that a learner with
+    another discount gets the shaping reshaped to its own.
 
     Returns:
         {"episodes", "frames", "voc": per-episode VOC list, "mean_reward", "done_frames"}.
@@ -71,6 +75,8 @@ def label_dataset(
     if cfg.critic_done:
         columns[keys.DONE] = out_done
     with_columns(src, dst, columns, overwrite=overwrite)
+    meta = {"gamma": float(gamma), "gamma_key": gamma_key, "mode": cfg.mode, "scale": float(cfg.scale)}
+    write_labels_meta(dst, {**meta, "progress_key": PROGRESS, "critic": critic_source})
     return {
         "episodes": n_eps,
         "frames": n,

@@ -44,9 +44,12 @@ def shaping_gamma(cfg: PipelineConfig, stage: str = "online") -> float:
     gives the online learner's: ``sac.gamma`` for ``online.method=sac``, else ``offline.gamma`` (the QC
     agents and HG-DAgger continue with the offline section's discount).
     """
-    if stage == "online" and cfg.online.method == "sac":
-        return float(cfg.sac.gamma)
-    return float(cfg.offline.gamma)
+    return float(cfg.sac.gamma if shaping_gamma_key(cfg, stage) == "sac.gamma" else cfg.offline.gamma)
+
+
+def shaping_gamma_key(cfg: PipelineConfig, stage: str = "online") -> str:
+    """The config key :func:`shaping_gamma` reads: ``'sac.gamma'`` or ``'offline.gamma'``."""
+    return "sac.gamma" if stage == "online" and cfg.online.method == "sac" else "offline.gamma"
 
 
 def shaping_terms(progress: np.ndarray, gamma: float, terminal: np.ndarray | None = None) -> np.ndarray:

@@ -168,7 +168,7 @@ class Actor:
         self.live = LiveStats(actor_id, cfg.env.control_hz)
         self.versions: dict[int, int] = {}
         self.version = -1
-        self.source = None  # robot_rl.sources.AgentSource once weights arrived
+        self.source = None  # robot_rl.sources.PrevActionSource around an AgentSource once weights arrived
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
@@ -216,9 +216,10 @@ class Actor:
     def _load_policy(self) -> bool:
         """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
         the cached copy of a previous run. Returns whether a policy is ready."""
+        from robot_rl.data.prev_action import prev_action_start
         from robot_rl.policies.checkpoint import MODEL_FILE
         from robot_rl.policies.factory import load_agent
-        from robot_rl.sources import AgentSource
+        from robot_rl.sources import AgentSource, PrevActionSource
 
         pending, self.sender.pending = self.sender.pending, None
         spec = self.sender.spec
@@ -235,7 +236,7 @@ class Actor:
             agent, config, _ = load_agent(folder, device=self.cfg.device)
             agent.train()  # stochastic action sampling for exploration where the agent has it
             self.version = int(json.loads((folder / "version.json").read_text())["version"])
-            self.source = AgentSource(
+            inner = AgentSource(
                 agent,
                 list(config["obs_keys"]),
                 self.low,
@@ -243,7 +244,8 @@ class Actor:
                 self.cfg.device,
                 self.cfg.policy.execution,
                 self.cfg.policy.ensemble_decay,
-            )
+            )  # observation.prev_action: the executed action (the human's too), reported in _episode
+            self.source = PrevActionSource(inner, prev_action_start(config), len(self.low))
         return self.source is not None
 
     @staticmethod
@@ -481,6 +483,7 @@ class Actor:
                     queue = list(chunk[0])
                     chunk_len = len(queue)
                 action = queue.pop(0)
+            self.source.executed(0, action)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             self.counters["interventions"] += int(intervened)
             step = {k: np.asarray(obs[k]) for k in self.obs_keys}

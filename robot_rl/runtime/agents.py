@@ -72,7 +72,7 @@ def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, Po
         env.close()
 
 
-def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float):
+def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float, gamma_key: str):
     from robot_rl.data.training.training_set import TrainingSet
 
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
@@ -84,7 +84,7 @@ def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, 
             )
         return None
     data = cfg.data if any(keys.is_image_key(k) for k in obs_keys) else replace(cfg.data, images=False)
-    return TrainingSet(root, data, horizon, gamma, run.root / "frame_cache", for_rl=True)
+    return TrainingSet(root, data, horizon, gamma, run.root / "frame_cache", for_rl=True, gamma_key=gamma_key)
 
 
 def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAgent:
@@ -114,7 +114,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     if method == "sac":
         obs_shapes = {k: s for k, s in env_obs.items() if cfg.data.images or not keys.is_image_key(k)}
         policy_cfg = replace(env_policy, horizon=1)
-        demos = _demos(cfg, run, sorted(obs_shapes), 1, cfg.sac.gamma)
+        demos = _demos(cfg, run, sorted(obs_shapes), 1, cfg.sac.gamma, "sac.gamma")
         agent = build_agent(
             "sac", policy_cfg, cfg.sac, obs_shapes, action_dim, demos.stats, device=cfg.device
         )
@@ -142,7 +142,9 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     # a checkpoint from before reward normalisation was trained on raw rewards
     offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.get("offline") or {})})
     offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
-    demos = _demos(cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma)
+    demos = _demos(
+        cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma, f"offline.gamma of {init}"
+    )
     if algo != "bc" and offline.reward_norm != "none" and not offline.reward_range:
         # a BC init checkpoint has no reward range yet: take it from the demos, as offline training does
         if demos is None:

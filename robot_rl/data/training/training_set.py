@@ -18,6 +18,8 @@ from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
+from robot_rl.data.prev_action import previous_actions, start_actions
+from robot_rl.data.reward_labels import match_learner_gamma
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
 from robot_rl.data.training.sampler import ChunkSampler
 
@@ -51,17 +53,6 @@ class Split:
     episodes: list[int]
 
 
-def previous_actions(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
-    """The action of each frame's previous frame in its episode, (N, d) float32 from ``actions`` (N, d)
-    and ``episode_index`` (N,) (episodes contiguous); an episode's first frame gets its own action."""
-    actions = np.asarray(actions, dtype=np.float32).reshape(len(actions), -1)
-    episode_index = np.asarray(episode_index).reshape(-1)
-    prev = np.arange(len(actions)) - 1
-    first = np.append(True, episode_index[1:] != episode_index[:-1])
-    prev[first] += 1
-    return actions[prev]
-
-
 class TrainingSet:
     """Chunked training data from a LeRobot dataset at ``root``.
 
@@ -70,13 +61,16 @@ class TrainingSet:
         cfg: :class:`robot_rl.config.DataConfig` (cameras, image size, horizon in seconds, validation
             episodes, reward mode, frame cache).
         horizon: default chunk length h when ``cfg.horizon_s`` is 0.
-        gamma: discount for the chunked reward (ALGORITHMS.md §1).
+        gamma: discount for the chunked reward (ALGORITHMS.md §1), the learner's. Critic-labelled rewards
+            (``robot-rl label``) shaped with another discount are reshaped with it when ``for_rl``
+            (:func:`robot_rl.data.reward_labels.match_learner_gamma`).
         cache_dir: folder for the zarr frame cache when ``cfg.cache_dir`` is empty.
         for_rl: offline RL needs rewards and next-observation frames; BC needs neither, so without it the
             reward columns may be absent (zeros are used) and camera frames at t + h are not fetched.
         action_reference: empty, or the observation key relative actions are taken to
             (``policy.action_reference``); the ``action`` statistics are then those of the relative chunk
             actions a[t+k] − obs[t], per chunk step k (shape (h, d)).
+        gamma_key: the config key ``gamma`` comes from (named in messages).
 
     Attributes: ``obs_keys`` (vector keys then camera keys, sorted), ``obs_shapes`` (per-sample shapes;
     cameras (H, W, 3) at the training size), ``action_dim``, ``horizon``, ``fps``, ``stats`` (training
@@ -87,7 +81,8 @@ class TrainingSet:
         DatasetError: the dataset is unreadable (names the file), lacks ``action``, or lacks
             ``next.reward``/``next.done`` with ``reward='dataset'`` and ``for_rl``.
         ConfigError: unknown camera, validation episode out of range or covering every episode, unknown
-            reward mode or frame cache, a horizon that is not a whole number of frames, or an
+            reward mode or frame cache, a horizon that is not a whole number of frames, a
+            ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, an
             ``action_reference`` that is not a vector observation of the action's shape.
     """
 
@@ -100,6 +95,7 @@ class TrainingSet:
         cache_dir: str | Path,
         for_rl: bool = False,
         action_reference: str = "",
+        gamma_key: str = "offline.gamma",
     ) -> None:
         if cfg.reward not in REWARD_MODES:
             raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
@@ -113,7 +109,7 @@ class TrainingSet:
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
         if cfg.prev_action:
-            table[keys.PREV_ACTION] = previous_actions(table[keys.ACTION], table[keys.EPISODE_INDEX])
+            table[keys.PREV_ACTION] = self._previous_actions(table, cfg.prev_action_start)
         self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
         vector_keys = sorted(k for k in table if k.startswith("observation."))
         self.obs_keys = vector_keys + self.camera_keys
@@ -121,6 +117,8 @@ class TrainingSet:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no observation.* feature to condition on")
         val_eps = self._val_episodes(ds, cfg.val_episodes)
         self.for_rl = for_rl
+        if for_rl and cfg.reward == "dataset":  # critic-labelled rewards: shaped with the learner's gamma
+            match_learner_gamma(ds.root, table, gamma, gamma_key)
         self._add_reward(table, cfg.reward, for_rl)
         size = tuple(cfg.image_size) if cfg.image_size else None
         if size is not None and (len(size) != 2 or min(size) < 8):
@@ -162,6 +160,15 @@ class TrainingSet:
             )
         chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
         return FeatureStats.from_array(chunks["actions"] - chunks["observations"][reference][:, None, :])
+
+    @staticmethod
+    def _previous_actions(table: dict[str, np.ndarray], start: str) -> np.ndarray:
+        action = np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1)
+        try:
+            starts = start_actions(start, table, len(action), action.shape[1])
+        except (KeyError, ValueError) as err:
+            raise ConfigError(str(err)) from err
+        return previous_actions(action, table[keys.EPISODE_INDEX], starts)
 
     @staticmethod
     def _cameras(ds: LeRobotDataset, names: list[str]) -> list[str]:
