@@ -43,6 +43,7 @@ def test_eval_on_the_robot_server_through_the_policy_server(tiny_offline_run, tm
             proc = _eval(
                 run,
                 "--env.robot.driver=sim_server",
+                "--env.robot.timeout_s=5",  # two xdist workers share the 2 CI cores with the server
                 f"--env.robot.address={robot.address}",
                 f"--deploy.server={address}",
                 "--deploy.timeout_s=30",

@@ -21,7 +21,12 @@ def _cli(run_dir, *args, extra=()):
 @pytest.mark.slow
 def test_record_collect_train_online_eval_run_on_the_robot_server(tmp_path):
     with serve_in_subprocess() as server:
-        robot = ["--env.robot.driver=sim_server", f"--env.robot.address={server.address}"]
+        # a 5 s link timeout: two xdist workers share the 2 CI cores with the real-time server process
+        robot = [
+            "--env.robot.driver=sim_server",
+            f"--env.robot.address={server.address}",
+            "--env.robot.timeout_s=5",
+        ]
         address = f"--online.address={free_address()}"
         record = [
             "record",

@@ -48,7 +48,12 @@ def test_sim_robot_node_runs_from_the_console_command():
     got: list = []
     node.subscribe(msgs.JointState, "/joint_states", got.append)
     try:
-        assert "sim_robot_node ready (cyclonedds" in proc.stdout.readline()
+        lines = [proc.stdout.readline()]
+        while (
+            "sim_robot_node ready" not in lines[-1] and len(lines) < 5
+        ):  # log lines (PyOpenGL's) may come first
+            lines.append(proc.stdout.readline())
+        assert "sim_robot_node ready (cyclonedds" in lines[-1], lines
         deadline = time.monotonic() + 10.0
         while len(got) < 5 and time.monotonic() < deadline:
             node.spin_once(0.1)
