@@ -35,7 +35,7 @@ def test_hardware_check_reads_robot_and_camera_and_jogs_only_when_asked(tmp_path
     assert "robot sim_panda+safety (driver sim): connected" in out and "joint_pos (rad)" in out
     assert "nothing moved" in out and "jog" not in out.split("nothing moved")[0]
     size, rate = re.search(r"camera wrist \(video .*wrist.mp4\): (\d+x\d+) px, ([\d.]+) Hz", out).groups()
-    # Paced at the file's rate: never faster than it. A loaded machine may deliver fewer frames (CI saw 14.7 Hz).
+    # Paced at the file's rate: never faster. A loaded machine may deliver fewer frames (CI saw 14.7 Hz).
     assert size == "64x48" and 0 < float(rate) < FPS + 3
 
     assert main(["hardware", "check", "--config", config, "--camera-seconds", "0.2", "--move"]) == 0
