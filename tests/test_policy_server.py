@@ -79,7 +79,7 @@ def server(checkpoint):
 def test_round_trip_equals_in_process_policy(server, checkpoint):
     """Same observation and seed -> the in-process chunk. Within 1e-5, not bit-equal: the server runs torch
     with 1 thread and the test process with its default, and the matmul reduction order may differ."""
-    remote = RemotePolicy(server.address, token=TOKEN)
+    remote = RemotePolicy(server.address, token=TOKEN, timeout_s=10.0)
     agent, _, _ = load_agent(checkpoint)
     agent.eval()
     for seed in (0, 7):
@@ -112,7 +112,7 @@ def test_round_trip_equals_in_process_policy(server, checkpoint):
     ],
 )
 def test_bad_observation_gets_error_reply_and_server_keeps_serving(server, change, match):
-    remote = RemotePolicy(server.address, token=TOKEN)
+    remote = RemotePolicy(server.address, token=TOKEN, timeout_s=10.0)
     obs = {**_obs(), **change}
     obs = {k: v for k, v in obs.items() if v is not None}
     with pytest.raises(PolicyInputError, match=match) as err:
@@ -133,7 +133,7 @@ def test_garbage_and_oversized_requests_do_not_stop_the_server(server):
     sock.send_multipart([header, encode_body({STATE: np.zeros(2**19, np.float32)})])  # 2 MiB > 1 MiB cap
     assert not sock.poll(500)  # dropped by ZeroMQ before it is buffered: no reply
     sock.close()
-    assert RemotePolicy(server.address, token=TOKEN).infer(_obs()).shape == (H, D)
+    assert RemotePolicy(server.address, token=TOKEN, timeout_s=10.0).infer(_obs()).shape == (H, D)
 
 
 @pytest.mark.parametrize(("token", "sent"), [("", "no token"), ("wrong", "a wrong token")])

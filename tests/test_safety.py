@@ -360,7 +360,7 @@ def _server_robot(address: str) -> Callable[[], Robot]:
     from robot_rl.hardware.drivers.sim_server import SimServerRobot
 
     def make() -> Robot:
-        robot = SimServerRobot(address)
+        robot = SimServerRobot(address, timeout_s=5.0)  # the real-time server starves on loaded CI cores
         robot.connect()
         robot.reset_scene(0)
         return robot
