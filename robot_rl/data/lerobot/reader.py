@@ -49,6 +49,8 @@ class LeRobotDataset(torch.utils.data.Dataset):
             ``tolerance_s``). The key is then returned stacked as (len(offsets), ...) plus
             ``<key>_is_pad`` bool (len(offsets),).
         tolerance_s: tolerance for matching video frames to timestamps and offsets to the frame grid.
+        decode_threads: threads decoding the frames of one request in parallel (0 = automatic,
+            :func:`robot_rl.data.lerobot.video.default_decode_threads`).
 
     ``dataset[i]`` -> dict: every non-video feature as a tensor (shape-[1] features as 0-d tensors),
     every video key as float32 (3, H, W) in [0, 1] (or (n, 3, H, W) with deltas), ``task`` str.
@@ -68,6 +70,7 @@ class LeRobotDataset(torch.utils.data.Dataset):
         root: str | Path,
         delta_timestamps: dict[str, list[float]] | None = None,
         tolerance_s: float = 1e-4,
+        decode_threads: int = 0,
     ) -> None:
         self.root = Path(root)
         self.tolerance_s = tolerance_s
@@ -93,7 +96,7 @@ class LeRobotDataset(torch.utils.data.Dataset):
             self._load_meta_v21()
         self._check_totals(info_path)
         self._load_data()
-        self._decoder = VideoDecoder(tolerance_s)
+        self._decoder = VideoDecoder(tolerance_s, threads=decode_threads)
         self.delta_timestamps = self._check_deltas(delta_timestamps or {})
 
     # -- metadata ------------------------------------------------------------------------------------

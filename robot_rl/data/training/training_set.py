@@ -105,7 +105,9 @@ class TrainingSet:
             raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
         if cfg.frame_cache not in FRAME_CACHES:
             raise ConfigError(f"data.frame_cache={cfg.frame_cache!r}; expected one of {FRAME_CACHES}")
-        self.dataset = ds = LeRobotDataset(root)
+        if cfg.decode_threads < 0:
+            raise ConfigError(f"data.decode_threads={cfg.decode_threads}; expected >= 0 (0 = automatic)")
+        self.dataset = ds = LeRobotDataset(root, decode_threads=cfg.decode_threads)
         self.fps, self.tasks = ds.fps, ds.tasks
         self.horizon = horizon_from_seconds(cfg.horizon_s, ds.fps, horizon)
         table = ds.load_tabular()
