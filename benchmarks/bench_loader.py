@@ -98,8 +98,8 @@ def naive_frames(data: TrainingSet, key: str, timestamps: np.ndarray, rows: np.n
     return np.stack(out)
 
 
-def lerobot_rate(python: str, dataset: str, batches_: int, batch_size: int, workers: int) -> float | str:
-    """LeRobot 0.4.4's frames/s from the side venv, or the reason it could not run."""
+def lerobot_rate(python: str, dataset: str, batches_: int, batch_size: int, workers: int) -> dict | str:
+    """LeRobot 0.4.4's ``{"frames_per_s", "cpu_ms_per_frame"}`` from the side venv, or why it did not run."""
     if not Path(python).is_file():
         return f"skipped: no LeRobot side venv at {python} (bash ../shared/peers/lerobot/setup.sh)"
     cmd = [python, str(HERE / "lerobot_loader_peer.py"), "--dataset", dataset, "--workers", str(workers)]
@@ -109,7 +109,7 @@ def lerobot_rate(python: str, dataset: str, batches_: int, batch_size: int, work
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         return f"failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
-    return float(json.loads(lines[-1])["frames_per_s"])
+    return json.loads(lines[-1])
 
 
 def main() -> None:
@@ -133,13 +133,18 @@ def main() -> None:
         cfg = DataConfig(path=str(dataset), image_size=size or [], frame_cache=mode, decode_threads=threads)
         return TrainingSet(dataset, cfg, horizon=10, gamma=0.99, cache_dir=scratch), time.perf_counter() - t0
 
-    def rate(data: TrainingSet, workers: int) -> float:
+    def measure(data: TrainingSet, workers: int) -> dict:
+        """frames/s and this process's CPU ms per frame (all threads; workers' CPU is not counted)."""
         stream = batches(data, args.batch_size, seed=0, start=0, stop=args.batches + 1, num_workers=workers)
         next(stream)  # worker start-up is not counted
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(args.batches):
             next(stream)
-        return frames / (time.perf_counter() - t0)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        return {"frames_per_s": frames / wall, "cpu_ms_per_frame": 1e3 * cpu / frames}
+
+    def rate(data: TrainingSet, workers: int) -> float:
+        return measure(data, workers)["frames_per_s"]
 
     video, _ = build("none", args.size)
     key = video.camera_keys[0]
@@ -152,24 +157,31 @@ def main() -> None:
     native = {t: build("none", None, t)[0] for t in (1, 0)}
     auto = default_decode_threads()
     ratios: dict[tuple[int, int], list[float]] = {}
-    print(f"round  workers  LeRobot 0.4.4   robot_rl 1 thread   robot_rl {auto} threads   (native frames/s)")
+    print("native frames/s (0 workers: and CPU ms per frame); robot_rl decoding with 1 thread and with auto")
+    print(f"threads ({auto} in process, shared among the workers of a DataLoader: data.decode_threads=0)")
+    print("round  workers  LeRobot 0.4.4          robot_rl 1 thread            robot_rl auto threads")
     for rnd in range(args.repeats):
         for workers in (0, 2):
-            lerobot = lerobot_rate(args.lerobot_python, str(dataset), args.batches, args.batch_size, workers)
-            if not isinstance(lerobot, float):
-                print(f"LeRobot row {lerobot}")
-                lerobot = None
-            ours = {t: rate(native[t], workers) for t in (1, 0)}
+            peer = lerobot_rate(args.lerobot_python, str(dataset), args.batches, args.batch_size, workers)
+            if isinstance(peer, str):
+                print(f"LeRobot row {peer}")
+                peer = None
+            rows = [peer] + [measure(native[t], workers) for t in (1, 0)]
             cells = []
-            for t in (1, 0):
-                ratio = f" x{ours[t] / lerobot:4.2f}" if lerobot else ""
-                cells.append(f"{ours[t]:7.1f}{ratio}")
-                if lerobot:
-                    ratios.setdefault((workers, t), []).append(ours[t] / lerobot)
-            shown = f"{lerobot:7.1f}" if lerobot else "      -"
-            print(f"{rnd:5d}  {workers:7d}  {shown}         {cells[0]}        {cells[1]}   load {load()}")
+            for t, got in zip((None, 1, 0), rows, strict=True):
+                if got is None:
+                    cells.append(f"{'-':>22s}")
+                    continue
+                cell = f"{got['frames_per_s']:6.1f}"
+                if t is not None and peer:
+                    ratios.setdefault((workers, t), []).append(got["frames_per_s"] / peer["frames_per_s"])
+                    cell += f" x{ratios[workers, t][-1]:4.2f}"
+                if workers == 0:
+                    cell += f" ({got['cpu_ms_per_frame']:.1f} ms)"
+                cells.append(f"{cell:22s}")
+            print(f"{rnd:5d}  {workers:7d}  {'  '.join(cells)}   load {load()}")
     for (workers, t), values in sorted(ratios.items()):
-        name = "1 thread" if t == 1 else f"{auto} threads"
+        name = "1 thread" if t == 1 else "auto threads"
         print(f"median ratio robot_rl/LeRobot, {workers} workers, {name}: x{float(np.median(values)):.2f}")
     rng = np.random.default_rng(0)
     timestamps = video.dataset.load_tabular()["timestamp"]

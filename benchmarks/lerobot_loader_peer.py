@@ -4,7 +4,8 @@ Runs only in the LeRobot side venv (``../shared/peers/lerobot/setup.sh``), never
 LeRobot. Shuffled batches of ``--batch-size`` items through ``torch.utils.data.DataLoader`` over
 ``LeRobotDataset(video_backend="torchcodec")``, each item one frame of every camera at native resolution
 (float32 (3, H, W) in [0, 1], LeRobot's only output). Prints one JSON line:
-``{"frames_per_s": ..., "workers": ..., "batches": ...}``; the first batch (worker start-up) is not timed.
+``{"frames_per_s": ..., "cpu_ms_per_frame": ..., "workers": ...}`` (CPU time of this process, all its
+threads; with workers it leaves out theirs); the first batch (worker start-up) is not timed.
 
     HF_HUB_OFFLINE=1 /tmp/lerobot044/bin/python benchmarks/lerobot_loader_peer.py --dataset PATH
 """
@@ -39,15 +40,17 @@ def main() -> None:
     )
     stream = iter(loader)
     next(stream)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(args.batches):
         next(stream)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     frames = args.batches * args.batch_size * len(ds.meta.video_keys)
-    print(
-        json.dumps({"frames_per_s": frames / seconds, "workers": args.workers, "batches": args.batches}),
-        flush=True,
-    )
+    result = {
+        "frames_per_s": frames / seconds,
+        "cpu_ms_per_frame": 1e3 * cpu / frames,
+        "workers": args.workers,
+    }
+    print(json.dumps(result), flush=True)
     # torchcodec's worker threads abort the spawned workers at interpreter teardown; the number is out.
     os._exit(0)
 

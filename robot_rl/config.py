@@ -355,7 +355,8 @@ class DataConfig:
     (``observation.state`` for absolute joint commands: the held position), in training and at run time
     alike (:mod:`robot_rl.data.prev_action`).
     ``decode_threads``: threads per process decoding the sampled video frames of a batch in parallel
-    (``frame_cache=none``); 0 = the CPUs this process may use, at most 4.
+    (``frame_cache=none``); 0 = the CPUs this process may use divided among the DataLoader workers, at
+    most 4.
     ``features``: extra numeric dataset columns fed to the policy as inputs, next to every
     ``observation.*`` vector (e.g. ``[gripper_force]``); ``train`` prints which columns it uses and ignores.
     """

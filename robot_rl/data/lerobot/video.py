@@ -214,8 +214,13 @@ class _OpenVideo:
 
 
 def default_decode_threads() -> int:
-    """Decoding threads per process: the CPUs this process may run on, at most 4."""
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+    """Decoding threads per process: the CPUs this process may run on, shared among the DataLoader's
+    workers when called in one, at most 4."""
+    import torch.utils.data
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    worker = torch.utils.data.get_worker_info()
+    return max(1, min(4, cores // (worker.num_workers if worker is not None else 1)))
 
 
 class VideoDecoder:
@@ -231,7 +236,7 @@ class VideoDecoder:
     def __init__(self, tolerance_s: float = 1e-4, max_open: int = 16, threads: int = 0) -> None:
         self.tolerance_s = tolerance_s
         self.max_open = max_open
-        self.threads = threads or default_decode_threads()
+        self.threads = threads  # 0: default_decode_threads(), resolved in each process on first use
         self._pid = os.getpid()
         self._open: dict[Path, list[_OpenVideo]] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -263,7 +268,8 @@ class VideoDecoder:
         The times are sorted and cut into up to ``threads`` runs of consecutive times, one per thread and
         container; each run seeks and decodes forward exactly as a single container would."""
         order = np.argsort(np.asarray(timestamps, dtype=np.float64), kind="stable")
-        runs = max(1, min(self.threads, len(order) // _MIN_FRAMES_PER_THREAD))
+        threads = self.threads or default_decode_threads()
+        runs = max(1, min(threads, len(order) // _MIN_FRAMES_PER_THREAD))
         videos = self._get(Path(path), runs)
         out: list[np.ndarray | None] = [None] * len(order)
 
@@ -276,7 +282,7 @@ class VideoDecoder:
             run(videos[0], order)
         else:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="video-decode")
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="video-decode")
             for future in [self._pool.submit(run, v, part) for v, part in zip(videos, parts, strict=True)]:
                 future.result()
         return np.stack(out)
