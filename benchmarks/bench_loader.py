@@ -105,7 +105,7 @@ def lerobot_rate(python: str, dataset: str, batches_: int, batch_size: int, work
     cmd = [python, str(HERE / "lerobot_loader_peer.py"), "--dataset", dataset, "--workers", str(workers)]
     cmd += ["--batches", str(batches_), "--batch-size", str(batch_size)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         return f"failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
@@ -120,6 +120,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, nargs=2, default=[96, 128], metavar=("H", "W"))
     parser.add_argument("--repeats", type=int, default=3, help="interleaved LeRobot / robot_rl rounds")
     parser.add_argument("--lerobot-python", default="/tmp/lerobot044/bin/python")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="DataLoader workers per round")
+    parser.add_argument("--rounds-only", action="store_true", help="skip the rows after the rounds")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench_loader_"))
     dataset = Path(args.dataset) if args.dataset else default_dataset()
@@ -161,7 +163,7 @@ def main() -> None:
     print(f"threads ({auto} in process, shared among the workers of a DataLoader: data.decode_threads=0)")
     print("round  workers  LeRobot 0.4.4          robot_rl 1 thread            robot_rl auto threads")
     for rnd in range(args.repeats):
-        for workers in (0, 2):
+        for workers in args.workers:
             peer = lerobot_rate(args.lerobot_python, str(dataset), args.batches, args.batch_size, workers)
             if isinstance(peer, str):
                 print(f"LeRobot row {peer}")
@@ -183,6 +185,9 @@ def main() -> None:
     for (workers, t), values in sorted(ratios.items()):
         name = "1 thread" if t == 1 else "auto threads"
         print(f"median ratio robot_rl/LeRobot, {workers} workers, {name}: x{float(np.median(values)):.2f}")
+    if args.rounds_only:
+        print(f"load {load()} at end")
+        return
     rng = np.random.default_rng(0)
     timestamps = video.dataset.load_tabular()["timestamp"]
     t0 = time.perf_counter()
