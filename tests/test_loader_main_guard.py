@@ -1,6 +1,7 @@
 """A user's script that starts DataLoader workers from its top level, without
-``if __name__ == "__main__":``, gets a clear error naming the script and line instead of hanging (spawned
-workers re-run the script); the same script with the guard trains. Real scripts, real subprocesses."""
+``if __name__ == "__main__":``, gets a clear error naming the script and line (spawned workers re-run the
+script; before, the parent hung or died with "DataLoader worker exited unexpectedly"); the same script with
+the guard trains. Real scripts, real subprocesses."""
 
 from __future__ import annotations
 

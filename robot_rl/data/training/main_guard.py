@@ -2,9 +2,10 @@
 
 A ``spawn`` (or ``forkserver``) child re-imports the parent's ``__main__`` script to rebuild its state. When
 the script starts the workers from its top level, without ``if __name__ == "__main__":``, every child
-re-runs the script, fails in its bootstrapping phase, and the parent's DataLoader waits on its pipe for a
-batch that never comes. :func:`check_main_guard` finds the script line running now and, when it is not
-inside such a guard, raises :class:`MainGuardError` naming the file and line before any worker starts.
+re-runs the script (loading the dataset again) and fails in its bootstrapping phase; the parent then
+reports a worker that "exited unexpectedly" or, as users reported, blocks on its pipe.
+:func:`check_main_guard` finds the script line running now and, when it is not inside such a guard,
+raises :class:`MainGuardError` naming the file and line before any worker starts.
 """
 
 from __future__ import annotations
