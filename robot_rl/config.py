@@ -354,6 +354,11 @@ class DataConfig:
     ``zeros`` (delta actions: no motion) or an observation key of the action's shape read at that frame
     (``observation.state`` for absolute joint commands: the held position), in training and at run time
     alike (:mod:`robot_rl.data.prev_action`).
+    ``decode_threads``: threads per process decoding the sampled video frames of a batch in parallel
+    (``frame_cache=none``); 0 = the CPUs this process may use divided among the DataLoader workers, at
+    most 4.
+    ``features``: extra numeric dataset columns fed to the policy as inputs, next to every
+    ``observation.*`` vector (e.g. ``[gripper_force]``); ``train`` prints which columns it uses and ignores.
     """
 
     path: str = ""
@@ -371,6 +376,8 @@ class DataConfig:
     num_workers: int = 2
     prev_action: bool = False
     prev_action_start: str = "zeros"
+    decode_threads: int = 0
+    features: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -131,6 +131,7 @@ RULES: dict[str, Range | Choice] = {
     "data.frame_cache": Choice(("auto", "memory", "zarr", "none")),
     "data.memory_limit_gb": NONNEG,
     "data.num_workers": NONNEG_INT,
+    "data.decode_threads": NONNEG_INT,
     "critic.kind": Choice(("compact", "vlm")),
     "critic.image_size": COUNT,
     "critic.steps": COUNT,

@@ -18,6 +18,7 @@ from robot_rl.cli.envs import (
     dataset_features,
     make_rollout_vec_env,
 )
+from robot_rl.cli.train_inputs import print_train_inputs
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
@@ -110,7 +111,7 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     init = run.checkpoint("bc", seed) if algo == "offline" else None
     if init is not None and not run.is_done(f"train_bc_seed{seed}"):
         train(cfg, "bc", seed)
-    metrics = train_agent(cfg, algo, seed, run, init_from=init)
+    metrics = train_agent(cfg, algo, seed, run, init_from=init, on_features=print_train_inputs)
     result = {
         "checkpoint": str(run.checkpoint(algo, seed)),
         "final": metrics,

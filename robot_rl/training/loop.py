@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,6 +24,9 @@ from robot_rl.eval.report import plot_training
 from robot_rl.run_dir import RunDir, write_json_atomic
 from robot_rl.training.resume import remove_resume, restore, resume_checkpoint, resume_dir, save_resume
 
+if TYPE_CHECKING:
+    from robot_rl.data.training.features import FeatureUse
+
 LOG_EVERY = 50
 
 
@@ -29,7 +34,14 @@ def _method(cfg: PipelineConfig, algo: str) -> str:
     return "bc" if algo == "bc" else cfg.offline.method
 
 
-def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_from: Path | None) -> dict:
+def train_agent(
+    cfg: PipelineConfig,
+    algo: str,
+    seed: int,
+    run: RunDir,
+    init_from: Path | None,
+    on_features: Callable[[FeatureUse], None] | None = None,
+) -> dict:
     """Train one agent and save it to ``run.checkpoint(algo, seed)``.
 
     The dataset is ``cfg.data.path`` (any local LeRobot v2.1/v3.0 dataset) or the run's own. Every
@@ -39,8 +51,9 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
     scored on them every ``cfg.data.val_every`` steps (``logs/<algo>_seed<s>_val.csv``; offline RL adds the
     critic's Q against Monte-Carlo returns, :mod:`robot_rl.eval.q_values`), and the saved
     checkpoint is reloaded and scored open loop at the end (``open_loop/<algo>_seed<s>.json`` and ``.png``).
-    Offline RL warm-starts its flow policy from ``init_from``. Returns the last logged metrics (plus the
-    final validation metrics).
+    Offline RL warm-starts its flow policy from ``init_from``. ``on_features`` is called once the dataset
+    is loaded with the columns the policy uses and ignores (also saved as the checkpoint config's
+    ``features``). Returns the last logged metrics (plus the final validation metrics).
     """
     from robot_rl.data.training.loader import batches
     from robot_rl.policies.checkpoint import save_checkpoint
@@ -48,6 +61,8 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
 
     budget = cfg.bc if algo == "bc" else cfg.offline
     data = _training_set(cfg, run, algo)
+    if on_features is not None:
+        on_features(data.feature_use)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
     cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg)))
     if algo != "bc":
@@ -74,6 +89,7 @@ def train_agent(cfg: PipelineConfig, algo: str, seed: int, run: RunDir, init_fro
         "method": _method(cfg, algo),
         "seed": seed,
         "obs_keys": data.obs_keys,
+        "features": data.feature_use.to_json(),
         "dataset": str(data.dataset.root),
         "fps": data.fps,
     }

@@ -124,10 +124,10 @@ def video_columns(key: str, chunk: int, file: int, length: int, fps: int) -> dic
 
 def stats_columns(stats: dict[str, FeatureStats], length: int) -> dict[str, Any]:
     """Episodes-metadata columns of an episode's statistics, in ``stats`` order: ``stats/<key>/<name>``
-    (mean, std, min, max, q01, q99 as float64 lists) and ``stats/<key>/count`` = [``length``]."""
+    (mean, std, min, max, q01..q99 as float64 lists) and ``stats/<key>/count`` = [``length``]."""
     row: dict[str, Any] = {}
     for key, s in stats.items():
-        for name, value in vars(s).items():
+        for name, value in s.present().items():
             row[f"stats/{key}/{name}"] = value.astype(np.float64).tolist()
         row[f"stats/{key}/count"] = [length]
     return row

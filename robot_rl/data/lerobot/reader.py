@@ -18,7 +18,7 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
 from robot_rl.data.lerobot.video import VideoDecoder
-from robot_rl.data.normalize import STAT_NAMES, FeatureStats, compute_stats, stats_from_json
+from robot_rl.data.normalize import EXTRA_QUANTILES, STAT_NAMES, FeatureStats, compute_stats, stats_from_json
 
 
 def _to_numpy(col: pa.ChunkedArray, shape: list[int], path: Path, key: str) -> np.ndarray:
@@ -49,6 +49,8 @@ class LeRobotDataset(torch.utils.data.Dataset):
             ``tolerance_s``). The key is then returned stacked as (len(offsets), ...) plus
             ``<key>_is_pad`` bool (len(offsets),).
         tolerance_s: tolerance for matching video frames to timestamps and offsets to the frame grid.
+        decode_threads: threads decoding the frames of one request in parallel (0 = automatic,
+            :func:`robot_rl.data.lerobot.video.default_decode_threads`).
 
     ``dataset[i]`` -> dict: every non-video feature as a tensor (shape-[1] features as 0-d tensors),
     every video key as float32 (3, H, W) in [0, 1] (or (n, 3, H, W) with deltas), ``task`` str.
@@ -68,6 +70,7 @@ class LeRobotDataset(torch.utils.data.Dataset):
         root: str | Path,
         delta_timestamps: dict[str, list[float]] | None = None,
         tolerance_s: float = 1e-4,
+        decode_threads: int = 0,
     ) -> None:
         self.root = Path(root)
         self.tolerance_s = tolerance_s
@@ -93,7 +96,7 @@ class LeRobotDataset(torch.utils.data.Dataset):
             self._load_meta_v21()
         self._check_totals(info_path)
         self._load_data()
-        self._decoder = VideoDecoder(tolerance_s)
+        self._decoder = VideoDecoder(tolerance_s, threads=decode_threads)
         self.delta_timestamps = self._check_deltas(delta_timestamps or {})
 
     # -- metadata ------------------------------------------------------------------------------------
@@ -271,11 +274,27 @@ class LeRobotDataset(torch.utils.data.Dataset):
         return self._episode_of[np.asarray(rows, dtype=np.int64)]
 
     def video_frames(self, key: str, rows: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
-        """Frames of video ``key`` at dataset ``rows`` (all in one episode): (len(rows), H, W, 3) uint8,
-        at native resolution or scaled to ``size`` = (H, W). Raises DatasetError naming the video file."""
-        ep = int(self._episode_of[rows[0]])
-        path, start = self.video_path(ep, key)
-        return self._decoder.decode(path, start + self._cols[keys.TIMESTAMP][rows].astype(np.float64), size)
+        """Frames of video ``key`` at dataset ``rows`` (any episodes, any order): (len(rows), H, W, 3)
+        uint8, at native resolution or scaled to ``size`` = (H, W). The rows of each video file are decoded
+        in one request (episodes packed into one file share it). Raises DatasetError naming the file."""
+        rows = np.asarray(rows, dtype=np.int64)
+        episodes = self._episode_of[rows]
+        by_file: dict[Path, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        for ep in np.unique(episodes).tolist():
+            path, start = self.video_path(ep, key)
+            where = np.flatnonzero(episodes == ep)
+            picks, times = by_file.setdefault(path, ([], []))
+            picks.append(where)
+            times.append(start + self._cols[keys.TIMESTAMP][rows[where]].astype(np.float64))
+        out: np.ndarray | None = None
+        for path, (picks, times) in by_file.items():
+            got = self._decoder.decode(path, np.concatenate(times), size)
+            if out is None:
+                out = np.empty((len(rows), *got.shape[1:]), dtype=np.uint8)
+            out[np.concatenate(picks)] = got
+        if out is None:
+            raise DatasetError(f"{self.root}: video_frames({key!r}) needs at least one row")
+        return out
 
     def __getitem__(self, idx: int) -> dict:
         idx = int(idx)
@@ -318,8 +337,9 @@ class LeRobotDataset(torch.utils.data.Dataset):
 
     def stats(self) -> dict[str, FeatureStats]:
         """Normalisation statistics from ``meta/stats.json`` (v3.0) with any missing quantiles (LeRobot
-        files often lack q01/q99) computed from the tabular data, or min/max for videos. Without a
-        stats.json (v2.1) the tabular features' statistics are computed from the data."""
+        files often lack q01/q99, older files q10/q50/q90) computed from the tabular data, or min/max for
+        videos (whose q10/q50/q90 stay None when absent). Without a stats.json (v2.1) the tabular
+        features' statistics are computed from the data."""
         path = self.root / fmt.STATS
         tree = fmt.read_json(path) if path.is_file() else {}
         computed: dict[str, FeatureStats] | None = None
@@ -328,6 +348,10 @@ class LeRobotDataset(torch.utils.data.Dataset):
             entry = dict(tree.get(key, {}))
             if all(n in entry for n in STAT_NAMES):
                 out.update(stats_from_json({key: entry}, source=str(path)))
+                if key in self._cols and any(n not in entry for n in EXTRA_QUANTILES):
+                    computed = computed or compute_stats({k: v for k, v in self._cols.items()})
+                    for name in EXTRA_QUANTILES:
+                        setattr(out[key], name, getattr(computed[key], name))
                 continue
             if key in self.video_keys:
                 if all(n in entry for n in ("mean", "std", "min", "max")):

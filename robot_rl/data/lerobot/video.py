@@ -7,18 +7,23 @@ PyAV build ships, in LeRobot's order of preference: AV1 via ``libsvtav1`` (LeRob
 Decoding: :class:`VideoDecoder` keeps containers open (one cache per process, safe under DataLoader
 workers because the cache is keyed by pid), seeks to the keyframe before the requested time and decodes
 forward, and continues decoding without a seek when the next request is a little later in the same file
-(sequential reads cost one decode per frame).
+(sequential reads cost one decode per frame). A request for many frames of one file is cut into runs of
+consecutive times, decoded in parallel by threads, each on its own open container of the file (PyAV
+releases the GIL while libdav1d/libavcodec decode and swscale converts). Each container decodes with one
+codec thread, so the thread count is the decoder's own; every frame is decoded exactly as before.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from robot_rl.data.errors import DatasetError
 
@@ -32,6 +37,8 @@ _DEFAULT_CODEC: str | None = None
 # or at most one keyframe interval when that is shorter (then a seek lands at least as close).
 _FORWARD_DECODE_S = 1.0
 _FORKED_AWAY: list[dict] = []  # containers inherited from a parent process, never touched
+# Below this many frames per thread a request is decoded in the calling thread (handing over costs more).
+_MIN_FRAMES_PER_THREAD = 4
 
 
 def available_encoders() -> list[str]:
@@ -132,12 +139,19 @@ class _OpenVideo:
         except Exception as err:  # noqa: BLE001
             raise DatasetError(f"{path}: unreadable video: {err}") from err
         # Slice threads: frame threading delays every frame after a seek, which random access pays per sample.
+        # One codec thread: parallelism comes from decoding runs of a request on several containers.
         self.stream.thread_type = "SLICE"
+        self.stream.codec_context.thread_count = 1
         self.frames = None  # decode iterator
         self.last: tuple[float, av.VideoFrame] | None = None
         self._key_gap = 0.0  # widest interval between consecutive keyframes decoded so far (s)
         self._last_key: float | None = None
         self._converted: tuple = (None, None, None)  # (frame, size, rgb) of the last conversion
+        # One reformatter for every frame of the file keeps swscale's context (and its scaling filter)
+        # between frames; ``frame.to_ndarray(format=...)`` builds a new one per frame, which cost more than
+        # decoding the frame. One swscale thread: its helper threads waited for a core on a busy machine
+        # (25x the conversion time under load). Same swscale call, same pixels.
+        self._reformatter = VideoReformatter()
 
     def _restart(self, t: float) -> None:
         offset = int(max(t, 0.0) / float(self.stream.time_base))
@@ -188,9 +202,11 @@ class _OpenVideo:
     def _rgb(self, frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
         if self._converted[0] is not frame or self._converted[1] != size:
             if size is None:
-                rgb = frame.to_ndarray(format="rgb24")
+                rgb = self._reformatter.reformat(frame, format="rgb24", threads=1).to_ndarray()
             else:
-                rgb = frame.to_ndarray(format="rgb24", height=size[0], width=size[1], interpolation="AREA")
+                rgb = self._reformatter.reformat(
+                    frame, format="rgb24", height=size[0], width=size[1], interpolation="AREA", threads=1
+                ).to_ndarray()
             self._converted = (frame, size, rgb)
         return self._converted[2]
 
@@ -198,49 +214,85 @@ class _OpenVideo:
         self.container.close()
 
 
+def default_decode_threads() -> int:
+    """Decoding threads per process: the CPUs this process may run on, shared among the DataLoader's
+    workers when called in one, at most 4."""
+    import torch.utils.data
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    worker = torch.utils.data.get_worker_info()
+    return max(1, min(4, cores // (worker.num_workers if worker is not None else 1)))
+
+
 class VideoDecoder:
     """Decodes frames by timestamp from mp4 files, keeping up to ``max_open`` containers open per process.
 
     ``decode(path, timestamps)`` -> (N, H, W, 3) uint8 RGB. Raises DatasetError naming the file if it is
     missing, unreadable, or has no frame within ``tolerance_s`` of a requested time.
+
+    ``threads`` (default :func:`default_decode_threads`) decode the runs of one request in parallel, each on
+    its own container of the file; 1 decodes in the calling thread only.
     """
 
-    def __init__(self, tolerance_s: float = 1e-4, max_open: int = 16) -> None:
+    def __init__(self, tolerance_s: float = 1e-4, max_open: int = 16, threads: int = 0) -> None:
         self.tolerance_s = tolerance_s
         self.max_open = max_open
+        self.threads = threads  # 0: default_decode_threads(), resolved in each process on first use
         self._pid = os.getpid()
-        self._open: dict[Path, _OpenVideo] = {}
+        self._open: dict[Path, list[_OpenVideo]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
-    def _get(self, path: Path) -> _OpenVideo:
+    def _get(self, path: Path, count: int = 1) -> list[_OpenVideo]:
+        """``count`` open containers of ``path`` (opened on first use, kept for later requests)."""
         if self._pid != os.getpid():  # forked into a DataLoader worker: never share containers
             # Closing (or garbage-collecting) a container inherited through fork would join decoder
             # threads that do not exist in this process and hang: keep them referenced, unused.
             _FORKED_AWAY.append(self._open)
-            self._open, self._pid = {}, os.getpid()
-        video = self._open.get(path)
-        if video is None:
+            self._open, self._pid, self._pool = {}, os.getpid(), None
+        videos = self._open.get(path)
+        if videos is None:
             if not path.is_file():
                 raise DatasetError(f"{path}: video file not found")
             if len(self._open) >= self.max_open:
-                self._open.pop(next(iter(self._open))).close()
-            video = self._open[path] = _OpenVideo(path)
-        return video
+                for video in self._open.pop(next(iter(self._open))):
+                    video.close()
+            videos = self._open[path] = []
+        while len(videos) < count:
+            videos.append(_OpenVideo(path))
+        return videos[:count]
 
     def decode(
         self, path: str | Path, timestamps: list[float] | np.ndarray, size: tuple[int, int] | None = None
     ) -> np.ndarray:
-        """Frames at ``timestamps`` (s) -> (N, H, W, 3) uint8 RGB, native or scaled to ``size`` (H, W)."""
-        video = self._get(Path(path))
-        order = np.argsort(timestamps, kind="stable")
-        out: list[np.ndarray | None] = [None] * len(timestamps)
-        for i in order:
-            out[i] = video.frame_at(float(timestamps[i]), self.tolerance_s, size)
-        return np.stack(out)
+        """Frames at ``timestamps`` (s) -> (N, H, W, 3) uint8 RGB, native or scaled to ``size`` (H, W).
+
+        The times are sorted and cut into up to ``threads`` runs of consecutive times, one per thread and
+        container; each run seeks and decodes forward exactly as a single container would."""
+        order = np.argsort(np.asarray(timestamps, dtype=np.float64), kind="stable")
+        threads = self.threads or default_decode_threads()
+        runs = max(1, min(threads, len(order) // _MIN_FRAMES_PER_THREAD))
+        videos = self._get(Path(path), runs)
+        ctx = videos[0].stream.codec_context
+        out = np.empty((len(order), *(size or (ctx.height, ctx.width)), 3), dtype=np.uint8)
+
+        def run(video: _OpenVideo, part: np.ndarray) -> None:
+            for i in part:
+                out[i] = video.frame_at(float(timestamps[i]), self.tolerance_s, size)
+
+        parts = np.array_split(order, runs)
+        if runs == 1:
+            run(videos[0], order)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="video-decode")
+            for future in [self._pool.submit(run, v, part) for v, part in zip(videos, parts, strict=True)]:
+                future.result()
+        return out
 
     def duration(self, path: str | Path) -> tuple[float, int, int]:
         """(time in seconds just past the last frame, height, width) of a video, reading packet headers
         only. Raises DatasetError naming the file if it is missing, unreadable or has no video packets."""
-        video = self._get(Path(path))
+        video = self._get(Path(path))[0]
         try:
             video.container.seek(0, stream=video.stream)
             last, step = None, 0.0
@@ -270,12 +322,16 @@ class VideoDecoder:
             raise DatasetError(f"{path}: unreadable video: {err}") from err
 
     def close(self) -> None:
-        for video in self._open.values():
-            video.close()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        for videos in self._open.values():
+            for video in videos:
+                video.close()
         self._open.clear()
 
     def __getstate__(self) -> dict:  # containers cannot be pickled: workers reopen their own
-        return {"tolerance_s": self.tolerance_s, "max_open": self.max_open}
+        return {"tolerance_s": self.tolerance_s, "max_open": self.max_open, "threads": self.threads}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)

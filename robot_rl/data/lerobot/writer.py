@@ -26,7 +26,7 @@ from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
 from robot_rl.data.lerobot.tools import evenly_spaced
 from robot_rl.data.lerobot.video import codec_info_name, default_codec, encode_video
-from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
+from robot_rl.data.normalize import EXTRA_QUANTILES, STAT_NAMES, FeatureStats, PooledStats, compute_stats
 
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
 _IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
@@ -158,9 +158,11 @@ class LeRobotWriter:
         out = {}
         for key in self.features:
             try:
-                values = {
+                values = {n: np.asarray(row[f"stats/{key}/{n}"], np.float32) for n in STAT_NAMES}
+                values |= {  # q10/q50/q90: absent from episodes written before they were recorded
                     n: np.asarray(row[f"stats/{key}/{n}"], np.float32)
-                    for n in ("mean", "std", "min", "max", "q01", "q99")
+                    for n in EXTRA_QUANTILES
+                    if row.get(f"stats/{key}/{n}") is not None
                 }
             except KeyError as err:
                 raise DatasetError(

@@ -38,17 +38,7 @@ class VideoFrames:
 
     def frames(self, key: str, rows: np.ndarray) -> np.ndarray:
         """(len(rows),) int dataset rows -> (len(rows), H, W, 3) uint8; DatasetError names the video file."""
-        rows = np.asarray(rows, dtype=np.int64)
-        episodes = self.dataset.episode_of(rows)
-        out: np.ndarray | None = None
-        for ep in np.unique(episodes):
-            where = np.flatnonzero(episodes == ep)
-            got = self.dataset.video_frames(key, rows[where], size=self.size)
-            if out is None:
-                out = np.empty((len(rows), *got.shape[1:]), dtype=np.uint8)
-            out[where] = got
-        assert out is not None, "frames() needs at least one row"
-        return out
+        return self.dataset.video_frames(key, np.asarray(rows, dtype=np.int64), size=self.size)
 
 
 class MemoryFrames:

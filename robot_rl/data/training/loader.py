@@ -3,6 +3,8 @@
 Item ``step`` is the whole batch of that step (:meth:`TrainingSet.sample`), so workers decode or read the
 frames of different steps in parallel while the learner trains, and a batch depends only on (seed, step).
 Workers are started with ``spawn``: forking a process that runs decoder or zarr threads can deadlock.
+Spawned workers re-import the user's script, so starting them from its unguarded top level is refused
+with a clear error instead of hanging (:func:`robot_rl.data.training.main_guard.check_main_guard`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
+from robot_rl.data.training.main_guard import check_main_guard
 from robot_rl.data.training.training_set import TrainingSet
 
 
@@ -33,8 +36,13 @@ def batches(
 
     ``num_workers`` processes prepare batches ahead (2 each); with an in-memory dataset the batches are
     built in this process, since workers would only add copying.
+
+    Raises :class:`robot_rl.data.training.main_guard.MainGuardError` (naming the script and line) when
+    workers would start from the top level of a ``__main__`` script outside ``if __name__ == "__main__":``.
     """
     workers = 0 if data.in_memory else num_workers
+    if workers:
+        check_main_guard(f"{workers} DataLoader workers")
     loader = torch.utils.data.DataLoader(
         _StepBatches(data, batch_size, seed),
         batch_size=None,

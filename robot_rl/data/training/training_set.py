@@ -20,6 +20,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
 from robot_rl.data.prev_action import previous_actions, start_actions
 from robot_rl.data.reward_labels import match_learner_gamma
+from robot_rl.data.training.features import FeatureUse, as_input_column, extra_inputs
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
 from robot_rl.data.training.sampler import ChunkSampler
 
@@ -72,17 +73,20 @@ class TrainingSet:
             actions a[t+k] − obs[t], per chunk step k (shape (h, d)).
         gamma_key: the config key ``gamma`` comes from (named in messages).
 
-    Attributes: ``obs_keys`` (vector keys then camera keys, sorted), ``obs_shapes`` (per-sample shapes;
+    Attributes: ``obs_keys`` (vector keys then camera keys, sorted; the vectors are every
+    ``observation.*`` column plus the columns ``cfg.features`` adds), ``obs_shapes`` (per-sample shapes;
     cameras (H, W, 3) at the training size), ``action_dim``, ``horizon``, ``fps``, ``stats`` (training
     episodes only; no image statistics: the encoder scales pixels to [0, 1]), ``train`` and ``val``
-    (:class:`Split`; ``val`` is None without validation episodes), ``tasks``.
+    (:class:`Split`; ``val`` is None without validation episodes), ``tasks``, ``feature_use``
+    (:class:`robot_rl.data.training.features.FeatureUse`: inputs, targets and ignored columns).
 
     Raises:
         DatasetError: the dataset is unreadable (names the file), lacks ``action``, or lacks
             ``next.reward``/``next.done`` with ``reward='dataset'`` and ``for_rl``.
         ConfigError: unknown camera, validation episode out of range or covering every episode, unknown
             reward mode or frame cache, a horizon that is not a whole number of frames, a
-            ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, an
+            ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, a
+            ``data.features`` entry that is not a numeric non-camera column of the dataset, an
             ``action_reference`` that is not a vector observation of the action's shape.
     """
 
@@ -101,7 +105,9 @@ class TrainingSet:
             raise ConfigError(f"data.reward={cfg.reward!r}; expected one of {REWARD_MODES}")
         if cfg.frame_cache not in FRAME_CACHES:
             raise ConfigError(f"data.frame_cache={cfg.frame_cache!r}; expected one of {FRAME_CACHES}")
-        self.dataset = ds = LeRobotDataset(root)
+        if cfg.decode_threads < 0:
+            raise ConfigError(f"data.decode_threads={cfg.decode_threads}; expected >= 0 (0 = automatic)")
+        self.dataset = ds = LeRobotDataset(root, decode_threads=cfg.decode_threads)
         self.fps, self.tasks = ds.fps, ds.tasks
         self.horizon = horizon_from_seconds(cfg.horizon_s, ds.fps, horizon)
         table = ds.load_tabular()
@@ -111,7 +117,10 @@ class TrainingSet:
         if cfg.prev_action:
             table[keys.PREV_ACTION] = self._previous_actions(table, cfg.prev_action_start)
         self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
-        vector_keys = sorted(k for k in table if k.startswith("observation."))
+        extra = extra_inputs(cfg.features, ds.features, ds.video_keys, ds.root)
+        for key in extra:
+            table[key] = as_input_column(table[key])
+        vector_keys = sorted(k for k in table if k.startswith("observation.") or k in extra)
         self.obs_keys = vector_keys + self.camera_keys
         if not self.obs_keys:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no observation.* feature to condition on")
@@ -126,6 +135,7 @@ class TrainingSet:
         video = VideoFrames(ds, size)
         self.store = self._store(cfg, video, Path(cfg.cache_dir or cache_dir))
         self.obs_shapes = {k: tuple(ds.features[k]["shape"]) for k in vector_keys if k != keys.PREV_ACTION}
+        self.obs_shapes.update({k: tuple(table[k].shape[1:]) for k in extra})
         if cfg.prev_action:
             self.obs_shapes[keys.PREV_ACTION] = tuple(table[keys.PREV_ACTION].shape[1:])
         for key in self.camera_keys:
@@ -138,6 +148,9 @@ class TrainingSet:
             {k: table[k][self.train.rows] for k in vector_keys}
         )
         self.stats[keys.ACTION] = self._action_stats(action_reference)
+        self.feature_use = FeatureUse.build(
+            ds.features, self.obs_shapes, ds.video_keys, cfg.images, for_rl, len(self.tasks) > 1
+        )
 
     # -- construction --------------------------------------------------------------------------------
     def _action_stats(self, reference: str, max_chunks: int = 20000) -> FeatureStats:
@@ -251,10 +264,12 @@ class TrainingSet:
         if self.store is not None:
             now = split.rows[indices]
             nxt = split.rows[split.sampler.next_indices(indices)]
+            rows = np.concatenate([now, nxt]) if self.for_rl else now  # one request per camera
             for key in self.camera_keys:
-                out["observations"][key] = self.store.frames(key, now)
+                frames = self.store.frames(key, rows)
+                out["observations"][key] = frames[: len(now)]
                 if self.for_rl:
-                    out["next_observations"][key] = self.store.frames(key, nxt)
+                    out["next_observations"][key] = frames[len(now) :]
         return out
 
     def sample(self, batch_size: int, seed: int, step: int) -> dict:
