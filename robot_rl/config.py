@@ -483,6 +483,9 @@ class InterventionConfig:
     ``gui`` (``robot_rl.teleop.gui``): every actor connects to the GUI server at ``gui_host:gui_port``
     (``robot-rl online`` starts it, ``robot-rl gui`` serves it standalone) with ``gui_token`` (empty = none;
     required when ``gui_host`` is not loopback). ``gui_port`` 0 lets ``robot-rl online`` pick a free port.
+    ``gui_camera_hz``: camera frames per second each actor sends to the GUI (Hz; every camera of the step
+    together; at or above ``env.control_hz`` every step's frames): decoding and drawing frames is the
+    browser's main CPU cost.
     """
 
     device: str = "none"
@@ -495,6 +498,7 @@ class InterventionConfig:
     gui_host: str = "127.0.0.1"
     gui_port: int = 8765
     gui_token: str = ""
+    gui_camera_hz: float = 5.0
 
 
 @dataclass

@@ -162,6 +162,7 @@ RULES: dict[str, Range | Choice] = {
     "sac.critic_only_updates": NONNEG_INT,
     "intervention.device": Choice(("none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui")),
     "intervention.gui_port": Range(0, 65535, integer=True),
+    "intervention.gui_camera_hz": POSITIVE,
     "intervention.stall_steps": COUNT,
     "intervention.stall_distance_m": NONNEG,
     "intervention.drift_distance_m": POSITIVE,

@@ -3,6 +3,7 @@ damaged edit log is refused with the file and line named."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -121,3 +122,84 @@ def test_label_values_follow_the_live_label_rule():
     assert label_values("failure") == {keys.SUCCESS: False, keys.DONE: False, keys.REWARD: 0.0}
     with pytest.raises(ValueError, match="label must be one of"):
         label_values("great")
+
+
+def _zeros_episode(learner, length: int, success: bool = False, intervened: int = 0) -> dict:
+    """An all-zero episode that fits ``learner`` (per-frame keys and the final observation)."""
+    frames = {k: np.zeros((length, *s), dt) for k, (s, dt) in learner.episode_spec.items()}
+    frames.update({k: np.zeros(s, dt) for k, (s, dt) in learner.final_spec.items()})
+    frames[keys.SUCCESS][-1] = frames[keys.DONE][-1] = success
+    frames[keys.INTERVENTION][:intervened] = True
+    return frames
+
+
+def test_learner_rates_and_summary_count_episodes_as_edited(tiny_offline_run, tmp_path):
+    """summary.json and the learner's metric rows follow relabels and exclusions (they had counted the
+    recorded labels and every episode)."""
+    from online_setup import copy_run, overrides
+
+    from robot_rl.config import load_config
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.metrics import episode_meta
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    learner = Learner(load_config(None, overrides(run)), 0, progress=False)
+    hz = learner.cfg.env.control_hz
+    recorded = [
+        _zeros_episode(learner, 4, success=True),
+        _zeros_episode(learner, 4),
+        _zeros_episode(learner, 6, intervened=6),
+    ]
+    for ep, frames in enumerate(recorded):
+        learner.push(0, ep, frames, episode_meta(frames, hz, 0))
+    with learner.lock:
+        row = learner.window_snapshot()
+    assert row["success_rate"] == pytest.approx(1 / 3) and row["intervention_rate"] == pytest.approx(6 / 14)
+    edits = actor_log(learner.dir, 0)
+    edits.append(1, "label", "success")  # the detector missed it
+    edits.append(2, "exclude", True)  # a bad reset: not trained on, not counted
+    with learner.lock:
+        assert learner.refresh_edits()  # as the training loop does between updates
+        row = learner.window_snapshot()
+    assert row["success_rate"] == 1.0 and row["intervention_rate"] == 0.0
+    late = _zeros_episode(learner, 5, success=True)  # relabelled before the learner got it
+    edits.append(3, "label", "failure")
+    with learner.lock:
+        learner.refresh_edits()
+    learner.push(0, 3, late, episode_meta(late, hz, 0))
+    with learner.lock:
+        assert learner.window_snapshot()["success_rate"] == pytest.approx(2 / 3)
+    learner._finish()  # what train() does at the end: the final checkpoint and summary.json
+    summary = json.loads((learner.dir / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["excluded_episodes"] == 1
+    assert summary["success_rate"] == pytest.approx(2 / 3) and summary[
+        "last20_success_rate"
+    ] == pytest.approx(2 / 3)
+    assert summary["intervention_rate"] == 0.0
+    assert not learner.replay.buffer.episode(1)[keys.SUCCESS].any()  # the recorded frames stay
+
+
+def test_live_rates_of_the_gui_panel_follow_the_actor_edits(tmp_path):
+    """The actor's live success / intervention rates (the GUI panel) count relabels and exclusions."""
+    import time
+
+    from robot_rl.runtime.live import EDITS_POLL_S, LiveStats
+
+    live = LiveStats(0, 10.0, edits_dir=tmp_path)
+    for index, (success, intervened) in enumerate([(True, 0), (False, 0), (False, 4)]):
+        frames = toy_episode(4, intervened=bool(intervened))
+        frames[keys.SUCCESS][-1] = frames[keys.DONE][-1] = success
+        live.episode_end(frames, index)
+
+    def rates():
+        info = live.step({}, 1, 0.0, {}, False, 0, 1, 0, 0)
+        return info["success_rate"], info["intervention_rate"]
+
+    assert rates() == (pytest.approx(1 / 3), pytest.approx(4 / 12))
+    actor_log(tmp_path, 0).append(1, "label", "success")
+    actor_log(tmp_path, 0).append(2, "exclude", True)
+    actor_log(tmp_path, 1).append(0, "label", "failure")  # another actor's episode 0: not this one's
+    deadline = time.monotonic() + 10 * EDITS_POLL_S
+    while rates() != (1.0, 0.0):
+        assert time.monotonic() < deadline, f"the edits never reached the live rates: {rates()}"
+        time.sleep(0.05)

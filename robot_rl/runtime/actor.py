@@ -165,7 +165,7 @@ class Actor:
         self._log_lock = threading.Lock()
         self.device = self._device()
         self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
-        self.live = LiveStats(actor_id, cfg.env.control_hz)
+        self.live = LiveStats(actor_id, cfg.env.control_hz, edits_dir=self.dir.parent)
         self.versions: dict[int, int] = {}
         self.version = -1
         self.source = None  # robot_rl.sources.PrevActionSource around an AgentSource once weights arrived
@@ -361,7 +361,7 @@ class Actor:
                     self.counters["episodes"] += 1
                     self.counters["steps"] += len(frames[keys.ACTION])
                     self.sender.wake.set()
-                self.live.episode_end(frames)
+                self.live.episode_end(frames, index)
                 if error is None and self._estopped:
                     error = self._hold_while_stopped()
                 if fault is not None:  # the recorded episodes still reach the learner, then it hears why

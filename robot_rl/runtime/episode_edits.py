@@ -20,7 +20,9 @@ running, keeps the edits it last read and logs the error).
 
 The learner applies the edits (:class:`RunEdits`, :mod:`robot_rl.runtime.replay`): a label sets the last
 step's ``next.success``, ``next.done`` and ``next.reward`` exactly as a live label from the intervention
-device does (:func:`label_values`); an excluded episode is never sampled.
+device does (:func:`label_values`); an excluded episode is never sampled. The success and intervention
+rates (the learner's metrics and ``summary.json``, the GUI's live panels) count episodes as edited
+(:func:`edited_frames`): with their label, excluded ones left out.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def label_values(label: str) -> dict[str, Any]:
     return {keys.SUCCESS: success, keys.DONE: success, keys.REWARD: np.float32(1.0 if success else 0.0)}
 
 
+LABEL_KEYS = (keys.SUCCESS, keys.DONE, keys.REWARD)  # what a label sets on an episode's last step
+
+
 @dataclass
 class EpisodeEdits:
     """The effect of an episode's edits: ``label`` (None = as recorded), ``note``, ``exclude`` and every
@@ -72,6 +77,25 @@ class EpisodeEdits:
 
     def to_json(self) -> dict:
         return {"label": self.label, "note": self.note, "exclude": self.exclude, "history": self.history}
+
+
+def edited_frames(frames: dict[str, np.ndarray], edits: EpisodeEdits | None) -> dict[str, np.ndarray] | None:
+    """An episode's per-step columns as its edits make them: None when it is excluded; else ``frames``
+    (T rows per key) with, when it is relabelled, copies of :data:`LABEL_KEYS` whose last step holds
+    :func:`label_values` (the other keys and the caller's arrays untouched). ``edits`` None = as
+    recorded."""
+    if edits is None:
+        return frames
+    if edits.exclude:
+        return None
+    if edits.label is None:
+        return frames
+    out = dict(frames)
+    for key, value in label_values(edits.label).items():
+        column = np.array(frames[key], copy=True)
+        column[-1] = value
+        out[key] = column
+    return out
 
 
 def check_edit(episode: Any, name: Any, value: Any) -> str | None:

@@ -100,6 +100,9 @@ class Learner:
         self._resume()
         self.rng = np.random.default_rng([seed, self.updates])
         self.window = EpisodeWindow()
+        self._lags: dict[tuple[int, int], int] = {}  # (actor, actor episode) -> weight lag at ingest
+        # the window is rebuilt from the replay as edited when an operator's edit touches it
+        self._window_stale = self.replay.edits is not None and bool(self.replay.edits.edits)
         self._published: tuple[int, bytes] = (self.version, agent_weights(self.agent))
         self._spec = {"config": self.config, "stats": stats_to_json(self.stats)}
         self._active: set[int] = set()
@@ -162,6 +165,8 @@ class Learner:
         with self.lock:
             if self.replay.add(actor, episode, frames):
                 self.window.add(meta, self.version)
+                self._lags[actor, episode] = self.version - int(meta.get("version", self.version))
+                self._window_stale |= self.replay.edited(actor, episode)
             self._active.add(actor)
             return {"acked": self.replay.acked[actor], "status": self.status()}
 
@@ -233,7 +238,7 @@ class Learner:
         try:
             while True:
                 with self.lock:
-                    self.replay.refresh_edits()  # operators' relabels / exclusions, between updates
+                    self.refresh_edits()  # operators' relabels / exclusions, between updates
                     steps, allowed = self.replay.num_steps, self.updates_allowed()
                     done = steps >= on.env_steps and self.updates >= allowed
                     batches = self.draw_batches() if self.updates < allowed else None
@@ -296,7 +301,7 @@ class Learner:
 
     def _row(self, metrics: dict, env_rate: RateMeter, upd_rate: RateMeter) -> dict[str, float]:
         with self.lock:
-            window = self.window.snapshot()
+            window = self.window_snapshot()
             steps = self.replay.num_steps
         elapsed = time.monotonic() - self._start
         full = len(self.window.recent) == self.window.recent.maxlen
@@ -399,15 +404,41 @@ class Learner:
         write_json_atomic(self.dir / "summary.json", summary)
         return summary
 
-    def _buffer_summary(self) -> dict:
-        """Run totals and last-20-episode rates read back from the replay on disk (exact after restarts)."""
+    def refresh_edits(self) -> bool:
+        """Apply operators' new edit lines to the replay and the rates (call with :attr:`lock` held).
+        Returns whether any edit log changed."""
+        changed = self.replay.refresh_edits()
+        self._window_stale |= changed
+        return changed
+
+    def window_snapshot(self) -> dict[str, float]:
+        """The metric rows' rates over the last 20 episodes (:meth:`EpisodeWindow.snapshot`), counting
+        episodes as edited (:meth:`_edited_window`, rebuilt when an edit touched them). Call with
+        :attr:`lock` held."""
+        if self._window_stale:
+            self.window, self._window_stale = self._edited_window(), False
+        return self.window.snapshot()
+
+    def _edited_window(self) -> EpisodeWindow:
+        """The episode window over every stored episode as operators' edits make it (relabels applied,
+        excluded episodes left out; robot_rl.runtime.episode_edits), read back from the replay on disk;
+        weight lags as measured at ingest (0 for episodes stored before a restart)."""
         window = EpisodeWindow()
-        for index in range(self.replay.num_episodes):
-            window.add(episode_meta(self.replay.buffer.episode(index), self.cfg.env.control_hz, 0), 0)
+        for key, frames in self.replay.edited_episodes():
+            # add() records version_now - meta["version"]: the lag measured when the episode came in
+            window.add(episode_meta(frames, self.cfg.env.control_hz, 0), self._lags.get(key, 0))
+        return window
+
+    def _buffer_summary(self) -> dict:
+        """Run totals and last-20-episode rates read back from the replay on disk (exact after restarts),
+        counting episodes as operators edited them (:meth:`_edited_window`); ``excluded_episodes``: those
+        left out."""
+        window = self._edited_window()
         return {
             "method": self.cfg.online.method,
             "seed": self.seed,
             "env_steps": int(self.replay.num_steps),
             **window.totals(),
+            "excluded_episodes": self.replay.num_episodes - window.episodes,
             **{f"last20_{k}": v for k, v in window.snapshot().items() if k != "weight_lag"},
         }

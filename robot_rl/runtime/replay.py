@@ -29,12 +29,11 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.data.training.sampler import ChunkSampler
-from robot_rl.runtime.episode_edits import EditLogError, RunEdits, label_values
+from robot_rl.runtime.episode_edits import LABEL_KEYS, EditLogError, RunEdits, edited_frames, label_values
 from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
 ACTOR_EPISODE_KEY = "runtime.actor_episode"
-LABEL_KEYS = (keys.SUCCESS, keys.DONE, keys.REWARD)  # what a label sets on an episode's last step
 log = logging.getLogger(__name__)
 
 
@@ -206,6 +205,34 @@ class OnlineReplay:
         if changed:
             self._apply_edits()
         return changed
+
+    def edited(self, actor: int, actor_episode: int) -> bool:
+        """Whether an operator has edited actor ``actor``'s episode ``actor_episode`` (edits as last read)."""
+        return self.edits is not None and self.edits.get(actor, actor_episode) is not None
+
+    def edited_episodes(self) -> list[tuple[tuple[int, int], dict[str, np.ndarray]]]:
+        """Every stored episode (on disk, oldest first) as its edits make it, excluded ones left out:
+        ``((actor, actor episode), columns)`` with the (T,) ``next.success``, ``next.done``,
+        ``next.reward`` (relabel applied, :func:`~robot_rl.runtime.episode_edits.edited_frames`) and
+        ``complementary_info.is_intervention`` of the episode. Reads only those scalar columns."""
+        ends = self.buffer.episode_ends
+        if not len(ends):
+            return []
+        stored = self.buffer.zarr_arrays()
+        n = int(ends[-1])
+        cols = {k: np.asarray(stored[k][:n]) for k in (*LABEL_KEYS, keys.INTERVENTION)}
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        actors = np.asarray(stored[ACTOR_KEY].get_coordinate_selection(starts))
+        episodes = np.asarray(stored[ACTOR_EPISODE_KEY].get_coordinate_selection(starts))
+        out = []
+        for lo, hi, actor, ep in zip(
+            starts.tolist(), ends.tolist(), actors.tolist(), episodes.tolist(), strict=True
+        ):
+            edits = self.edits.get(actor, ep) if self.edits is not None else None
+            frames = edited_frames({k: v[lo:hi] for k, v in cols.items()}, edits)
+            if frames is not None:
+                out.append(((actor, ep), frames))
+        return out
 
     def _apply_edits(self) -> None:
         """Set each held episode's last step to its label (or back to what was recorded) and collect the

@@ -24,7 +24,7 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse
 
-from robot_rl.teleop.gui.auth import COOKIE, require_token, token_ok
+from robot_rl.teleop.gui.auth import page_response, require_token, token_ok
 from robot_rl.teleop.gui.history import history_router
 from robot_rl.teleop.gui.hub import Hub, UiClient
 
@@ -45,10 +45,7 @@ def create_app(run_dir: str | Path, token: str | None = None) -> FastAPI:
 
     @app.get("/", dependencies=guarded)
     def index(request: Request) -> FileResponse:
-        response = FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
-        if app.state.token and request.query_params.get("token"):
-            response.set_cookie(COOKIE, app.state.token, httponly=True, samesite="strict")
-        return response
+        return page_response(request, STATIC / "index.html")
 
     @app.get("/api/live", dependencies=guarded)
     def live() -> dict:

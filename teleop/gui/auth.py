@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from pathlib import Path
 
 from fastapi import HTTPException, Request
+from fastapi.responses import FileResponse
 from starlette.requests import HTTPConnection
 
 COOKIE = "robot_rl_token"
@@ -46,6 +48,18 @@ def require_token(request: Request) -> None:
     """
     if not token_ok(request):
         raise HTTPException(status_code=401, detail="missing or wrong token (?token=..., Bearer or cookie)")
+
+
+def page_response(request: Request, path: Path) -> FileResponse:
+    """The HTML page ``path`` for a request that passed :func:`require_token` (every page route of the GUI:
+    live page, episode browser, learner view). A token that came as ``?token=`` is kept in the
+    ``robot_rl_token`` cookie (HttpOnly, SameSite=Strict), so the page's websockets, scripts and links to
+    the other pages carry it; ``Cache-Control: no-store``, so a page is never shown from a cache."""
+    response = FileResponse(path, headers={"Cache-Control": "no-store"})
+    token = request.app.state.token
+    if token is not None and request.query_params.get("token"):
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+    return response
 
 
 def is_loopback(host: str) -> bool:

@@ -1,7 +1,9 @@
 """The actor side of the web GUI: intervention device ``gui``.
 
 Each actor opens a websocket to the GUI server (``ws://host:port/ws/actor/<k>``). After every executed
-step (:meth:`GuiDevice.observe`) it sends its live numbers and every camera image as a JPEG (OpenCV); it
+step (:meth:`GuiDevice.observe`) it sends its live numbers, and every camera image as a JPEG (OpenCV) at
+most ``camera_hz`` times a second (the browser's decoding and drawing of frames is the GUI's main CPU
+cost; at a ``camera_hz`` >= the control rate every step carries its frames); it
 receives the operator's commands, which :meth:`GuiDevice.poll` turns into a
 :class:`~robot_rl.runtime.intervention.HumanInput` with the keyboard/gamepad mapping and limits of the
 device teleop (:data:`~robot_rl.teleop.keyboard.MOVE_KEYS`,
@@ -14,9 +16,10 @@ driving. A latched e-stop is the exception: it stays latched on the actor until 
 (a reconnecting actor re-latches the server's e-stop).
 
 Messages (JSON text): actor -> server ``hello`` (``actor``, ``estop``) then ``status`` (the step info of
-:class:`robot_rl.runtime.live.LiveStats` without ``obs``, plus ``frames`` {camera: base64 JPEG},
-``t_frame`` (s since the epoch), ``estop``, ``steps_after_latch``, ``takeover``, ``cmd_seq``,
-``cmd_t_press`` (ms), ``cmd_t_applied`` (ms), ``observed`` steps), or a ``beat`` of the device's own
+:class:`robot_rl.runtime.live.LiveStats` without ``obs``, plus ``frames`` {camera: base64 JPEG} (empty
+between the ``camera_hz`` frame times), ``t_frame`` (s since the epoch, with frames), ``estop``,
+``steps_after_latch``, ``takeover``, ``cmd_seq``, ``cmd_t_press`` (ms), ``cmd_t_applied`` (ms),
+``observed`` steps), or a ``beat`` of the device's own
 fields every 0.25 s while no step runs; server -> actor ``estop`` (``latched``), ``takeover``
 (``on``), ``drive`` (``held`` key names, ``axes`` (3,) gamepad x/y/z in [-1, 1], ``pad`` RB held,
 ``gripper`` 0/1 or None, ``seq``, ``t`` (ms since the epoch of the browser's key event)) and ``label``.
@@ -79,10 +82,11 @@ class GuiDevice:
         control_hz: :meth:`poll` paces the control loop to this rate (a human drives in real time; a real
             robot already runs at it, so this only slows a simulator).
         token: the server's token ('' = none).
+        camera_hz: camera frames sent per second (all cameras of a step together; Hz > 0).
 
     Raises:
         DeviceError: the ``websockets`` package is missing (names the ``gui`` extra).
-        ValueError: a bad action box, scale or control rate.
+        ValueError: a bad action box, scale, control rate or camera rate.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class GuiDevice:
         scale: float = 1.0,
         control_hz: float = 10.0,
         token: str = "",
+        camera_hz: float = 5.0,
     ) -> None:
         try:
             from websockets.sync.client import connect
@@ -103,11 +108,15 @@ class GuiDevice:
             ) from e
         if not (np.isfinite(control_hz) and control_hz > 0):
             raise ValueError(f"gui: control_hz must be a positive number; got {control_hz}")
+        if not (np.isfinite(camera_hz) and camera_hz > 0):
+            raise ValueError(f"gui: camera_hz must be a positive number; got {camera_hz}")
         self._connect = connect
         self.url = f"{url.rstrip('/')}/ws/actor/{int(actor_id)}"
         self.actor_id, self.token = int(actor_id), token
         self.mapper = ActionMapper(action_low, action_high, scale)
         self.period = 1.0 / float(control_hz)
+        self.frame_period = 1.0 / float(camera_hz)
+        self._next_frame = 0.0  # monotonic time the next camera frames are due
         self.lock = threading.Lock()
         self.latched = False
         self.steps_after_latch = 0  # env steps that completed after the e-stop reached this actor
@@ -131,10 +140,11 @@ class GuiDevice:
     def from_config(
         cls, cfg, action_low: np.ndarray, action_high: np.ndarray, actor_id: int, control_hz: float
     ) -> GuiDevice:
-        """From ``InterventionConfig`` (``gui_host``, ``gui_port``, ``gui_token`` or $ROBOT_RL_GUI_TOKEN)."""
+        """From ``InterventionConfig`` (``gui_host``, ``gui_port``, ``gui_token`` or $ROBOT_RL_GUI_TOKEN,
+        ``gui_camera_hz``)."""
         url = f"ws://{connect_host(cfg.gui_host)}:{cfg.gui_port}"
         token = cfg.gui_token or os.environ.get(TOKEN_ENV, "")
-        return cls(url, actor_id, action_low, action_high, cfg.scale, control_hz, token)
+        return cls(url, actor_id, action_low, action_high, cfg.scale, control_hz, token, cfg.gui_camera_hz)
 
     def _clear_controls(self) -> None:
         self.takeover, self.pad, self.gripper = False, False, 0.0
@@ -166,16 +176,26 @@ class GuiDevice:
         return self.mapper(cmd)
 
     def observe(self, step_info: dict[str, Any]) -> None:
-        """Queue the step's live numbers and camera images for the server (the newest replaces an unsent
-        one; never blocks the control loop)."""
+        """Queue the step's live numbers for the server, with its camera images when frames are due
+        (``camera_hz``). The newest step replaces an unsent one, keeping that one's unsent frames when it
+        has none of its own; never blocks the control loop."""
         with self.lock:
             self.observed += 1
             if self.latched:
                 self.steps_after_latch += 1
-        obs = step_info["obs"]
-        images = {k: np.array(v) for k, v in obs.items() if k.startswith(keys.IMAGE_PREFIX)}
-        self._outbox = {**{k: v for k, v in step_info.items() if k != "obs"}, "images": images}
-        self._outbox["t_frame"] = time.time()
+        out = {k: v for k, v in step_info.items() if k != "obs"}
+        now = time.monotonic()
+        if now >= self._next_frame:
+            on_grid = now - self._next_frame < self.frame_period  # else restart the grid now
+            self._next_frame = (self._next_frame if on_grid else now) + self.frame_period
+            obs = step_info["obs"]
+            out["images"] = {k: np.array(v) for k, v in obs.items() if k.startswith(keys.IMAGE_PREFIX)}
+            out["t_frame"] = time.time()
+        with self.lock:
+            pending = self._outbox
+            if "images" not in out and pending is not None and "images" in pending:
+                out["images"], out["t_frame"] = pending["images"], pending["t_frame"]
+            self._outbox = out
         self._out_ready.set()
 
     def close(self) -> None:
@@ -255,7 +275,8 @@ class GuiDevice:
         while not self._closed.is_set():
             self._out_ready.wait(BEAT_S)
             self._out_ready.clear()
-            out, self._outbox = self._outbox, None
+            with self.lock:
+                out, self._outbox = self._outbox, None
             ws = self._ws
             if ws is None:
                 continue
@@ -263,7 +284,7 @@ class GuiDevice:
                 self.beats += 1
                 out = {"type": "beat", "actor": self.actor_id, "beats": self.beats, "images": {}}
             frames = {}
-            for key, img in out.pop("images").items():
+            for key, img in out.pop("images", {}).items():
                 ok, jpg = cv2.imencode(
                     ".jpg", np.ascontiguousarray(img[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
                 )

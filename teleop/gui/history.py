@@ -42,7 +42,7 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.episode_edits import MAX_NOTE_CHARS, EditLog, EpisodeEdits, actor_log
-from robot_rl.teleop.gui.auth import COOKIE, require_token
+from robot_rl.teleop.gui.auth import page_response, require_token
 
 STATIC = Path(__file__).parent / "static"
 PAGES = {"/episodes": "episodes.html", "/learner": "learner.html"}
@@ -207,15 +207,10 @@ def _learner(run_dir: Path) -> list[dict]:
 
 
 def _page(path: Path):
-    """A page route; a token that came as ``?token=`` is kept in the ``robot_rl_token`` cookie, so the
-    page's scripts and styles (and the other pages) load with it."""
+    """A page route serving ``path`` (:func:`~robot_rl.teleop.gui.auth.page_response`)."""
 
     def serve(request: Request) -> FileResponse:
-        page = FileResponse(path)
-        token = request.query_params.get("token")
-        if token is not None and request.app.state.token is not None:
-            page.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-        return page
+        return page_response(request, path)
 
     return serve
 

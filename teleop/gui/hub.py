@@ -2,7 +2,9 @@
 
 All of it lives in the server (one asyncio event loop, no locks), so every browser tab shows the same
 thing and a page reload finds the e-stop still latched. Browsers get only the newest message per actor
-(a slow tab skips frames instead of queueing them); commands go to the actor's websocket at once.
+(a slow tab skips steps instead of queueing them; camera frames come only with some steps, at the actors'
+``intervention.gui_camera_hz``, so a newer step without frames carries the unsent frames along);
+commands go to the actor's websocket at once.
 """
 
 from __future__ import annotations
@@ -26,9 +28,20 @@ class UiClient:
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
         self.pending: dict[str, str] = {}
+        self.pending_frames: dict[str, dict[str, Any]] = {}  # topic -> unsent frames / t_frame
         self.ready = asyncio.Event()
 
-    def offer(self, topic: str, text: str) -> None:
+    def offer(self, topic: str, text: str, msg: dict[str, Any] | None = None) -> None:
+        """Queue ``text`` as the newest message of ``topic``, replacing an unsent one. ``msg``: ``text``
+        parsed, for an actor status: when it has no camera frames and the message it replaces had
+        some, they are carried into it (re-encoded), so a slow tab never loses frames to a status."""
+        if msg is not None:
+            if msg.get("frames"):
+                self.pending_frames[topic] = {"frames": msg["frames"], "t_frame": msg.get("t_frame")}
+            elif topic in self.pending_frames:
+                text = json.dumps({**msg, **self.pending_frames[topic]})
+            else:
+                self.pending_frames.pop(topic, None)
         self.pending[topic] = text
         self.ready.set()
 
@@ -38,6 +51,7 @@ class UiClient:
             await self.ready.wait()
             self.ready.clear()
             batch, self.pending = self.pending, {}
+            self.pending_frames = {}
             for text in batch.values():
                 await self.ws.send_text(text)
 
@@ -47,7 +61,8 @@ class Hub:
 
     def __init__(self) -> None:
         self.actors: dict[int, WebSocket] = {}
-        self.status: dict[int, str] = {}  # newest status message per actor, as sent
+        self.status: dict[int, tuple[str, dict]] = {}  # newest status message per actor: text, parsed
+        self.framed: dict[int, tuple[str, dict]] = {}  # newest status with camera frames per actor
         self.meta: dict[int, dict[str, Any]] = {}  # the newest value of each field but frames (/api/live)
         self.uis: set[UiClient] = set()
         self.drivers: dict[int, UiClient] = {}  # actor -> the tab that took over
@@ -75,11 +90,14 @@ class Hub:
 
     def actor_status(self, actor: int, text: str, msg: dict[str, Any]) -> None:
         """Keep and forward the newest status or beat of ``actor``."""
-        if msg.get("type") == "status":
-            self.status[actor] = text
+        status = msg.get("type") == "status"
+        if status:
+            self.status[actor] = text, msg
+            if msg.get("frames"):
+                self.framed[actor] = text, msg
         self.meta.setdefault(actor, {}).update((k, v) for k, v in msg.items() if k != "frames")
         for ui in self.uis:
-            ui.offer(f"actor{actor}" if msg.get("type") == "status" else f"beat{actor}", text)
+            ui.offer(f"actor{actor}" if status else f"beat{actor}", text, msg if status else None)
 
     async def to_actor(self, actor: int, msg: dict[str, Any]) -> None:
         ws = self.actors.get(actor)
@@ -91,11 +109,14 @@ class Hub:
 
     # -- browsers ------------------------------------------------------------------------------------
     def ui_joined(self, ui: UiClient) -> None:
-        """A new tab gets the whole state: the e-stop and every actor's newest status."""
+        """A new tab gets the whole state: the e-stop and every actor's newest status with its newest
+        camera frames."""
         self.uis.add(ui)
         ui.offer("estop", self._estop_text())
-        for actor, text in self.status.items():
-            ui.offer(f"actor{actor}", text)
+        for actor, (text, msg) in self.status.items():
+            if actor in self.framed:
+                ui.offer(f"actor{actor}", *self.framed[actor])
+            ui.offer(f"actor{actor}", text, msg)
 
     async def ui_left(self, ui: UiClient) -> None:
         """A tab closed or lost its connection: the actors it drove go back to the policy."""
