@@ -202,12 +202,22 @@ def _merge(root: Path, stream: Stream, rows: list[dict], group: list[int], numbe
         else:
             sources.append((path, [ep]))
     if stream.video_key is None:
-        tables = []
+        tables: list[pa.Table] = []
         for path, eps in sources:
             table = fmt.read_parquet(path)
+            if tables and set(table.column_names) != set(tables[0].column_names):
+                raise DatasetError(
+                    f"{path}: columns {table.column_names} differ from {tables[0].column_names} in the "
+                    "files it is packed with"
+                )
             mask = pc.is_in(table.column(keys.EPISODE_INDEX), pa.array(eps, pa.int64()))
-            tables.append(table.filter(mask))
-        fmt.atomic_write_parquet(dst, pa.concat_tables(tables))
+            table = table.filter(mask)
+            tables.append(table.select(tables[0].column_names) if tables else table)
+        try:
+            merged = pa.concat_tables(tables)
+        except pa.ArrowInvalid as err:
+            raise DatasetError(f"{dst}: the packed files' column types differ: {err}") from err
+        fmt.atomic_write_parquet(dst, merged)
     else:
         _concat_videos(stream, rows, sources, dst)
     for ep in group:
