@@ -170,7 +170,7 @@ class _Builder:
             whole_files = {key: _single_episode_files(ds, key) for key in ds.video_keys}
             for ep in eps:
                 self._episode(ds, ep, columns, whole_files)
-        pack(self.folder, self.rows, 0, self.first.video_keys, self.sizes, lambda _: None)
+        pack(self.folder, self.rows, self.first.video_keys, self.sizes, lambda _: None, everything=True)
         self._write_meta()
 
     def _episode(

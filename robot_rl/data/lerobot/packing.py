@@ -93,36 +93,46 @@ def next_number(stream: Stream, rows: Sequence[dict[str, Any]]) -> int:
 def pack(
     root: Path,
     rows: list[dict[str, Any]],
-    first_pending: int,
     video_keys: Sequence[str],
     sizes: FileSizes,
     commit: Callable[[int], None],
+    final: bool = True,
+    everything: bool = False,
 ) -> None:
-    """Merge the pending episodes ``rows[first_pending:]`` (one episode per file) into the file of the last
-    packed episode and new files, updating ``rows`` (episodes-metadata dicts, in episode order) in place.
+    """Merge the files that hold the last episodes of ``rows`` into fewer, bigger ones, updating ``rows``
+    (episodes-metadata dicts, in episode order, each file holding a run of consecutive episodes) in place.
+
+    Which files: every file when ``everything``, else the last ones back to a file at least half the target
+    size that cannot take the files after it (those before it are full). How: with ``final`` they
+    are merged greedily in order, a file taking the next one while the sum stays below the target, as
+    LeRobot fills its files; without, a file is merged with the next only when at most twice its size,
+    so that repeated packing while episodes keep coming rewrites each byte O(log n) times, not O(n).
+    An mp4 never joins a file whose stream parameters differ, nor one it would follow with a decode delay.
 
     Args:
         root: dataset folder.
-        rows: every episode's metadata row; those from ``first_pending`` on must each be alone in their
-            files, and every file must exist.
+        rows: every episode's metadata row; every file they reference must exist.
         video_keys: the video features.
-        sizes: target file sizes.
+        sizes: target file sizes; a stream whose target is 0 is left as it is.
         commit: ``commit(first_changed_episode)`` writes the episodes metadata from that episode on, and
             info.json; called whenever rows changed, before any file they no longer reference is deleted.
+        final: merge greedily (at the end of a write) rather than by the doubling rule.
+        everything: consider every file, not only the last ones (a freshly written copy).
     Raises DatasetError naming the file when a file cannot be read or written.
     """
     changed = len(rows)
     for stream in streams_of(video_keys):
         limit = (sizes.data_mb if stream.video_key is None else sizes.video_mb) * MB
-        if limit <= 0 or first_pending >= len(rows):
+        if limit <= 0 or not rows:
             continue
-        groups = _plan(root, stream, rows, first_pending, limit)
+        units = _units(root, stream, rows, limit, everything)
+        groups = _greedy(units, limit) if final else _doubling(units, limit)
         fresh = max(next_number(stream, rows), _highest_on_disk(stream.folder(root)) + 1)
         for group in groups:
-            if len({stream.number(rows[e]) for e in group}) == 1:
+            if len(group) < 2:
                 continue  # already one file
-            _merge(root, stream, rows, group, fresh)
-            changed = min(changed, group[0])
+            _merge(root, stream, rows, [ep for unit in group for ep in unit.episodes], fresh)
+            changed = min(changed, group[0].episodes[0])
             fresh += 1
     if changed == len(rows):
         return
@@ -131,33 +141,62 @@ def pack(
     _renumber(root, rows, video_keys, commit)
 
 
-def _plan(root: Path, stream: Stream, rows: list[dict], first_pending: int, limit: float) -> list[list[int]]:
-    """Episode groups, each to become one file: the last packed file's episodes and the pending ones, in
-    order, a new group whenever the size would reach ``limit`` bytes or a video cannot be appended."""
-    start = first_pending
-    if first_pending > 0:
-        open_file = stream.number(rows[first_pending - 1])
-        while start > 0 and stream.number(rows[start - 1]) == open_file:
-            start -= 1
-    units: list[list[int]] = []
-    for ep in range(start, len(rows)):
-        if units and ep < first_pending:
-            units[-1].append(ep)
+@dataclass
+class _Unit:
+    """One existing file: its episodes, size in bytes and (videos) stream signature."""
+
+    episodes: list[int]
+    size: int
+    signature: tuple | None
+
+
+def _units(root: Path, stream: Stream, rows: list[dict], limit: float, everything: bool) -> list[_Unit]:
+    """The files to pack, in episode order: all, or the last files back to one that is at least half full
+    and cannot take the ones after it (sum reaching ``limit`` bytes)."""
+    runs: list[list[int]] = []
+    for ep, row in enumerate(rows):
+        if runs and stream.number(rows[runs[-1][0]]) == stream.number(row):
+            runs[-1].append(ep)
         else:
-            units.append([ep])
-    groups: list[list[int]] = []
-    size, signature = 0.0, None
+            runs.append([ep])
+    units: list[_Unit] = []
+    total = 0
+    for run in reversed(runs):
+        path = stream.path(root, stream.number(rows[run[0]]))
+        size = _size(path)
+        if not everything and total + size >= limit and size >= limit / 2:
+            break  # a file at least half full that cannot take the later ones: full
+        total += size
+        units.append(_Unit(run, size, _video_signature(path) if stream.video_key is not None else None))
+    return units[::-1]
+
+
+def _joins(group: list[_Unit], unit: _Unit) -> bool:
+    """Whether ``unit``'s file may be appended to the file ``group`` becomes (same video parameters, and
+    its first packet a keyframe decoded at once)."""
+    return unit.signature is None or (unit.signature == group[0].signature and bool(unit.signature[-1]))
+
+
+def _greedy(units: list[_Unit], limit: float) -> list[list[_Unit]]:
+    groups: list[list[_Unit]] = []
     for unit in units:
-        path = stream.path(root, stream.number(rows[unit[0]]))
-        unit_size = _size(path)
-        unit_signature = _video_signature(path) if stream.video_key is not None else None
-        appendable = unit_signature is None or (unit_signature == signature and unit_signature[-1])
-        if groups and size + unit_size < limit and appendable:
-            groups[-1] += unit
-            size += unit_size
+        if groups and sum(u.size for u in groups[-1]) + unit.size < limit and _joins(groups[-1], unit):
+            groups[-1].append(unit)
         else:
-            groups.append(list(unit))
-            size, signature = unit_size, unit_signature
+            groups.append([unit])
+    return groups
+
+
+def _doubling(units: list[_Unit], limit: float) -> list[list[_Unit]]:
+    groups: list[list[_Unit]] = []
+    for unit in units:
+        groups.append([unit])
+        while len(groups) > 1:
+            before, last = groups[-2], groups[-1]
+            a, b = sum(u.size for u in before), sum(u.size for u in last)
+            if a > 2 * b or a + b >= limit or not _joins(before, last[0]):
+                break
+            groups[-2:] = [before + last]
     return groups
 
 

@@ -87,7 +87,7 @@ class LeRobotWriter:
         self.tasks: list[str] = []
         self._pooled = PooledStats()
         self._closed = False
-        self._first_pending = 0  # episodes from here on are one per file, not yet packed
+        self._since_pack = 0  # episodes added since the last pack
         if (self.root / fmt.INFO).exists():
             self._resume(explicit_sizes=file_sizes is not None)
 
@@ -135,7 +135,7 @@ class LeRobotWriter:
 
     def _resume(self, explicit_sizes: bool) -> None:
         """Load an existing dataset's metadata (the episodes files are the source of truth), delete the
-        files no episode references (left by a kill), and find the episodes still one per file."""
+        files no episode references (left by a kill)."""
         info_path = self.root / fmt.INFO
         info = fmt.read_json(info_path)
         if info.get("codebase_version") != fmt.V30:
@@ -165,17 +165,7 @@ class LeRobotWriter:
             self.episodes += rows
         self.episodes.sort(key=lambda ep: int(ep["episode_index"]))
         remove_unreferenced(self.root, self.episodes, self.video_keys)
-        streams = [Stream(), *(Stream(k) for k in self.video_keys)]
-        self._first_pending = len(self.episodes)
-        while self._first_pending > 0 and all(self._alone(s, self._first_pending - 1) for s in streams):
-            self._first_pending -= 1
         self._write_meta(len(self.episodes) - 1)  # repairs info.json if a kill fell before it
-
-    def _alone(self, stream: Stream, ep: int) -> bool:
-        """Whether episode ``ep`` is the only one in its file of ``stream``."""
-        number = stream.number(self.episodes[ep])
-        neighbours = self.episodes[max(ep - 1, 0) : ep] + self.episodes[ep + 1 : ep + 2]
-        return all(stream.number(row) != number for row in neighbours)
 
     def _stats_from_row(self, row: dict, path: Path) -> dict[str, FeatureStats]:
         out = {}
@@ -300,16 +290,19 @@ class LeRobotWriter:
         self.episodes.append(row)
         self._pooled.add(stats, length)
         self._write_meta(ep)
-        if len(self.episodes) - self._first_pending >= self.pack_every:
-            self.pack()
+        self._since_pack += 1
+        if self._since_pack >= self.pack_every:
+            self.pack(final=False)
         return ep
 
-    def pack(self) -> None:
-        """Pack the episodes written one per file into the dataset's big files now (``add_episode`` does
-        so every ``pack_every`` episodes, ``close`` at the end). Raises DatasetError naming a file that
-        cannot be read or written; the dataset stays readable."""
-        pack(self.root, self.episodes, self._first_pending, self.video_keys, self.sizes, self._write_meta)
-        self._first_pending = len(self.episodes)
+    def pack(self, final: bool = True) -> None:
+        """Pack the last files into bigger ones now (see :func:`robot_rl.data.lerobot.packing.pack`):
+        ``add_episode`` does so every ``pack_every`` episodes (``final`` False: files merge when of similar
+        size, so the cost per episode stays O(log n)), ``close`` at the end (greedily, as LeRobot fills
+        files). Raises DatasetError naming a file that cannot be read or written; the dataset stays
+        readable."""
+        pack(self.root, self.episodes, self.video_keys, self.sizes, self._write_meta, final=final)
+        self._since_pack = 0
 
     def _stats(self, arrays: dict[str, np.ndarray]) -> dict[str, FeatureStats]:
         sub = {}
