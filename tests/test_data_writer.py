@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -358,3 +359,20 @@ def test_episodes_metadata_rolls_over_files_and_resumes(tmp_path, monkeypatch) -
     np.testing.assert_allclose(stats["std"], actions.std(0), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(stats["min"], actions.min(0))
     assert stats["count"] == [sum(lengths)]
+
+
+def test_reader_keeps_only_the_episodes_the_metadata_places_in_a_file(tmp_path: Path) -> None:
+    """A pack interrupted between two episodes-metadata files leaves a merged data file that also holds
+    episodes the metadata still places in their old files: the reader counts each episode once."""
+    root = tmp_path / "ds"
+    with LeRobotWriter(root, fps=10, features=make_features(video=False), file_sizes=FileSizes(0, 0)) as w:
+        for i in range(2):
+            w.add_episode(make_frames(4 + i, i, video=False), task="t")
+    first, second = (root / f"data/chunk-000/file-00{i}.parquet" for i in range(2))
+    merged = pa.concat_tables([pq.read_table(first), pq.read_table(second)])
+    pq.write_table(merged, second)  # file 1 now also holds episode 0, which the metadata places in file 0
+    ds = LeRobotDataset(root)
+    assert len(ds) == 9
+    np.testing.assert_array_equal(
+        ds.load_tabular()[keys.STATE], np.concatenate([make_frames(4 + i, i)[keys.STATE] for i in range(2)])
+    )

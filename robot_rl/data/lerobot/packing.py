@@ -62,6 +62,7 @@ class Stream:
         return "data/" if self.video_key is None else f"videos/{self.video_key}/"
 
     def folder(self, root: Path) -> Path:
+        """The folder holding the stream's ``chunk-CCC`` folders."""
         return root / ("data" if self.video_key is None else f"videos/{self.video_key}")
 
     def path(self, root: Path, number: int) -> Path:
@@ -76,6 +77,7 @@ class Stream:
         return int(row[self.prefix + "chunk_index"]) * fmt.CHUNKS_SIZE + int(row[self.prefix + "file_index"])
 
     def set_number(self, row: dict[str, Any], number: int) -> None:
+        """Point episodes-metadata ``row`` at file number ``number``."""
         chunk, file = divmod(number, fmt.CHUNKS_SIZE)
         row[self.prefix + "chunk_index"], row[self.prefix + "file_index"] = chunk, file
 
