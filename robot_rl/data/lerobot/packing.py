@@ -88,8 +88,9 @@ def streams_of(video_keys: Sequence[str]) -> list[Stream]:
 
 
 def next_number(stream: Stream, rows: Sequence[dict[str, Any]]) -> int:
-    """The file number after the highest one ``rows`` reference (0 when none)."""
-    return 1 + max((stream.number(r) for r in rows), default=-1)
+    """The file number after the last episode's (0 when none): files hold runs of consecutive episodes,
+    numbered in episode order, so the last episode's file has the highest number."""
+    return stream.number(rows[-1]) + 1 if rows else 0
 
 
 def pack(
@@ -155,19 +156,18 @@ class _Unit:
 def _units(root: Path, stream: Stream, rows: list[dict], limit: float, everything: bool) -> list[_Unit]:
     """The files to pack, in episode order: all, or the last files back to one that is at least half full
     and cannot take the ones after it (sum reaching ``limit`` bytes)."""
-    runs: list[list[int]] = []
-    for ep, row in enumerate(rows):
-        if runs and stream.number(rows[runs[-1][0]]) == stream.number(row):
-            runs[-1].append(ep)
-        else:
-            runs.append([ep])
     units: list[_Unit] = []
-    total = 0
-    for run in reversed(runs):
-        path = stream.path(root, stream.number(rows[run[0]]))
+    total, end = 0, len(rows)
+    while end > 0:  # runs of episodes sharing a file, from the last one back
+        number = stream.number(rows[end - 1])
+        path = stream.path(root, number)
         size = _size(path)
         if not everything and total + size >= limit and size >= limit / 2:
             break  # a file at least half full that cannot take the later ones: full
+        start = end - 1
+        while start > 0 and stream.number(rows[start - 1]) == number:
+            start -= 1
+        run, end = list(range(start, end)), start
         total += size
         units.append(_Unit(run, size, _video_signature(path) if stream.video_key is not None else None))
     return units[::-1]
