@@ -11,6 +11,7 @@ import pytest
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot.packing import FileSizes
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.video import VideoDecoder, encode_video
 from robot_rl.data.lerobot.writer import LeRobotWriter
@@ -27,7 +28,8 @@ def write(root: Path, video: bool = False) -> Path:
     }
     if video:
         feats[CAM] = {"dtype": "video", "shape": [16, 16, 3], "names": None}
-    with LeRobotWriter(root, fps=10, features=feats) as writer:
+    # one file per episode, so that one episode's files can be broken alone
+    with LeRobotWriter(root, fps=10, features=feats, file_sizes=FileSizes(0, 0)) as writer:
         for ep in range(2):
             frames = {keys.STATE: np.zeros((5, 3), np.float32) + ep, keys.ACTION: np.ones((5, 2), np.float32)}
             if video:

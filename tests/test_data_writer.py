@@ -10,11 +10,13 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot.packing import FileSizes
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.video import available_encoders, default_codec
 from robot_rl.data.lerobot.writer import LeRobotWriter
@@ -90,8 +92,13 @@ def test_round_trip_and_layout(tmp_path: Path) -> None:
             pq.read_schema(root / "meta/tasks.parquet").names
             == pq.read_schema(FIXTURE_V30 / "meta/tasks.parquet").names
         )
-    assert (root / "data/chunk-000/file-002.parquet").is_file()
-    assert (root / f"videos/{CAM}/chunk-000/file-001.mp4").is_file()
+    # packed as LeRobot packs: one data file and one mp4 holding the three episodes back to back
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "meta" not in p.parts)
+    assert files == ["data/chunk-000/file-000.parquet", f"videos/{CAM}/chunk-000/file-000.mp4"]
+    episodes = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pydict()
+    assert episodes["data/file_index"] == [0, 0, 0]
+    np.testing.assert_allclose(episodes[f"videos/{CAM}/from_timestamp"], [0.0, 0.7, 1.2])
+    np.testing.assert_allclose(episodes[f"videos/{CAM}/to_timestamp"], [0.7, 1.2, 2.1])
     stats = json.loads((root / "meta/stats.json").read_text())
     all_actions = np.concatenate([e[keys.ACTION] for e in eps])
     np.testing.assert_allclose(stats[keys.ACTION]["mean"], all_actions.mean(0), rtol=1e-5, atol=1e-6)
@@ -168,8 +175,9 @@ _CHILD = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {tests!r})
-    from test_data_writer import LeRobotWriter, make_features, make_frames
-    writer = LeRobotWriter({root!r}, fps=10, features=make_features())
+    from test_data_writer import FileSizes, LeRobotWriter, make_features, make_frames
+    writer = LeRobotWriter({root!r}, fps=10, features=make_features(), pack_every={pack_every},
+                           file_sizes=FileSizes({data_mb}, {video_mb}))
     i = writer.num_episodes
     while True:
         writer.add_episode(make_frames(6 + i % 4, i), task="t%d" % (i % 2))
@@ -179,10 +187,27 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_sigkill_between_and_during_episodes(tmp_path: Path) -> None:
-    """A writer killed with SIGKILL keeps every episode whose add_episode returned; the dataset reads."""
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "meta" not in p.parts)
+
+
+@pytest.mark.parametrize(
+    ("pack_every", "data_mb", "video_mb", "kill_after"),
+    [(10, 100, 200, 4), (1, 0.006, 0.006, 5), (1, 0.006, 0.006, 9), (2, 100, 200, 7)],
+)
+def test_sigkill_between_and_during_episodes(
+    tmp_path: Path, pack_every, data_mb, video_mb, kill_after
+) -> None:
+    """A writer killed with SIGKILL keeps every episode whose add_episode returned; the dataset reads.
+    With pack_every=1 most of the writer's time is spent packing files, so the kill lands in a pack."""
     root = tmp_path / "ds"
-    code = _CHILD.format(tests=str(Path(__file__).parent), root=str(root))
+    code = _CHILD.format(
+        tests=str(Path(__file__).parent),
+        root=str(root),
+        pack_every=pack_every,
+        data_mb=data_mb,
+        video_mb=video_mb,
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -190,7 +215,7 @@ def test_sigkill_between_and_during_episodes(tmp_path: Path) -> None:
     try:
         for line in proc.stdout:
             printed += line.startswith("done")
-            if printed == 4:
+            if printed == kill_after:
                 break
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -202,8 +227,13 @@ def test_sigkill_between_and_during_episodes(tmp_path: Path) -> None:
     lengths = [6 + i % 4 for i in range(ds.num_episodes)]
     assert len(ds) == sum(lengths)
     np.testing.assert_array_equal(ds.load_tabular()[keys.STATE][: lengths[0]], make_frames(6, 0)[keys.STATE])
-    assert ds[len(ds) - 1][CAM].shape == (3, H, W)
-    # resume after the crash: orphan files of the killed episode are overwritten
+    np.testing.assert_array_equal(
+        ds.load_tabular()[keys.STATE][-lengths[-1] :], make_frames(lengths[-1], len(lengths) - 1)[keys.STATE]
+    )
+    for ep in range(ds.num_episodes):
+        expected = make_frames(lengths[ep], ep)[CAM]
+        assert np.abs(ds.episode_video(ep, CAM).astype(int) - expected).mean() < 3
+    # resume after the crash: files no metadata points at are deleted, and writing goes on
     writer = LeRobotWriter(root, fps=10, features=make_features())
     n = writer.num_episodes
     writer.add_episode(make_frames(5, 99), task="after")
@@ -211,6 +241,58 @@ def test_sigkill_between_and_during_episodes(tmp_path: Path) -> None:
     ds = LeRobotDataset(root)
     assert ds.num_episodes == n + 1 and ds.tasks[-1] == "after"
     assert ds.episode_video(n, CAM).shape == (5, H, W, 3)
+    ds.verify_videos()
+    rows = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pydict()
+    referenced = {f"data/chunk-000/file-{f:03d}.parquet" for f in rows["data/file_index"]}
+    referenced |= {f"videos/{CAM}/chunk-000/file-{f:03d}.mp4" for f in rows[f"videos/{CAM}/file_index"]}
+    assert _files(root) == sorted(referenced)  # no orphans, and numbered 0, 1, ... per stream
+    assert sorted(set(rows["data/file_index"])) == list(range(len(set(rows["data/file_index"]))))
+
+
+def test_packs_files_up_to_the_size_limit(tmp_path: Path) -> None:
+    """Small file sizes make the writer roll over to new data and video files: few files, numbered in
+    order, each episode addressed by its file and its span in the mp4; a resumed writer fills the last file
+    on; ``FileSizes(0, 0)`` keeps one file per episode."""
+    root = tmp_path / "ds"
+    lengths = [6 + i % 4 for i in range(30)]
+    sizes = FileSizes(data_mb=0.02, video_mb=0.01)
+    with LeRobotWriter(root, fps=10, features=make_features(), file_sizes=sizes, pack_every=4) as writer:
+        for i, n in enumerate(lengths[:20]):
+            writer.add_episode(make_frames(n, i), task="t")
+    with LeRobotWriter(
+        root, fps=10, features=make_features(), pack_every=4
+    ) as writer:  # sizes from info.json
+        assert writer.sizes == sizes
+        for i, n in enumerate(lengths[20:], start=20):
+            writer.add_episode(make_frames(n, i), task="t")
+    info = json.loads((root / "meta/info.json").read_text())
+    assert (info["data_files_size_in_mb"], info["video_files_size_in_mb"]) == (0.02, 0.01)
+    rows = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pydict()
+    data_files, video_files = rows["data/file_index"], rows[f"videos/{CAM}/file_index"]
+    assert 1 < len(set(data_files)) < 15 and 1 < len(set(video_files)) < 15
+    assert data_files == sorted(data_files) and set(data_files) == set(range(max(data_files) + 1))
+    for f in set(data_files):
+        assert (root / f"data/chunk-000/file-{f:03d}.parquet").stat().st_size < 0.02 * 1024**2
+    assert len(_files(root)) == len(set(data_files)) + len(set(video_files))
+    starts = rows[f"videos/{CAM}/from_timestamp"]
+    for ep in range(1, 30):  # an episode starts where the previous one ended, unless it opens a file
+        expected = (
+            rows[f"videos/{CAM}/to_timestamp"][ep - 1] if video_files[ep] == video_files[ep - 1] else 0.0
+        )
+        assert starts[ep] == pytest.approx(expected)
+    ds = LeRobotDataset(root)
+    ds.verify_videos()
+    np.testing.assert_array_equal(
+        ds.load_tabular()[keys.ACTION],
+        np.concatenate([make_frames(n, i)[keys.ACTION] for i, n in enumerate(lengths)]),
+    )
+    for ep in (0, 13, 29):
+        assert np.abs(ds.episode_video(ep, CAM).astype(int) - make_frames(lengths[ep], ep)[CAM]).mean() < 3
+    single = tmp_path / "single"
+    with LeRobotWriter(single, fps=10, features=make_features(), file_sizes=FileSizes(0, 0)) as writer:
+        for i in range(3):
+            writer.add_episode(make_frames(5, i), task="t")
+    assert len(_files(single)) == 6 and LeRobotDataset(single).num_episodes == 3
 
 
 def test_resume_refuses_foreign_dataset(tmp_path: Path) -> None:
@@ -277,3 +359,20 @@ def test_episodes_metadata_rolls_over_files_and_resumes(tmp_path, monkeypatch) -
     np.testing.assert_allclose(stats["std"], actions.std(0), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(stats["min"], actions.min(0))
     assert stats["count"] == [sum(lengths)]
+
+
+def test_reader_keeps_only_the_episodes_the_metadata_places_in_a_file(tmp_path: Path) -> None:
+    """A pack interrupted between two episodes-metadata files leaves a merged data file that also holds
+    episodes the metadata still places in their old files: the reader counts each episode once."""
+    root = tmp_path / "ds"
+    with LeRobotWriter(root, fps=10, features=make_features(video=False), file_sizes=FileSizes(0, 0)) as w:
+        for i in range(2):
+            w.add_episode(make_frames(4 + i, i, video=False), task="t")
+    first, second = (root / f"data/chunk-000/file-00{i}.parquet" for i in range(2))
+    merged = pa.concat_tables([pq.read_table(first), pq.read_table(second)])
+    pq.write_table(merged, second)  # file 1 now also holds episode 0, which the metadata places in file 0
+    ds = LeRobotDataset(root)
+    assert len(ds) == 9
+    np.testing.assert_array_equal(
+        ds.load_tabular()[keys.STATE], np.concatenate([make_frames(4 + i, i)[keys.STATE] for i in range(2)])
+    )

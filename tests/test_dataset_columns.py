@@ -16,6 +16,7 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
 from robot_rl.data.lerobot.columns import with_columns
+from robot_rl.data.lerobot.packing import FileSizes
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.validate import validate_dataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
@@ -147,7 +148,10 @@ def test_replaced_reward_keeps_its_feature_and_the_writer_can_append(small, tmp_
 
 def test_values_follow_the_index_not_the_row_order_of_the_files(tmp_path):
     src = tmp_path / "src"
-    with LeRobotWriter(src, fps=10, features={keys.STATE: FEATURES[keys.STATE]}) as writer:
+    one_per_file = FileSizes(0, 0)  # episode 1 has a data file of its own
+    with LeRobotWriter(
+        src, fps=10, features={keys.STATE: FEATURES[keys.STATE]}, file_sizes=one_per_file
+    ) as writer:
         for i, n in enumerate(LENGTHS):
             writer.add_episode(_frames(n, i, {keys.STATE: None}), task="stack")
     path = src / "data/chunk-000/file-001.parquet"  # episode 1, stored back to front
@@ -156,7 +160,7 @@ def test_values_follow_the_index_not_the_row_order_of_the_files(tmp_path):
     values = np.arange(sum(LENGTHS), dtype=np.int64) * 10
     out = with_columns(src, tmp_path / "out", {"step": values})
     np.testing.assert_array_equal(_tabular(out)["step"], values)
-    stored = pq.read_table(out / "data/chunk-000/file-001.parquet")
+    stored = pq.read_table(out / "data/chunk-000/file-000.parquet")
     np.testing.assert_array_equal(stored["step"].to_numpy(), stored[keys.INDEX].to_numpy() * 10)
 
 

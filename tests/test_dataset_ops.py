@@ -4,10 +4,10 @@ bit-exact wherever it is copied or remuxed, and a failed write must leave nothin
 
 from __future__ import annotations
 
-import filecmp
 import json
 from pathlib import Path
 
+import av
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,6 +18,7 @@ from robot_rl.cli.main import main
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.episode_copy import copy_episodes
 from robot_rl.data.lerobot.ops import convert_v21_to_v30, filter_success, merge, split
+from robot_rl.data.lerobot.packing import FileSizes
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.validate import validate_dataset
 from robot_rl.data.lerobot.video import encode_video
@@ -69,8 +70,10 @@ def _frames(n: int, seed: int, feats: dict, succeed: bool = False) -> dict[str, 
     return out
 
 
-def _write(root: Path, lengths, feats: dict, fps: int = FPS, succeed=(), sources=None, tasks=None) -> Path:
-    with LeRobotWriter(root, fps=fps, features=feats, robot_type="toy") as writer:
+def _write(
+    root: Path, lengths, feats: dict, fps: int = FPS, succeed=(), sources=None, tasks=None, sizes=None
+) -> Path:
+    with LeRobotWriter(root, fps=fps, features=feats, robot_type="toy", file_sizes=sizes) as writer:
         for i, n in enumerate(lengths):
             writer.add_episode(
                 _frames(n, i, feats, succeed=i in succeed),
@@ -128,12 +131,15 @@ def test_v21_to_v30_matches_lerobots_own_conversion(converted):
     finally:
         for ds in (ours, lerobot, source):
             ds.close()
-    for ep in range(5):  # whole per-episode files are linked or copied, never re-encoded
-        assert filecmp.cmp(
-            V21 / f"videos/chunk-000/{G1_CAM}/episode_{ep:06d}.mp4",
-            converted / f"videos/{G1_CAM}/chunk-000/file-{ep:03d}.mp4",
-            shallow=False,
-        )
+    # packed as LeRobot packs: one mp4 holding the five per-episode files' packets, copied, never re-encoded
+    assert [p.name for p in (converted / "videos" / G1_CAM).rglob("*.mp4")] == ["file-000.mp4"]
+    copied = [_packets(V21 / f"videos/chunk-000/{G1_CAM}/episode_{ep:06d}.mp4") for ep in range(5)]
+    assert _packets(converted / f"videos/{G1_CAM}/chunk-000/file-000.mp4") == sum(copied, [])
+
+
+def _packets(path: Path) -> list[bytes]:
+    with av.open(str(path)) as container:
+        return [bytes(p) for p in container.demux(video=0) if p.size]
 
 
 def test_convert_refuses_a_v30_source(tmp_path):
@@ -160,11 +166,8 @@ def test_split_of_a_multi_episode_mp4_remuxes_each_episode_exactly(tmp_path):
     finally:
         for ds in (src, sel, rest):
             ds.close()
-    # each part's mp4 holds just its episode
-    assert sorted(p.name for p in (parts["selected"] / "videos" / G1_CAM).rglob("*.mp4")) == [
-        "file-000.mp4",
-        "file-001.mp4",
-    ]
+    # each part's episodes are packed into one mp4
+    assert sorted(p.name for p in (parts["selected"] / "videos" / G1_CAM).rglob("*.mp4")) == ["file-000.mp4"]
 
 
 def test_split_then_merge_gives_back_the_original(converted, tmp_path):
@@ -212,7 +215,7 @@ def test_episode_not_starting_on_a_keyframe_is_reencoded_only_itself(tmp_path):
     """A v3.0 mp4 holding episodes of 5 and 4 frames (keyframe every 2 frames): episode 0 is remuxed
     (bit-exact), episode 1 starts on frame 5, not a keyframe, so it alone is decoded and re-encoded."""
     feats = _features()
-    src = _write(tmp_path / "src", [5, 4], feats)
+    src = _write(tmp_path / "src", [5, 4], feats, sizes=FileSizes(0, 0))
     frames = np.concatenate([_frames(5, 0, feats)[CAM], _frames(4, 1, feats)[CAM]])
     videos = src / "videos" / CAM / "chunk-000"
     encode_video(videos / "file-000.mp4", frames, FPS)
@@ -324,7 +327,7 @@ def test_existing_destination_and_out_of_range_episodes(tmp_path):
 
 
 def test_failure_mid_write_leaves_no_destination(tmp_path):
-    src = _write(tmp_path / "src", [3, 3, 3], _features())
+    src = _write(tmp_path / "src", [3, 3, 3], _features(), sizes=FileSizes(0, 0))
     missing = src / "videos" / CAM / "chunk-000" / "file-002.mp4"
     missing.unlink()
     with pytest.raises(DatasetError, match="video file not found") as err:

@@ -1,18 +1,22 @@
 """Build a new LeRobot v3.0 dataset from a selection of episodes of one or more source datasets (v3.0 or
 v2.1): the engine behind ``robot-rl dataset merge|split|filter|convert``.
 
-The new dataset has the layout :class:`~robot_rl.data.lerobot.writer.LeRobotWriter` writes (one data
-parquet and one mp4 per episode, per-episode statistics in the episodes metadata), so the writer can
-append to it. Episodes are re-indexed 0..n-1 in selection order, ``index`` runs 0..N-1, tasks are the
-union of the selected episodes' tasks in order of first use, and the episodes' ``source`` tag is kept.
+The new dataset has the layout :class:`~robot_rl.data.lerobot.writer.LeRobotWriter` writes (LeRobot's
+packed files, per-episode statistics in the episodes metadata), so the writer can append to it. Episodes
+are re-indexed 0..n-1 in selection order, ``index`` runs 0..N-1, tasks are the union of the selected
+episodes' tasks in order of first use, and the episodes' ``source`` tag is kept.
 
-Video is never re-encoded when that can be avoided (lossless and fast):
+Each episode is first written to files of its own, then :func:`robot_rl.data.lerobot.packing.pack`
+merges them into files of up to ``sizes`` MB (LeRobot's 100 / 200 MB by default). Video is never
+re-encoded when that can be avoided (lossless and fast):
 
-- an mp4 that holds only the episode (v2.1 files; v3.0 files of one episode, as our writer makes) is
-  hard-linked, or copied where a link is not possible;
+- an mp4 that holds only the episode (v2.1 files; v3.0 files of one episode) is hard-linked, or copied
+  where a link is not possible;
 - an episode inside a v3.0 mp4 of several episodes is remuxed (its packets copied, nothing decoded) when
   its first frame is a keyframe, as in files LeRobot concatenates;
-- otherwise just that episode is decoded and re-encoded with the dataset's codec.
+- otherwise just that episode is decoded and re-encoded with the dataset's codec;
+
+and packing copies packets too.
 
 Everything is written to a hidden sibling folder that is renamed onto the destination at the end, so a
 failure never leaves a partial dataset there.
@@ -34,6 +38,7 @@ import pyarrow as pa
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.packing import FileSizes, pack
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.tools import VIDEO_STATS_FRAMES, evenly_spaced
 from robot_rl.data.lerobot.video import available_encoders, codec_info_name, default_codec, encode_video
@@ -51,7 +56,9 @@ _STATS_PIXEL_STRIDE = 4
 _TIME_TOLERANCE_S = 1e-4  # the reader's default tolerance for matching video frames to timestamps
 
 
-def copy_episodes(selection: Selection, dst: str | Path, overwrite: bool = False) -> Path:
+def copy_episodes(
+    selection: Selection, dst: str | Path, overwrite: bool = False, sizes: FileSizes | None = None
+) -> Path:
     """Write the selected episodes as a new LeRobot v3.0 dataset at ``dst``.
 
     Args:
@@ -61,6 +68,7 @@ def copy_episodes(selection: Selection, dst: str | Path, overwrite: bool = False
         overwrite: replace ``dst`` if it exists (only a LeRobot dataset, an empty folder, or a folder of
             LeRobot datasets is ever replaced). ``dst`` may be one of the sources: everything is read
             before the swap.
+        sizes: target data and video file sizes (default: LeRobot's 100 / 200 MB).
     Returns: ``dst``. Its info.json (robot type, feature names) follows the first source; episodes of a
     source without a ``source`` column are tagged ``DEFAULT_SOURCE`` when another source has one.
     Raises:
@@ -70,11 +78,11 @@ def copy_episodes(selection: Selection, dst: str | Path, overwrite: bool = False
             is left as it was.
     """
     with fmt.staged_destination(dst, overwrite) as tmp:
-        write_episodes(selection, tmp)
+        write_episodes(selection, tmp, sizes)
     return Path(dst)
 
 
-def write_episodes(selection: Selection, folder: str | Path) -> None:
+def write_episodes(selection: Selection, folder: str | Path, sizes: FileSizes | None = None) -> None:
     """Write the selected episodes as a LeRobot v3.0 dataset into ``folder`` (new or empty), in place.
 
     The non-staged core of :func:`copy_episodes` (same arguments and errors), for callers that stage
@@ -86,7 +94,7 @@ def write_episodes(selection: Selection, folder: str | Path) -> None:
         if not any(eps for _, eps in sources):
             raise DatasetError(f"{folder}: no episodes selected")
         _check_compatible([ds for ds, _ in sources])
-        _Builder(folder, sources).run()
+        _Builder(folder, sources, sizes or FileSizes()).run()
     finally:
         for ds, _ in sources:
             ds.close()
@@ -137,8 +145,11 @@ def _check_compatible(datasets: list[LeRobotDataset]) -> None:
 class _Builder:
     """Writes the data, videos and metadata of the selected episodes into a fresh folder."""
 
-    def __init__(self, folder: Path, sources: list[tuple[LeRobotDataset, list[int]]]) -> None:
+    def __init__(
+        self, folder: Path, sources: list[tuple[LeRobotDataset, list[int]]], sizes: FileSizes
+    ) -> None:
         self.folder = folder
+        self.sizes = sizes
         self.sources = sources
         self.first = sources[0][0]
         self.features = copy.deepcopy(self.first.features)
@@ -153,12 +164,13 @@ class _Builder:
         self.frames = 0
 
     def run(self) -> None:
-        """Write every selected episode, then the metadata."""
+        """Write every selected episode to files of its own, pack them, then write the metadata."""
         for ds, eps in self.sources:
             columns = ds.load_tabular()
             whole_files = {key: _single_episode_files(ds, key) for key in ds.video_keys}
             for ep in eps:
                 self._episode(ds, ep, columns, whole_files)
+        pack(self.folder, self.rows, self.first.video_keys, self.sizes, lambda _: None, everything=True)
         self._write_meta()
 
     def _episode(
@@ -233,7 +245,14 @@ class _Builder:
         fmt.write_stats_json(self.folder / fmt.STATS, self.pooled.result(), self.pooled.count)
         robot_type = self.first.info.get("robot_type", "")
         info = fmt.info_v30(
-            self.features, self.first.fps, robot_type, len(self.rows), self.frames, len(self.tasks)
+            self.features,
+            self.first.fps,
+            robot_type,
+            len(self.rows),
+            self.frames,
+            len(self.tasks),
+            self.sizes.data_mb,
+            self.sizes.video_mb,
         )
         fmt.atomic_write_json(self.folder / fmt.INFO, info)
 

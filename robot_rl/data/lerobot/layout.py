@@ -84,6 +84,8 @@ def info_v30(
     total_episodes: int,
     total_frames: int,
     total_tasks: int,
+    data_files_size_in_mb: float = DATA_FILES_SIZE_MB,
+    video_files_size_in_mb: float = VIDEO_FILES_SIZE_MB,
 ) -> dict[str, Any]:
     """``meta/info.json`` of a v3.0 dataset in the writer's layout (data and video paths by chunk and
     file, one split ``train`` holding every episode); ``video_path`` is None when no feature is a video.
@@ -92,6 +94,8 @@ def info_v30(
         features: full info.json features, the default columns (:data:`DEFAULT_FEATURES`) included.
         fps, robot_type: as recorded.
         total_episodes, total_frames, total_tasks: the dataset's counts.
+        data_files_size_in_mb, video_files_size_in_mb: the target file sizes the dataset is packed to
+            (integers are written as integers, as LeRobot does).
     """
     has_video = any(feat["dtype"] == "video" for feat in features.values())
     return {
@@ -106,9 +110,13 @@ def info_v30(
         "data_path": DATA_PATH_V30,
         "video_path": VIDEO_PATH_V30 if has_video else None,
         "features": features,
-        "data_files_size_in_mb": DATA_FILES_SIZE_MB,
-        "video_files_size_in_mb": VIDEO_FILES_SIZE_MB,
+        "data_files_size_in_mb": _number(data_files_size_in_mb),
+        "video_files_size_in_mb": _number(video_files_size_in_mb),
     }
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
 
 
 def video_columns(key: str, chunk: int, file: int, length: int, fps: int) -> dict[str, Any]:

@@ -190,11 +190,26 @@ class LeRobotDataset(torch.utils.data.Dataset):
             for r in self._episodes
         ]
 
+    def _episodes_by_file(self) -> dict[Path, np.ndarray]:
+        """v3.0: the episode indices the metadata places in each data file (int64 arrays)."""
+        tmpl, out = self.info["data_path"], {}
+        for r in self._episodes:
+            path = self.root / tmpl.format(chunk_index=r["data/chunk_index"], file_index=r["data/file_index"])
+            out.setdefault(path, []).append(r["episode_index"])
+        return {path: np.array(eps, dtype=np.int64) for path, eps in out.items()}
+
     def _load_data(self) -> None:
         cols: dict[str, list[np.ndarray]] = {k: [] for k in self._tabular_keys}
         files = self._data_files()
+        owned = self._episodes_by_file() if self.version == fmt.V30 else {}
         for path in files:
             table = fmt.read_parquet(path, columns=self._tabular_keys)
+            if path in owned and keys.EPISODE_INDEX in table.column_names:
+                # A file may also hold rows of episodes the metadata places elsewhere: a writer killed while
+                # packing files leaves them until it resumes. Only the metadata's episodes count.
+                mask = np.isin(table.column(keys.EPISODE_INDEX).to_numpy(), owned[path])
+                if not mask.all():
+                    table = table.filter(pa.array(mask))
             for key in self._tabular_keys:
                 cols[key].append(_to_numpy(table.column(key), self.features[key]["shape"], path, key))
         self._cols = {k: np.concatenate(v) if v else np.zeros((0,)) for k, v in cols.items()}

@@ -1,15 +1,17 @@
-"""Write robot_rl episodes as a LeRobot v3.0 dataset (parquet + mp4), durably.
+"""Write robot_rl episodes as a LeRobot v3.0 dataset (parquet + mp4), durably, in LeRobot's packed layout.
 
-Layout (one episode per data/video file; v3.0 allows many files and LeRobot reads them):
-``meta/info.json``, ``meta/stats.json``, ``meta/tasks.parquet``,
-``meta/episodes/chunk-000/file-000.parquet``, ``data/chunk-CCC/file-FFF.parquet``,
-``videos/<key>/chunk-CCC/file-FFF.mp4``.
+Layout: ``meta/info.json``, ``meta/stats.json``, ``meta/tasks.parquet``,
+``meta/episodes/chunk-CCC/file-FFF.parquet``, ``data/chunk-CCC/file-FFF.parquet`` and
+``videos/<key>/chunk-CCC/file-FFF.mp4``, many episodes per file up to ``data_files_size_in_mb`` /
+``video_files_size_in_mb`` (100 / 200 MB, LeRobot's defaults; see :mod:`robot_rl.data.lerobot.packing`).
 
-Durability: :meth:`LeRobotWriter.add_episode` writes the episode's videos and data file, then rewrites the
-episodes metadata, tasks, stats and, last, info.json, each through a temporary file and ``os.replace``.
-A process killed between episodes leaves a complete, readable dataset holding every episode whose
-``add_episode`` returned. Files of an episode that was being written when the process died are orphans
-that no metadata points at; reopening the root with a new writer overwrites them (resume).
+Durability: :meth:`LeRobotWriter.add_episode` writes the episode's videos and data as files of their own,
+then rewrites the newest episodes metadata file, tasks, stats and finally info.json, each through a
+temporary file and ``os.replace``. Every ``pack_every`` episodes, and on :meth:`~LeRobotWriter.close`, the
+episodes written one per file are packed into the dataset's big files (packets copied, never re-encoded),
+a step that also keeps every committed episode readable at each instant. A process killed at any point
+leaves a readable dataset holding every episode whose ``add_episode`` returned, plus at most files that no
+metadata points at; reopening the root with a new writer deletes them and carries on (resume).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.packing import FileSizes, Stream, next_number, pack, remove_unreferenced
 from robot_rl.data.lerobot.tools import evenly_spaced
 from robot_rl.data.lerobot.video import codec_info_name, default_codec, encode_video
 from robot_rl.data.normalize import EXTRA_QUANTILES, STAT_NAMES, FeatureStats, PooledStats, compute_stats
@@ -31,6 +34,7 @@ from robot_rl.data.normalize import EXTRA_QUANTILES, STAT_NAMES, FeatureStats, P
 _IMAGE_STATS_FRAMES = 50  # frames sampled per episode for image statistics
 _IMAGE_STATS_STRIDE = 4  # pixel stride within a sampled frame
 EPISODES_PER_META_FILE = 1000  # episodes metadata rolls to a new file here, so each append is O(1)
+PACK_EVERY = 10  # episodes written one per file before they are packed into the big files
 
 
 def episodes_file_of(episode_index: int) -> tuple[int, int]:
@@ -51,6 +55,9 @@ class LeRobotWriter:
         robot_type: stored in info.json.
         video_codec: PyAV encoder name; default
             :func:`robot_rl.data.lerobot.video.default_codec` (libsvtav1 AV1 when available, as LeRobot).
+        file_sizes: target data and video file sizes (MB), recorded in info.json; default: a resumed
+            dataset's own, else LeRobot's 100 / 200 MB. ``FileSizes(0, 0)`` keeps one file per episode.
+        pack_every: pack after this many episodes written one per file (at least 1).
 
     Raises DatasetError naming the root/file and key on any bad feature spec or input.
     """
@@ -62,8 +69,14 @@ class LeRobotWriter:
         features: dict[str, dict],
         robot_type: str = "",
         video_codec: str | None = None,
+        file_sizes: FileSizes | None = None,
+        pack_every: int = PACK_EVERY,
     ) -> None:
         self.root = Path(root)
+        if pack_every < 1:
+            raise DatasetError(f"{self.root}: pack_every must be at least 1, got {pack_every}")
+        self.pack_every = pack_every
+        self.sizes = file_sizes or FileSizes()
         self.fps = int(fps)
         self.robot_type = robot_type
         self.video_codec = video_codec or default_codec()
@@ -74,9 +87,9 @@ class LeRobotWriter:
         self.tasks: list[str] = []
         self._pooled = PooledStats()
         self._closed = False
-        self._next_file = 0  # data/video files are numbered globally: chunk = n // chunks_size
+        self._since_pack = 0  # episodes added since the last pack
         if (self.root / fmt.INFO).exists():
-            self._resume()
+            self._resume(explicit_sizes=file_sizes is not None)
 
     # -- setup ---------------------------------------------------------------------------------------
     def _check_features(self, features: dict[str, dict]) -> dict[str, dict]:
@@ -120,8 +133,9 @@ class LeRobotWriter:
             out[key] = feat
         return out
 
-    def _resume(self) -> None:
-        """Load an existing dataset's metadata; the episodes file is the source of truth."""
+    def _resume(self, explicit_sizes: bool) -> None:
+        """Load an existing dataset's metadata (the episodes files are the source of truth), delete the
+        files no episode references (left by a kill)."""
         info_path = self.root / fmt.INFO
         info = fmt.read_json(info_path)
         if info.get("codebase_version") != fmt.V30:
@@ -135,6 +149,11 @@ class LeRobotWriter:
         if existing != wanted:
             raise DatasetError(f"{info_path}: features {existing} differ from the writer's {wanted}")
         self.robot_type = self.robot_type or info.get("robot_type", "")
+        if not explicit_sizes:
+            self.sizes = FileSizes(
+                float(info.get("data_files_size_in_mb", fmt.DATA_FILES_SIZE_MB)),
+                float(info.get("video_files_size_in_mb", fmt.VIDEO_FILES_SIZE_MB)),
+            )
         tasks_path = self.root / fmt.TASKS_V30
         self.tasks = (
             fmt.tasks_from_table(fmt.read_parquet(tasks_path), tasks_path) if tasks_path.exists() else []
@@ -145,14 +164,8 @@ class LeRobotWriter:
                 self._pooled.add(self._stats_from_row(ep, ep_path), int(ep["length"]))
             self.episodes += rows
         self.episodes.sort(key=lambda ep: int(ep["episode_index"]))
-        self._next_file = 1 + max(
-            (
-                int(ep["data/chunk_index"]) * fmt.CHUNKS_SIZE + int(ep["data/file_index"])
-                for ep in self.episodes
-            ),
-            default=-1,
-        )
-        self._write_meta()  # repairs info.json if a kill fell between the episodes file and info.json
+        remove_unreferenced(self.root, self.episodes, self.video_keys)
+        self._write_meta(len(self.episodes) - 1)  # repairs info.json if a kill fell before it
 
     def _stats_from_row(self, row: dict, path: Path) -> dict[str, FeatureStats]:
         out = {}
@@ -243,8 +256,10 @@ class LeRobotWriter:
         arrays[keys.EPISODE_INDEX] = np.full(length, ep, dtype=np.int64)
         arrays[keys.INDEX] = np.arange(start, start + length, dtype=np.int64)
         arrays[keys.TASK_INDEX] = np.full(length, task_index, dtype=np.int64)
-        chunk, file = divmod(self._next_file, fmt.CHUNKS_SIZE)
         meta_chunk, meta_file = episodes_file_of(ep)
+        data = Stream()
+        number = next_number(data, self.episodes)
+        chunk, file = divmod(number, fmt.CHUNKS_SIZE)
         row: dict[str, Any] = {
             "episode_index": ep,
             "data/chunk_index": chunk,
@@ -253,15 +268,14 @@ class LeRobotWriter:
             "dataset_to_index": start + length,
         }
         for key in self.video_keys:
-            path = self.root / fmt.VIDEO_PATH_V30.format(video_key=key, chunk_index=chunk, file_index=file)
-            encode_video(path, arrays[key], self.fps, self.video_codec)
-            row.update(fmt.video_columns(key, chunk, file, length, self.fps))
+            video = Stream(key)
+            number = next_number(video, self.episodes)
+            encode_video(video.path(self.root, number), arrays[key], self.fps, self.video_codec)
+            row.update(fmt.video_columns(key, *divmod(number, fmt.CHUNKS_SIZE), length, self.fps))
         table = pa.table(
             {k: fmt.arrow_column(arrays[k], f) for k, f in self.features.items() if f["dtype"] != "video"}
         )
-        fmt.atomic_write_parquet(
-            self.root / fmt.DATA_PATH_V30.format(chunk_index=chunk, file_index=file), table
-        )
+        fmt.atomic_write_parquet(data.path(self.root, next_number(data, self.episodes)), table)
         stats = self._stats(arrays)
         row.update(
             {
@@ -277,9 +291,20 @@ class LeRobotWriter:
             self.tasks.append(task)
         self.episodes.append(row)
         self._pooled.add(stats, length)
-        self._next_file += 1
-        self._write_meta()
+        self._write_meta(ep)
+        self._since_pack += 1
+        if self._since_pack >= self.pack_every:
+            self.pack(final=False)
         return ep
+
+    def pack(self, final: bool = True) -> None:
+        """Pack the last files into bigger ones now (see :func:`robot_rl.data.lerobot.packing.pack`):
+        ``add_episode`` does so every ``pack_every`` episodes (``final`` False: files merge when of similar
+        size, so the cost per episode stays O(log n)), ``close`` at the end (greedily, as LeRobot fills
+        files). Raises DatasetError naming a file that cannot be read or written; the dataset stays
+        readable."""
+        pack(self.root, self.episodes, self.video_keys, self.sizes, self._write_meta, final=final)
+        self._since_pack = 0
 
     def _stats(self, arrays: dict[str, np.ndarray]) -> dict[str, FeatureStats]:
         sub = {}
@@ -291,30 +316,39 @@ class LeRobotWriter:
                 sub[key] = arr
         return compute_stats(sub)
 
-    def _write_meta(self) -> None:
-        """The newest episodes file, tasks, stats, then info.json (the commit point), each atomically.
-
-        Only the episodes file holding the last episode is rewritten; earlier ones are full and final.
-        """
+    def _write_meta(self, changed: int) -> None:
+        """The episodes files holding episodes ``changed`` and later, tasks, stats, then info.json (the
+        commit point), each atomically. Earlier episodes files are full and unchanged."""
         if self.episodes:
-            chunk, file = episodes_file_of(len(self.episodes) - 1)
-            first = (chunk * fmt.CHUNKS_SIZE + file) * EPISODES_PER_META_FILE
-            fmt.atomic_write_parquet(
-                self.root / fmt.EPISODES_PATH_V30.format(chunk_index=chunk, file_index=file),
-                pa.Table.from_pylist(self.episodes[first:]),
-            )
+            changed = max(0, min(changed, len(self.episodes) - 1))
+            start = changed - changed % EPISODES_PER_META_FILE
+            for first in range(start, len(self.episodes), EPISODES_PER_META_FILE):
+                chunk, file = episodes_file_of(first)
+                fmt.atomic_write_parquet(
+                    self.root / fmt.EPISODES_PATH_V30.format(chunk_index=chunk, file_index=file),
+                    pa.Table.from_pylist(self.episodes[first : first + EPISODES_PER_META_FILE]),
+                )
         fmt.atomic_write_parquet(self.root / fmt.TASKS_V30, fmt.tasks_table(self.tasks))
         if self._pooled.count:
             fmt.write_stats_json(self.root / fmt.STATS, self._pooled.result(), self._pooled.count)
         info = fmt.info_v30(
-            self.features, self.fps, self.robot_type, len(self.episodes), self.num_frames, len(self.tasks)
+            self.features,
+            self.fps,
+            self.robot_type,
+            len(self.episodes),
+            self.num_frames,
+            len(self.tasks),
+            self.sizes.data_mb,
+            self.sizes.video_mb,
         )
         fmt.atomic_write_json(self.root / fmt.INFO, info)
 
     def close(self) -> None:
-        """Finalise: rewrite all metadata (stats.json included). Further add_episode calls raise."""
+        """Finalise: pack the episodes still one per file and rewrite the metadata (stats.json included).
+        Further add_episode calls raise."""
         if not self._closed:
-            self._write_meta()
+            self.pack()
+            self._write_meta(len(self.episodes) - 1)
             self._closed = True
 
     def __enter__(self) -> LeRobotWriter:
