@@ -49,6 +49,7 @@ class PlainProgress:
         self.every_s = _every_s() if every_s is None else every_s
         self.postfix = ""
         self.start = self.last = time.monotonic()
+        self.last_n = initial
         self.closed = False
         self._write()
 
@@ -65,7 +66,7 @@ class PlainProgress:
             file=self.file,
             flush=True,
         )
-        self.last = time.monotonic()
+        self.last, self.last_n = time.monotonic(), self.n
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -78,7 +79,8 @@ class PlainProgress:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._write()
+            if self.n != self.last_n:
+                self._write()
 
     def __iter__(self) -> Iterator:
         try:

@@ -90,13 +90,16 @@ def transform_frame(frame: np.ndarray, flip: str = "none", rotate: int = 0) -> n
     return np.ascontiguousarray(out, dtype=np.uint8)
 
 
-def env_rate_hz(env: gym.Env | gym.vector.VectorEnv, adapter: AdapterConfig) -> float:
-    """The foreign env's control rate (Hz): ``adapter.fps`` when set, else ``env.metadata["render_fps"]``.
+def env_rate_hz(
+    env: gym.Env | gym.vector.VectorEnv, adapter: AdapterConfig, dataset_fps: float | None = None
+) -> float:
+    """The foreign env's control rate (Hz): ``adapter.fps`` when set, else ``env.metadata["render_fps"]``,
+    else ``dataset_fps`` (the training dataset's fps, when known).
 
-    Raises AdapterError when neither is set (names ``env.adapter.fps``)."""
+    Raises AdapterError when none is known (names ``env.adapter.fps``)."""
     if adapter.fps:
         return float(adapter.fps)
-    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps") or dataset_fps
     if not fps:
         spec = getattr(env, "spec", None)
         name = spec.id if spec is not None else type(env.unwrapped).__name__

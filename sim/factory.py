@@ -96,17 +96,18 @@ def action_box(cfg: EnvConfig) -> dict[str, list[float]]:
 
 
 def resolve_control_hz(
-    cfg: PipelineConfig, env: gym.Env | gym.vector.VectorEnv | None = None
+    cfg: PipelineConfig, env: gym.Env | gym.vector.VectorEnv | None = None, dataset_fps: float | None = None
 ) -> PipelineConfig:
     """``cfg`` with ``env.control_hz`` set to the env's own control rate (Hz), which ``cycle_time_s``,
     videos and online episode metadata divide by.
 
     The built-in task and a robot run at ``env.control_hz`` (returned unchanged). A foreign env runs at
     ``env.adapter.fps`` if set, else at its ``metadata["render_fps"]`` (read from ``env`` if given, a
-    single or vector env of ``cfg.env``, else from one env built and closed).
+    single or vector env of ``cfg.env``, else from one env built and closed), else at ``dataset_fps``
+    (the fps of the dataset the policy was trained on).
 
     Raises:
-        AdapterError: a foreign env without ``metadata["render_fps"]`` and no ``env.adapter.fps``.
+        AdapterError: a foreign env with none of the three (names ``env.adapter.fps``).
         Whatever :func:`make_env` raises when an env is built.
     """
     from dataclasses import replace
@@ -120,11 +121,11 @@ def resolve_control_hz(
     if adapter.fps:
         rate = float(adapter.fps)
     elif env is not None:
-        rate = env_rate_hz(env, adapter)
+        rate = env_rate_hz(env, adapter, dataset_fps)
     else:
         built = make_env(cfg.env)
         try:
-            rate = env_rate_hz(built, adapter)
+            rate = env_rate_hz(built, adapter, dataset_fps)
         finally:
             built.close()
     return replace(cfg, env=replace(cfg.env, control_hz=rate))

@@ -19,12 +19,15 @@ class ToyReach(gym.Env):
     (``gain`` is 5.0, outside its declared box [-1, 1]); action (2,) in [-1, 1], the point moves by
     0.1 * action. The episode succeeds (terminates, ``info["success"]``) at step ``3 + env_seed % 4``;
     the reward is minus the distance, so returns depend on every action. ``render()`` is an (12, 20, 3)
-    image with a white marker at the top-left pixel and the point's position in the other pixels."""
+    image with a white marker at the top-left pixel and the point's position in the other pixels.
+    ``render_fps=None`` leaves the rate out of ``metadata``."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": RENDER_FPS}
 
-    def __init__(self, render_mode: str | None = None) -> None:
+    def __init__(self, render_mode: str | None = None, render_fps: int | None = RENDER_FPS) -> None:
         self.render_mode = render_mode
+        if render_fps is None:  # an env that does not declare its rate
+            self.metadata = {"render_modes": ["rgb_array"]}
         box = spaces.Box(-1.0, 1.0, (2,), np.float64)
         self.observation_space = spaces.Dict({"pos": box, "goal": box, "gain": spaces.Box(-1.0, 1.0, (1,))})
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)

@@ -127,6 +127,20 @@ def test_cycle_time_uses_the_foreign_envs_own_rate(trained, tmp_path):
     assert result["summary"]["cycle_time_s"] == pytest.approx(np.mean([e["steps"] for e in episodes]) / 25)
 
 
+@pytest.mark.parametrize(
+    ("extra", "hz"),
+    [
+        (["--env.kwargs={render_fps: null}"], RENDER_FPS),
+        (["--env.kwargs={render_fps: null}", "--env.adapter.fps=50"], 50),
+    ],
+    ids=["dataset_fps", "adapter_fps"],
+)
+def test_cycle_time_of_an_env_without_render_fps(trained, tmp_path, extra, hz):
+    """No metadata["render_fps"]: env.adapter.fps, else the fps of the dataset the policy was trained on."""
+    episodes = _eval(_copy_checkpoints(trained, tmp_path), *extra)["episodes"]
+    assert [e["cycle_time_s"] for e in episodes] == pytest.approx([e["steps"] / hz for e in episodes])
+
+
 def test_eval_outcomes_do_not_depend_on_the_number_of_env_workers(trained, tmp_path):
     one = _eval(_copy_checkpoints(trained, tmp_path / "one"), "--env.num_envs=1")
     two = _eval(_copy_checkpoints(trained, tmp_path / "two"), "--env.num_envs=2")
@@ -248,12 +262,31 @@ def test_collect_records_the_robot_type(tmp_path):
 
 
 def test_progress_is_plain_periodic_lines_off_a_terminal(dataset, tmp_path):
-    proc = _subprocess("train", *_args(tmp_path, STATE, f"--data.path={dataset}", "--bc.steps=200"))
+    args = _args(tmp_path, STATE, f"--data.path={dataset}", "--bc.steps=100")
+    proc = _subprocess("train", *args, env_extra={"ROBOT_RL_PROGRESS_EVERY_S": "600"})
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("train bc seed 0:")]
-    assert 2 <= len(lines) <= 4, lines  # start and end (and one per 30 s)
-    assert lines[-1].startswith("train bc seed 0: 200/200 step (100%)")
+    assert len(lines) == 2, lines  # the start and the end (and one per 600 s, here none)
+    assert lines[0].startswith("train bc seed 0: 0/100 step (0%)")
+    assert lines[1].startswith("train bc seed 0: 100/100 step (100%)")
+
+
+def test_plain_progress_prints_periodically():
+    import io
+
+    from robot_rl.progress import PlainProgress
+
+    out = io.StringIO()
+    with PlainProgress(desc="eval", total=3, unit="ep", file=out, every_s=0.0) as bar:
+        for _ in range(3):
+            bar.update(1)
+    assert [line.split(",")[0] for line in out.getvalue().splitlines()] == [
+        "eval: 0/3 ep (0%)",
+        "eval: 1/3 ep (33%)",
+        "eval: 2/3 ep (67%)",
+        "eval: 3/3 ep (100%)",
+    ]
 
 
 def test_known_third_party_warnings_are_filtered(trained, tmp_path):

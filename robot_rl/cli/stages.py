@@ -103,9 +103,11 @@ def given_dataset(cfg: PipelineConfig) -> dict:
     """The pipeline's dataset entry when ``data.path`` names the training data: nothing is collected."""
     from robot_rl.data.lerobot.reader import LeRobotDataset
 
+    dataset = LeRobotDataset(cfg.data.path)
     return {
         "path": cfg.data.path,
-        "num_episodes": LeRobotDataset(cfg.data.path).num_episodes,
+        "num_episodes": dataset.num_episodes,
+        "fps": dataset.fps,
         "demo_success_rate": dataset_success_rate(cfg.data.path),
         "wall_time_s": 0.0,
     }
@@ -193,8 +195,8 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
     results: list[EpisodeResult] = []
-    try:
-        hz = resolve_control_hz(cfg, vec).env.control_hz  # a foreign env's own rate
+    try:  # a foreign env's own rate (else its training data's)
+        hz = resolve_control_hz(cfg, vec, _trained_fps(run.checkpoint(algo, seed))).env.control_hz
     except BaseException:
         vec.close()
         raise
@@ -223,6 +225,14 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     return out
 
 
+def _trained_fps(checkpoint) -> float | None:
+    """The fps of the dataset a checkpoint was trained on (its config's ``fps``), None if unknown."""
+    import json
+
+    config = checkpoint / "config.json"
+    return json.loads(config.read_text()).get("fps") if config.is_file() else None
+
+
 def pipeline(cfg: PipelineConfig) -> dict:
     """Run every stage for every seed, then write report.json, report.md, curves.png and videos.
 
@@ -240,8 +250,8 @@ def pipeline(cfg: PipelineConfig) -> dict:
     run = RunDir(cfg.run_dir)
     run.check_writable()
     save_config(cfg, run.root / "config.yaml")
-    cfg = resolve_control_hz(cfg)  # a foreign env's own rate, for cycle times and videos
     collected = given_dataset(cfg) if cfg.data.path else collect(cfg)
+    cfg = resolve_control_hz(cfg, dataset_fps=collected.get("fps"))  # a foreign env's own rate (videos)
     walls = {"collect": collected["wall_time_s"], "train": 0.0, "eval": 0.0}
     algos = ["bc", "offline"] + ([online_name(cfg)] if cfg.online.in_pipeline else [])
     per_method: dict[str, dict[int, list[EpisodeResult]]] = {algo: {} for algo in algos}
