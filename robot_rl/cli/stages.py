@@ -219,7 +219,6 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     results.sort(key=lambda e: e.env_seed)
     out = {"summary": summarize(results), "episodes": episodes_to_json(results), "policy": policy}
     write_json_atomic(run.eval_file(algo, seed), out)
-    out["eval_file"] = str(run.eval_file(algo, seed))
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
     return out
