@@ -26,12 +26,28 @@ class AdapterConfig:
     ``observation`` maps our key (e.g. ``observation.state``) to the foreign observation key, or to a list
     of keys that are flattened and concatenated in order. An empty string key ``""`` means the foreign
     observation is a plain array. The action space is the foreign env's, unchanged. ``task`` is the
-    language instruction recorded with every episode; ``success_key`` is the ``info`` key read as success.
+    language instruction recorded with every episode; ``success_key`` is the ``info`` key read as success
+    (``""``: the env reports no success; otherwise a warning is given when an episode ends without the key
+    ever appearing in ``info``).
+
+    ``fps`` (Hz): the env's control rate, used for ``cycle_time_s`` and video/dataset frame rates; 0 takes
+    the env's ``metadata["render_fps"]`` (an env without it needs ``fps``). ``env.control_hz`` is the
+    built-in task's rate and is not used for a foreign env.
+
+    ``render_camera``: our image key (``observation.images.<cam>``) filled with ``env.render()`` (the env is
+    made with ``render_mode="rgb_array"``), for an env whose camera is not in its observation dict;
+    ``render_flip`` (``none``, ``horizontal``, ``vertical`` or ``both``) and ``render_rotate`` (degrees
+    counter-clockwise: 0, 90, 180 or 270) are applied to each frame, rotation first, as the camera appears
+    in the dataset.
     """
 
     observation: dict[str, list[str]] = field(default_factory=dict)
     task: str = ""
     success_key: str = "is_success"
+    fps: float = 0.0
+    render_camera: str = ""
+    render_flip: str = "none"
+    render_rotate: int = 0
 
 
 @dataclass
@@ -202,10 +218,14 @@ class EnvConfig:
     (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`). ``backend`` picks
     the batched simulator of :func:`robot_rl.sim.batched_factory.make_batched_env`: ``gym_vector``
     (gymnasium's vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); the
-    rollout, collect, eval and online code does not use it yet.
+    rollout, collect, eval and online code does not use it yet. ``robot_type`` is the robot model that
+    ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:
+    ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot
+    (``so101``, ``ur``, ...), the env id for a foreign env.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
+    robot_type: str = ""
     module: str = ""
     adapter: AdapterConfig | None = None
     cameras: list[str] = field(default_factory=list)

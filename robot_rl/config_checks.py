@@ -51,15 +51,15 @@ class Range:
 
 @dataclass(frozen=True)
 class Choice:
-    """One of a fixed set of strings."""
+    """One of a fixed set of strings (or numbers)."""
 
-    options: tuple[str, ...]
+    options: tuple[str | int, ...]
 
     def ok(self, value: Any) -> bool:
-        return value in self.options
+        return not isinstance(value, bool) and value in self.options
 
     def __str__(self) -> str:
-        return f"one of {', '.join(self.options)}"
+        return f"one of {', '.join(str(o) for o in self.options)}"
 
 
 def _num(x: float) -> str:
@@ -260,7 +260,28 @@ def problems(cfg: Any) -> list[str]:
         out.append(f"online.address={cfg.online.address!r}: {reason}")
     if cfg.env.robot is not None:
         out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
+    if cfg.env.adapter is not None:
+        out += adapter_problems(cfg.env.adapter)
     return out + deploy_problems(cfg)
+
+
+ADAPTER_RULES: dict[str, Range | Choice] = {
+    "fps": NONNEG,
+    "render_flip": Choice(("none", "horizontal", "vertical", "both")),
+    "render_rotate": Choice((0, 90, 180, 270)),
+}
+"""``env.adapter.<key>`` rules (:class:`~robot_rl.config.AdapterConfig`)."""
+
+
+def adapter_problems(adapter: Any) -> list[str]:
+    """Problems of ``env.adapter`` (an :class:`~robot_rl.config.AdapterConfig`), each naming its key."""
+    out = _rule_problems([(f"env.adapter.{k}", getattr(adapter, k), r) for k, r in ADAPTER_RULES.items()])
+    cam = adapter.render_camera
+    if cam and not cam.startswith("observation.images."):
+        out.append(f"env.adapter.render_camera={cam!r}: must be an image key observation.images.<camera>")
+    if cam and cam in (adapter.observation or {}):
+        out.append(f"env.adapter.render_camera={cam!r}: also mapped in env.adapter.observation; map it once")
+    return out
 
 
 def deploy_problems(cfg: Any) -> list[str]:

@@ -56,6 +56,10 @@ class RunDir:
     def mark_done(self, stage: str, result: dict) -> None:
         write_json_atomic(self._marker(stage), result)
 
+    def clear(self, stage: str) -> None:
+        """Mark ``stage`` as not finished (its marker removed, if any), so the next run redoes it."""
+        self._marker(stage).unlink(missing_ok=True)
+
     def check_writable(self) -> None:
         """Create ``root`` and write (then remove) a small probe file in it, so a read-only, full or
         forbidden run dir fails before a stage starts its work rather than when it saves its results.

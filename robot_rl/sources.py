@@ -36,6 +36,12 @@ class AgentSource:
 
     ``execution='open_loop'`` returns whole chunks (the rollout executes all h actions before the next
     query); ``'temporal_ensemble'`` queries every step and returns the ACT-weighted action as a chunk of 1.
+
+    With ``seed`` set (evaluation), each sub-env's observation is acted on alone with torch's RNG seeded
+    from ``(seed, env_seed, query index in the episode)``: an episode's outcome is a function of its env
+    seed alone, the same with any ``env.num_envs`` (batched sampling noise and batched floating-point
+    sums would otherwise depend on which episodes share a batch). ``seed=None`` (online exploration)
+    queries the batch at once with torch's global RNG.
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class AgentSource:
         execution: str = "open_loop",
         decay: float = 0.1,
         num_envs: int = 1,
+        seed: int | None = None,
     ):
         from robot_rl.policies.executor import ChunkExecutor
 
@@ -55,14 +62,38 @@ class AgentSource:
         horizon = agent.policy.horizon
         self.executors = [ChunkExecutor(horizon, execution, decay) for _ in range(num_envs)]
         self.ensemble = execution == "temporal_ensemble"
+        self.seed = seed
+        self.episode: list[tuple[int, int]] = [(0, 0)] * num_envs  # (env seed, queries so far)
 
     def reset(self, env_id: int, env_seed: int) -> None:
         self.executors[env_id].reset()
+        self.episode[env_id] = (int(env_seed), 0)
+
+    def _act(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        def batch(rows) -> dict[str, torch.Tensor]:
+            return {k: torch.as_tensor(np.asarray(obs[k])[rows]).to(self.device) for k in self.obs_keys}
+
+        if self.seed is None:
+            return self.agent.act(batch(slice(None))).cpu().numpy()
+        device = torch.device(self.device)
+        devices = (
+            [device.index if device.index is not None else torch.cuda.current_device()]
+            if device.type == "cuda"
+            else []
+        )
+        chunks = []
+        for j, env_id in enumerate(env_ids):
+            env_seed, query = self.episode[env_id]
+            self.episode[env_id] = (env_seed, query + 1)
+            state = np.random.SeedSequence([self.seed, env_seed, query]).generate_state(2, np.uint32)
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(state[0]) << 32 | int(state[1]))
+                chunks.append(self.agent.act(batch(slice(j, j + 1))).cpu().numpy())
+        return np.concatenate(chunks)
 
     @torch.no_grad()
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        batch = {k: torch.as_tensor(np.asarray(obs[k])).to(self.device) for k in self.obs_keys}
-        chunk = self.agent.act(batch).cpu().numpy()
+        chunk = self._act(obs, env_ids)
         if not np.isfinite(chunk).all():
             raise ValueError("policy produced NaN/inf actions; stopping instead of sending them to the robot")
         chunk = np.clip(chunk, self.low, self.high)
@@ -175,11 +206,12 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
     """The chunk source that evaluates a policy, and a dict naming it for the eval report.
 
     Without ``cfg.deploy.server``: ``checkpoint`` loaded in this process (:class:`AgentSource`, execution
-    ``cfg.policy.execution``); names ``{"checkpoint": path}``. With it: the policy server at that address
-    (``robot-rl serve``, :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not
-    read), whose chunks are clipped to the action box and seeded from ``seed`` and each episode's env
-    seed; executed open loop, by temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0
-    (:class:`StepwiseSource`); names ``{"server": address, "model_id": ...}``.
+    ``cfg.policy.execution``, sampling seeded per episode from ``seed`` and its env seed); names
+    ``{"checkpoint": path}``. With it: the policy server at that address (``robot-rl serve``,
+    :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read), whose chunks are
+    clipped to the action box and seeded from ``seed`` and each episode's env seed; executed open loop, by
+    temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0 (:class:`StepwiseSource`);
+    names ``{"server": address, "model_id": ...}``.
 
     Args:
         space: ``(observation space, action space)`` of the env (gymnasium Dict and Box).
@@ -203,7 +235,9 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
 
         agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
         p = cfg.policy
-        source = AgentSource(agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs)
+        source = AgentSource(
+            agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs, seed=seed
+        )
         if keys.PREV_ACTION in obs_keys:
             start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
             source = PrevActionSource(source, start, action_dim, num_envs)

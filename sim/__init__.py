@@ -9,7 +9,7 @@ import gymnasium as gym
 
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched_factory import make_batched_env
-from robot_rl.sim.factory import BUILTIN_ID, action_box, box_bounds, make_env
+from robot_rl.sim.factory import BUILTIN_ID, action_box, box_bounds, make_env, resolve_control_hz, robot_type
 from robot_rl.sim.vector import make_vector_env
 
 if BUILTIN_ID not in gym.registry:
@@ -23,4 +23,6 @@ __all__ = [
     "make_batched_env",
     "make_env",
     "make_vector_env",
+    "resolve_control_hz",
+    "robot_type",
 ]

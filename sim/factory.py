@@ -6,7 +6,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.config import EnvConfig
+from robot_rl.config import EnvConfig, PipelineConfig
+from robot_rl.known_warnings import filter_known_warnings
 from robot_rl.sim.gl_env import check_mujoco_gl
 
 BUILTIN_ID = "robot_rl/PandaPickCube-v0"
@@ -26,11 +27,12 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         ValueError: invalid built-in env settings (rates, cameras, render mode), or ``cfg.robot`` with a
             foreign id.
         HardwareError: the robot or a camera cannot be reached (names it).
-        KeyError: the adapter names an unknown foreign observation key.
+        AdapterError: the adapter does not fit the foreign env (unknown key, wrong shape; a ConfigError).
         gymnasium.error.Error: an unregistered id.
         RendererError: ``MUJOCO_GL`` is set to a value MuJoCo refuses (names the valid ones).
     """
     check_mujoco_gl()  # before anything imports mujoco
+    filter_known_warnings()  # also in spawned env workers
     if cfg.robot is not None:
         if cfg.id != BUILTIN_ID:
             raise ValueError(f"env.robot runs the built-in task {BUILTIN_ID}, not env.id={cfg.id!r}")
@@ -57,6 +59,22 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
 
 
+SIM_DRIVERS = ("sim", "sim_server")
+"""Robot drivers that run the built-in MuJoCo Panda (in process or behind the robot server)."""
+
+
+def robot_type(cfg: EnvConfig) -> str:
+    """The robot model written as ``robot_type`` into a dataset's ``info.json``: ``cfg.robot_type`` when set;
+    else ``panda`` for the built-in task (also behind the ``sim``/``sim_server`` robot drivers), the
+    driver's name for a real robot (``so101``, ``ur``, ``xarm``, ``franka``, ``ros2``), the env id for a
+    foreign env."""
+    if cfg.robot_type:
+        return cfg.robot_type
+    if cfg.robot is not None:
+        return "panda" if cfg.robot.driver in SIM_DRIVERS else cfg.robot.driver
+    return "panda" if cfg.id == BUILTIN_ID else cfg.id
+
+
 def box_bounds(space: gym.spaces.Box) -> dict[str, list[float]]:
     """``{"action_low": [...], "action_high": [...]}`` (d floats each, the env's action units) for a
     bounded action space, the form ``PolicyConfig.action_low/high`` take; ``{}`` when any bound is infinite
@@ -75,3 +93,39 @@ def action_box(cfg: EnvConfig) -> dict[str, list[float]]:
         return box_bounds(env.action_space)
     finally:
         env.close()
+
+
+def resolve_control_hz(
+    cfg: PipelineConfig, env: gym.Env | gym.vector.VectorEnv | None = None, dataset_fps: float | None = None
+) -> PipelineConfig:
+    """``cfg`` with ``env.control_hz`` set to the env's own control rate (Hz), which ``cycle_time_s``,
+    videos and online episode metadata divide by.
+
+    The built-in task and a robot run at ``env.control_hz`` (returned unchanged). A foreign env runs at
+    ``env.adapter.fps`` if set, else at its ``metadata["render_fps"]`` (read from ``env`` if given, a
+    single or vector env of ``cfg.env``, else from one env built and closed), else at ``dataset_fps``
+    (the fps of the dataset the policy was trained on).
+
+    Raises:
+        AdapterError: a foreign env with none of the three (names ``env.adapter.fps``).
+        Whatever :func:`make_env` raises when an env is built.
+    """
+    from dataclasses import replace
+
+    from robot_rl.config import AdapterConfig
+    from robot_rl.sim.adapter import env_rate_hz
+
+    if cfg.env.id == BUILTIN_ID or cfg.env.robot is not None:
+        return cfg
+    adapter = cfg.env.adapter or AdapterConfig()
+    if adapter.fps:
+        rate = float(adapter.fps)
+    elif env is not None:
+        rate = env_rate_hz(env, adapter, dataset_fps)
+    else:
+        built = make_env(cfg.env)
+        try:
+            rate = env_rate_hz(built, adapter, dataset_fps)
+        finally:
+            built.close()
+    return replace(cfg, env=replace(cfg.env, control_hz=rate))

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import AdapterConfig, EnvConfig, PipelineConfig, load_config
 from robot_rl.sim import make_env
+from robot_rl.sim.adapter import AdapterError
 
 REACHER_YAML = """\
 env:
@@ -85,9 +86,9 @@ def test_dict_env_flatten_concat_and_success_key():
 
 def test_unknown_foreign_key_is_named():
     adapter = AdapterConfig(observation={keys.STATE: ["joints", "velocity"]})
-    with pytest.raises(KeyError, match="velocity"):
+    with pytest.raises(AdapterError, match="velocity"):
         make_env(EnvConfig(id="test_sim/Dict-v0", adapter=adapter))
-    with pytest.raises(KeyError, match="plain array"):
+    with pytest.raises(AdapterError, match="plain array"):
         make_env(EnvConfig(id="Reacher-v5", adapter=AdapterConfig(observation={keys.STATE: ["qpos"]})))
 
 

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, PipelineConfig
 from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.progress import progress
 from robot_rl.rewards.episodes import critic_episodes, iter_episodes
 from robot_rl.run_dir import RunDir, write_json_atomic
 
@@ -81,7 +81,7 @@ def train(cfg: PipelineConfig) -> dict:
         sampler = PairSampler(episodes, cfg.critic)
     except ValueError as err:
         raise ConfigError(f"{root}: {err}") from err
-    with tqdm(total=cfg.critic.steps, desc="train critic", unit="step") as bar:
+    with progress(total=cfg.critic.steps, desc="train critic", unit="step") as bar:
         log = train_critic(critic, sampler, cfg.critic.steps, progress=bar.update)
     out = checkpoint_dir(cfg)
     critic.save(out)
@@ -131,7 +131,7 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
         raise ConfigError(f"reward.mode={cfg.reward.mode!r}: label writes 'shaped' or 'critic' rewards")
     critic = load_critic(checkpoint_dir(cfg), cfg.device)
     root = dataset_root(cfg)
-    with tqdm(total=LeRobotDataset(root).num_episodes, desc="label", unit="ep") as bar:
+    with progress(total=LeRobotDataset(root).num_episodes, desc="label", unit="ep") as bar:
         summary = label_dataset(
             critic,
             root,

@@ -11,6 +11,7 @@ import sys
 
 from robot_rl.cli import dataset, errors, gui, hardware_check, keys, online, record, ros2, serve, sim_server
 from robot_rl.config import load_config
+from robot_rl.known_warnings import filter_known_warnings
 from robot_rl.run_dir import online_name
 
 COMMANDS = {
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             "hardware": sim_server,
         }
         return modules[args.command].run(args)
+    filter_known_warnings()
     cfg = None
     with errors.ThreadErrors(args.debug) as background:
         try:
@@ -136,12 +138,30 @@ def _run(args: argparse.Namespace, cfg) -> None:
             if args.command == "online":
                 print(online.run(args, cfg, seed))
             elif args.command == "train":
-                stages.train(cfg, args.algo, seed)
+                print(_train_summary(cfg, args.algo, seed, stages.train(cfg, args.algo, seed)), flush=True)
             elif args.command == "open-loop":
                 print(stages.open_loop(cfg, args.algo, seed))
             else:
                 algo = online_name(cfg) if args.algo == "online" else args.algo
-                print(stages.evaluate(cfg, algo, seed)["summary"])
+                print(_eval_summary(cfg, algo, seed, stages.evaluate(cfg, algo, seed)), flush=True)
+
+
+def _train_summary(cfg, algo: str, seed: int, result: dict) -> str:
+    from robot_rl.eval.summary import train_summary
+    from robot_rl.run_dir import RunDir
+
+    run = RunDir(cfg.run_dir)
+    val_log = run.val_log(algo, seed)
+    return train_summary(
+        algo, seed, result, str(run.train_log(algo, seed)), str(val_log) if val_log.is_file() else None
+    )
+
+
+def _eval_summary(cfg, algo: str, seed: int, result: dict) -> str:
+    from robot_rl.eval.summary import eval_summary
+    from robot_rl.run_dir import RunDir
+
+    return eval_summary(algo, seed, result["summary"], str(RunDir(cfg.run_dir).eval_file(algo, seed)))
 
 
 if __name__ == "__main__":

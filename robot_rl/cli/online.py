@@ -46,11 +46,13 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     """Dispatch one role for training seed ``seed``."""
     from robot_rl.config import ConfigError
     from robot_rl.runtime.local import run_actor, run_learner
+    from robot_rl.sim import resolve_control_hz
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     cfg = apply_flags(args, cfg)
     if cfg.online.runtime not in RUNTIMES:
         raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
+    cfg = resolve_control_hz(cfg)  # a foreign env's own rate, for episode cycle times
     if args.role != "all":
         preflight(cfg, args.role)
     if args.role == "actor":

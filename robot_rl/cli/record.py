@@ -32,7 +32,7 @@ def run(args, cfg: PipelineConfig) -> dict:
     from robot_rl.data.lerobot.writer import LeRobotWriter
     from robot_rl.recording import make_teleop, record
     from robot_rl.run_dir import RunDir
-    from robot_rl.sim import make_env
+    from robot_rl.sim import make_env, robot_type
 
     if args.num_episodes < 1:
         raise ConfigError(f"--num_episodes={args.num_episodes}: must be >= 1")
@@ -47,8 +47,9 @@ def run(args, cfg: PipelineConfig) -> dict:
         device = make_teleop(args.teleop, cfg, low, high, getattr(follower, "limits", None))
         names = getattr(env.unwrapped, "feature_names", None)
         features = dataset_features(env.observation_space, env.action_space, names)
-        robot_type = cfg.env.robot.driver if cfg.env.robot is not None else "panda"
-        writer = LeRobotWriter(root, fps=round(cfg.env.control_hz), features=features, robot_type=robot_type)
+        writer = LeRobotWriter(
+            root, fps=round(cfg.env.control_hz), features=features, robot_type=robot_type(cfg.env)
+        )
         task = getattr(env.unwrapped, "task", "")
         print(f"recording into {root}: {writer.num_episodes} of {args.num_episodes} episodes already there")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.cli.envs import (
@@ -22,6 +21,7 @@ from robot_rl.cli.train_inputs import print_train_inputs
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
+from robot_rl.progress import progress
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.sources import ExpertSource, policy_source
@@ -39,7 +39,7 @@ def collect(cfg: PipelineConfig) -> dict:
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
     from robot_rl.data.lerobot.writer import LeRobotWriter
-    from robot_rl.sim import BUILTIN_ID
+    from robot_rl.sim import BUILTIN_ID, robot_type
 
     run = RunDir(cfg.run_dir)
     if run.is_done("collect"):
@@ -60,7 +60,7 @@ def collect(cfg: PipelineConfig) -> dict:
     try:
         features = dataset_features(vec.single_observation_space, vec.single_action_space)
         writer = LeRobotWriter(
-            run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type="panda"
+            run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type=robot_type(cfg.env)
         )
         task = vec.get_attr("task")[0]
         done = writer.num_episodes
@@ -73,7 +73,7 @@ def collect(cfg: PipelineConfig) -> dict:
             successes.append(ep.success)
 
         source = ExpertSource(vec.num_envs, cfg.collect.expert_noise, seed=cfg.collect.seed)
-        with tqdm(total=len(seeds), desc="collect demos", unit="ep") as bar:
+        with progress(total=len(seeds), desc="collect demos", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
         writer.close()
     finally:
@@ -81,31 +81,72 @@ def collect(cfg: PipelineConfig) -> dict:
     result = {
         "num_episodes": cfg.collect.num_episodes,
         "expert_noise": cfg.collect.expert_noise,
-        "demo_success_rate": _dataset_success_rate(run),
+        "demo_success_rate": dataset_success_rate(run.dataset),
         "wall_time_s": time.time() - start,
     }
     run.mark_done("collect", result)
     return result
 
 
-def _dataset_success_rate(run: RunDir) -> float:
+def dataset_success_rate(root) -> float | None:
+    """Fraction of the dataset's episodes with a ``next.success`` frame; None without that column."""
     from robot_rl.data.lerobot.reader import LeRobotDataset
 
-    table = LeRobotDataset(run.dataset).load_tabular()
+    table = LeRobotDataset(root).load_tabular()
+    if keys.SUCCESS not in table:
+        return None
     success = np.asarray(table[keys.SUCCESS]).reshape(-1).astype(bool)
     episodes = np.asarray(table[keys.EPISODE_INDEX]).reshape(-1)
     return float(np.mean([success[episodes == e].any() for e in np.unique(episodes)]))
 
 
+def given_dataset(cfg: PipelineConfig) -> dict:
+    """The pipeline's dataset entry when ``data.path`` names the training data: nothing is collected."""
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+
+    dataset = LeRobotDataset(cfg.data.path)
+    return {
+        "path": cfg.data.path,
+        "num_episodes": dataset.num_episodes,
+        "fps": dataset.fps,
+        "demo_success_rate": dataset_success_rate(cfg.data.path),
+        "wall_time_s": 0.0,
+    }
+
+
 def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     """Train ``algo`` ('bc' or 'offline') for one seed; offline RL warm-starts from that seed's BC policy.
 
+    A finished stage is skipped, unless its budget (``bc.steps`` / ``offline.steps``) has grown since: then
+    training continues from the saved checkpoint to the new budget
+    (:func:`robot_rl.training.loop.train_agent`) and that seed's evaluation of ``algo`` is run again. A
+    smaller or equal budget keeps the checkpoint and prints how to train longer.
+
     Raises OSError naming the path when the run dir is not writable (checked before training starts).
     """
+    from robot_rl.training.resume import trained_steps
+
     run = RunDir(cfg.run_dir)
     stage = f"train_{algo}_seed{seed}"
+    steps = (cfg.bc if algo == "bc" else cfg.offline).steps
     if run.is_done(stage):
-        return run.result(stage)
+        done = run.result(stage)
+        have = done.get("steps") or trained_steps(run.checkpoint(algo, seed), algo)
+        if have is None:
+            return done
+        if steps <= have:
+            key = key_steps(algo)
+            print(
+                f"train {algo} seed {seed}: already trained ({have} steps, {key}={steps}); checkpoint "
+                f"{done['checkpoint']}. To train longer, rerun with --{key}=<more than {have}>",
+                flush=True,
+            )
+            return {**done, "steps": have}
+        print(
+            f"train {algo} seed {seed}: continuing from step {have} to {key_steps(algo)}={steps}", flush=True
+        )
+        run.clear(stage)
+        run.clear(f"eval_{algo}_seed{seed}")
     run.check_writable()
     start = time.time()
     init = run.checkpoint("bc", seed) if algo == "offline" else None
@@ -114,11 +155,17 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     metrics = train_agent(cfg, algo, seed, run, init_from=init, on_features=print_train_inputs)
     result = {
         "checkpoint": str(run.checkpoint(algo, seed)),
+        "steps": steps,
         "final": metrics,
         "wall_time_s": time.time() - start,
     }
     run.mark_done(stage, result)
     return result
+
+
+def key_steps(algo: str) -> str:
+    """The config key of ``algo``'s step budget."""
+    return "bc.steps" if algo == "bc" else "offline.steps"
 
 
 def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
@@ -139,6 +186,8 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     CheckpointError when the checkpoint is corrupt or does not fit the env, PolicyServerUnavailable when
     the server does not answer, ConfigError when the served model does not fit the env.
     """
+    from robot_rl.sim import resolve_control_hz
+
     run = RunDir(cfg.run_dir)
     stage = f"eval_{algo}_seed{seed}"
     if run.is_done(stage):
@@ -147,9 +196,14 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
     results: list[EpisodeResult] = []
+    try:  # a foreign env's own rate (else its training data's)
+        hz = resolve_control_hz(cfg, vec, _trained_fps(run.checkpoint(algo, seed))).env.control_hz
+    except BaseException:
+        vec.close()
+        raise
 
     def on_episode(ep: RecordedEpisode) -> None:
-        cycle = ep.success_step / cfg.env.control_hz if ep.success_step is not None else None
+        cycle = ep.success_step / hz if ep.success_step is not None else None
         results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
 
     source = None
@@ -157,7 +211,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         space = (vec.single_observation_space, vec.single_action_space)
         source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs)
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
-        with tqdm(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
+        with progress(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
     finally:
         if source is not None:
@@ -171,9 +225,22 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     return out
 
 
+def _trained_fps(checkpoint) -> float | None:
+    """The fps of the dataset a checkpoint was trained on (its config's ``fps``), None if unknown."""
+    import json
+
+    config = checkpoint / "config.json"
+    return json.loads(config.read_text()).get("fps") if config.is_file() else None
+
+
 def pipeline(cfg: PipelineConfig) -> dict:
-    """Run every stage for every seed, then write report.json, report.md, curves.png and videos."""
+    """Run every stage for every seed, then write report.json, report.md, curves.png and videos.
+
+    With ``data.path`` set, that dataset is the training data and nothing is collected (any env, also a
+    foreign one through ``env.adapter``); else ``collect`` records scripted demos of the built-in task.
+    """
     from robot_rl.cli.videos import record_videos
+    from robot_rl.sim import resolve_control_hz
 
     if cfg.deploy.server:
         raise ConfigError(
@@ -183,7 +250,8 @@ def pipeline(cfg: PipelineConfig) -> dict:
     run = RunDir(cfg.run_dir)
     run.check_writable()
     save_config(cfg, run.root / "config.yaml")
-    collected = collect(cfg)
+    collected = given_dataset(cfg) if cfg.data.path else collect(cfg)
+    cfg = resolve_control_hz(cfg, dataset_fps=collected.get("fps"))  # a foreign env's own rate (videos)
     walls = {"collect": collected["wall_time_s"], "train": 0.0, "eval": 0.0}
     algos = ["bc", "offline"] + ([online_name(cfg)] if cfg.online.in_pipeline else [])
     per_method: dict[str, dict[int, list[EpisodeResult]]] = {algo: {} for algo in algos}

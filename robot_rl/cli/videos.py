@@ -31,8 +31,9 @@ def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "o
         low, high = action_bounds(env.action_space)
         for method in methods:
             agent, obs_keys = load_agent(run.checkpoint(method, seed), cfg.device, seed=seed)
+            p = cfg.policy
             source = AgentSource(
-                agent, obs_keys, low, high, cfg.device, cfg.policy.execution, cfg.policy.ensemble_decay
+                agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, seed=seed
             )
             for k in range(cfg.eval.num_videos):
                 source.reset(0, EVAL_SEED_OFFSET + k)

@@ -76,16 +76,24 @@ def plot_training(log: Path, val_log: Path | None, out: Path) -> None:
     plt.close(fig)
 
 
+def _dataset_line(env_id: str, dataset: dict) -> str:
+    """The report's first line: the env and the training data (collected scripted demos, or ``data.path``)."""
+    rate = dataset.get("demo_success_rate")
+    rate_text = f"episode success rate {rate:.2f}" if rate is not None else "no success column"
+    if dataset.get("path"):
+        n = dataset["num_episodes"]
+        return f"Environment `{env_id}`, dataset `{dataset['path']}`: {n} episodes ({rate_text})."
+    return (
+        f"Environment `{env_id}`, {dataset['num_episodes']} demonstrations (scripted expert, noise "
+        f"{dataset['expert_noise']}, demo success rate {rate:.2f})."
+    )
+
+
 def write_report(root: Path, report: dict) -> None:
     """Write ``report.json`` and a human-readable ``report.md`` into ``root``."""
     write_json_atomic(root / "report.json", report)
-    lines = [
-        "# robot_rl run report",
-        "",
-        f"Environment `{report['env_id']}`, {report['dataset']['num_episodes']} demonstrations "
-        f"(scripted expert, noise {report['dataset']['expert_noise']}, demo success rate "
-        f"{report['dataset']['demo_success_rate']:.2f}).",
-        "",
+    lines = ["# robot_rl run report", "", _dataset_line(report["env_id"], report["dataset"]), ""]
+    lines += [
         "| method | success rate | 95% CI | std across seeds | mean return | cycle time (s) | episodes |",
         "|---|---|---|---|---|---|---|",
     ]

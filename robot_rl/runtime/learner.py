@@ -220,7 +220,7 @@ class Learner:
 
         Raises:
             ActorsFaultedError: every actor that joined stopped on a reported fault and none is active."""
-        from tqdm import tqdm
+        from robot_rl.progress import progress
 
         on = self.cfg.online
         sinks = self._sinks()
@@ -228,7 +228,7 @@ class Learner:
         self._start = time.monotonic()
         last_log = time.monotonic()
         metrics: dict[str, float] = {}
-        bar = tqdm(
+        bar = progress(
             total=on.env_steps,
             initial=min(self.replay.num_steps, on.env_steps),
             desc=f"online {on.method} seed {self.seed}",

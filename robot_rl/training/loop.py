@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
@@ -21,8 +20,17 @@ from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, config
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
 from robot_rl.eval.q_values import q_calibration
 from robot_rl.eval.report import plot_training
+from robot_rl.progress import progress
 from robot_rl.run_dir import RunDir, write_json_atomic
-from robot_rl.training.resume import remove_resume, restore, resume_checkpoint, resume_dir, save_resume
+from robot_rl.training.resume import (
+    remove_resume,
+    restore,
+    restore_trained,
+    resume_checkpoint,
+    resume_dir,
+    save_resume,
+    trained_steps,
+)
 
 if TYPE_CHECKING:
     from robot_rl.data.training.features import FeatureUse
@@ -51,9 +59,12 @@ def train_agent(
     scored on them every ``cfg.data.val_every`` steps (``logs/<algo>_seed<s>_val.csv``; offline RL adds the
     critic's Q against Monte-Carlo returns, :mod:`robot_rl.eval.q_values`), and the saved
     checkpoint is reloaded and scored open loop at the end (``open_loop/<algo>_seed<s>.json`` and ``.png``).
-    Offline RL warm-starts its flow policy from ``init_from``. ``on_features`` is called once the dataset
-    is loaded with the columns the policy uses and ignores (also saved as the checkpoint config's
-    ``features``). Returns the last logged metrics (plus the final validation metrics).
+    A final checkpoint already there, trained for fewer steps than the budget (``robot-rl train`` rerun
+    with a larger ``--bc.steps``/``--offline.steps``), is trained further from its step count with fresh
+    optimizers (:func:`robot_rl.training.resume.restore_trained`). Offline RL warm-starts its flow policy
+    from ``init_from``. ``on_features`` is called once the dataset is loaded with the columns the policy
+    uses and ignores (also saved as the checkpoint config's ``features``). Returns the last logged metrics
+    (plus the final validation metrics).
     """
     from robot_rl.data.training.loader import batches
     from robot_rl.policies.checkpoint import save_checkpoint
@@ -77,8 +88,14 @@ def train_agent(
     start = 0
     log_path, val_path = run.train_log(algo, seed), run.val_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    trained = trained_steps(final_dir, algo)
     if resume_from is not None:
         start = int(restore(agent, resume_from)["step"])
+        _truncate_log(log_path, start)
+        _truncate_log(val_path, start)
+    elif trained is not None and trained < budget.steps:  # a finished run given a larger budget
+        restore_trained(agent, final_dir)
+        start = trained
         _truncate_log(log_path, start)
         _truncate_log(val_path, start)
     elif init_from is not None:
@@ -97,7 +114,7 @@ def train_agent(
     agent.train()
     stream = batches(data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers)
     try:
-        for step in tqdm(
+        for step in progress(
             range(start, budget.steps),
             desc=f"train {algo} seed {seed}",
             initial=start,

@@ -69,3 +69,25 @@ def remove_resume(final_dir: Path) -> None:
     current = resume_dir(final_dir)
     for leftover in (current, _previous(current)):
         shutil.rmtree(leftover, ignore_errors=True)
+
+
+def trained_steps(final_dir: Path, algo: str) -> int | None:
+    """How many steps the final checkpoint ``final_dir`` of ``algo`` ('bc' or an offline method) was
+    trained for (its config's ``bc.steps`` / ``offline.steps``); None without a complete checkpoint."""
+    config = final_dir / "config.json"
+    if not (final_dir / "model.safetensors").is_file() or not config.is_file():
+        return None
+    saved = json.loads(config.read_text())
+    return int(saved["bc" if algo == "bc" else "offline"]["steps"])
+
+
+def restore_trained(agent, final_dir: Path) -> None:
+    """Load the modules of the final checkpoint ``final_dir`` into ``agent`` to train it further; its
+    optimizers start afresh (a final checkpoint keeps no optimizer state).
+
+    Raises CheckpointError naming the file when a module's tensors do not fit the agent."""
+    from robot_rl.policies.checkpoint import load_checkpoint, load_module_state
+
+    state, _, _ = load_checkpoint(final_dir)
+    for name, module in agent.modules().items():
+        load_module_state(module, state.get(name, {}), f"{final_dir / 'model.safetensors'} ({name})")

@@ -1,0 +1,54 @@
+"""Short human summaries the CLI prints after ``train`` and ``eval`` (the JSON files keep every number)."""
+
+from __future__ import annotations
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _pairs(metrics: dict) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in metrics.items()) or "none"
+
+
+def train_summary(algo: str, seed: int, result: dict, log: str, val_log: str | None = None) -> str:
+    """A few lines: the steps and wall time, the last logged training metrics (losses first), the final
+    validation metrics (``val_*``, when ``data.val_episodes`` held episodes out), the checkpoint and the
+    log paths.
+
+    Args:
+        result: the ``train_<algo>_seed<s>`` stage result: ``checkpoint`` (path), ``final`` (metrics),
+            ``wall_time_s`` (s) and ``steps``.
+        log, val_log: the CSV logs (``val_log`` None without validation).
+    """
+    final = result.get("final", {})
+    train = {k: v for k, v in final.items() if not k.startswith("val_")}
+    train = {
+        **{k: v for k, v in train.items() if "loss" in k},
+        **{k: v for k, v in train.items() if "loss" not in k},
+    }
+    val = {k: v for k, v in final.items() if k.startswith("val_")}
+    lines = [
+        f"train {algo} seed {seed}: {result.get('steps', '?')} steps in "
+        f"{result.get('wall_time_s', 0.0):.1f} s",
+        f"  final training metrics: {_pairs(train)}",
+    ]
+    if val:
+        lines.append(f"  validation (held-out episodes): {_pairs(val)}")
+    lines.append(f"  checkpoint: {result['checkpoint']}")
+    lines.append(f"  logs: {log}" + (f", {val_log}" if val and val_log else ""))
+    return "\n".join(lines)
+
+
+def eval_summary(algo: str, seed: int, summary: dict, path: str) -> str:
+    """Two lines: success rate with its 95% interval, mean return, mean cycle time and episode count, then
+    the eval JSON's path (per-episode results). ``summary`` is :func:`robot_rl.eval.metrics.summarize`'s."""
+    lo, hi = summary["success_ci95"]
+    cycle = summary.get("cycle_time_s")
+    cycle_text = f"{cycle:.2f} s" if cycle is not None else "n/a (no success)"
+    return (
+        f"eval {algo} seed {seed}: success {summary['success_rate']:.0%} "
+        f"(95% CI {lo:.0%}-{hi:.0%}) over {summary['num_episodes']} episodes, "
+        f"mean return {summary['mean_return']:.4g}, cycle time {cycle_text}\n"
+        f"  results: {path}"
+    )
