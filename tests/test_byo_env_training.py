@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from random_source import RandomSource
 
 from robot_rl.cli import stages
 from robot_rl.cli.envs import dataset_features, make_rollout_vec_env
@@ -12,19 +13,6 @@ from robot_rl.config import load_config
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir
-
-
-class RandomSource:
-    """A user's own demonstrator stand-in: uniform random actions, one per query."""
-
-    def __init__(self, low: np.ndarray, high: np.ndarray) -> None:
-        self.low, self.high, self.rng = low, high, np.random.default_rng(0)
-
-    def reset(self, env_id: int, env_seed: int) -> None:
-        self.rng = np.random.default_rng(env_seed)
-
-    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        return self.rng.uniform(self.low, self.high, (len(env_ids), 1, len(self.low))).astype(np.float32)
 
 
 @pytest.mark.slow

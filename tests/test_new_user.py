@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from foreign_envs import ENV_ID, IMAGE_HW, RENDER_FPS
+from random_source import RandomSource
 
 from robot_rl import keys
 from robot_rl.cli.envs import EVAL_SEED_OFFSET, dataset_features, make_rollout_vec_env
@@ -53,19 +54,6 @@ TINY = [
 
 def _args(run_dir: Path, adapter: str = STATE, *extra: str) -> list[str]:
     return [f"--run_dir={run_dir}", f"--env.adapter={adapter}", *TINY, *extra]
-
-
-class RandomSource:
-    """The user's own demonstrator stand-in: uniform random actions seeded by the episode's env seed."""
-
-    def __init__(self, low: np.ndarray, high: np.ndarray) -> None:
-        self.low, self.high, self.rng = low, high, np.random.default_rng(0)
-
-    def reset(self, env_id: int, env_seed: int) -> None:
-        self.rng = np.random.default_rng(env_seed)
-
-    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        return self.rng.uniform(self.low, self.high, (len(env_ids), 1, len(self.low))).astype(np.float32)
 
 
 def _record(root: Path, args: list[str], episodes: int = 6) -> None:
