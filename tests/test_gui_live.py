@@ -528,6 +528,7 @@ def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.locator("header a[href='/episodes']").click()  # the token travels in the cookie
+    page.wait_for_url("**/episodes")
     rows = page.locator("#episode-list tbody tr")
     page.wait_for_function(
         f"Number(document.querySelector('#episode-list tbody').dataset.count) >= {len(eps)}", polling=200
@@ -573,6 +574,7 @@ def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
 
     wait_for(lambda: any(c.endswith("loss") for c in header()), timeout_s=120, what="the learner's losses")
     page.locator("#nav-learner").click()
+    page.wait_for_url("**/learner*")
     rates = [c for c in header() if c in ("success_rate", "autonomous_success_rate", "intervention_rate")]
     losses = [c for c in header() if c.endswith("loss")]
     assert rates
