@@ -3,8 +3,10 @@ run: 2 actors, 2 simulated cameras each, a (untrained) progress critic as the re
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import signal
 import urllib.error
 import urllib.request
@@ -199,6 +201,110 @@ def test_a_slow_tab_keeps_the_unsent_camera_frames_when_a_newer_step_replaces_th
     assert json.loads(ui.pending["actor0"])["frames"] == {}  # frames already sent are not sent again
 
 
+PAD_JS = """() => {
+  // A scripted gamepad (the Gamepad API's shape, standard mapping): Playwright cannot plug a real one.
+  const pad = {id: "scripted test pad (STANDARD GAMEPAD)", index: 0, connected: true, mapping: "standard",
+               timestamp: 0, axes: [0, 0, 0, 0],
+               buttons: Array.from({length: 17}, () => ({pressed: false, touched: false, value: 0}))};
+  let plugged = false;
+  Object.defineProperty(navigator, "getGamepads",
+                        {configurable: true, value: () => [plugged ? pad : null, null, null, null]});
+  window.testPad = {
+    plug() { plugged = true; window.dispatchEvent(new Event("gamepadconnected")); },
+    unplug() { plugged = false; window.dispatchEvent(new Event("gamepaddisconnected")); },
+    set({axes, buttons}) {
+      for (const [i, v] of Object.entries(axes)) pad.axes[i] = v;
+      for (const [i, v] of Object.entries(buttons)) {
+        Object.assign(pad.buttons[i], {pressed: v, touched: v, value: +v});
+      }
+      pad.timestamp = performance.now();
+    },
+  };
+}"""
+"""Installs ``window.testPad`` in a loaded page (``plug()``, ``unplug()``,
+``set({axes: {index: value}, buttons: {index: bool}})``): ``navigator.getGamepads`` returns the pad
+while plugged, ``gamepadconnected`` / ``gamepaddisconnected`` are dispatched as a browser does."""
+HIDE_JS = """hidden => {  // as when the operator switches to another tab (or back)
+  Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+  const state = hidden ? "hidden" : "visible";
+  Object.defineProperty(document, "visibilityState", {configurable: true, get: () => state});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+LEFT_X, LEFT_Y, RIGHT_Y = 0, 1, 3  # the Gamepad API's standard mapping: stick axes (down / right = +1)
+
+
+def _pad(page, axes: dict[int, float] | None = None, **roles: bool) -> None:
+    """Move the scripted pad's sticks (``axes``) and press / release buttons by role
+    (``teleop.gamepad.XBOX_BUTTONS``: intervene, close, open, success, failure)."""
+    from robot_rl.teleop.gamepad import XBOX_BUTTONS
+
+    buttons = {str(XBOX_BUTTONS[role]): on for role, on in roles.items()}
+    sticks = {str(axis): value for axis, value in (axes or {}).items()}
+    page.evaluate("s => window.testPad.set(s)", {"axes": sticks, "buttons": buttons})
+
+
+def test_gamepad_in_the_page_drives_like_the_gamepad_device_and_never_keeps_driving(tmp_path, open_page):
+    """The live page's Gamepad API code against a real server and two real actor devices: RB + sticks
+    give the gamepad device's mapping (dead zone, full deflection = the largest step), A/B act at once,
+    a key press keeps the pad's drive, Y/X label; releasing RB, selecting another actor, unplugging the
+    pad and hiding the tab each stop the drive at once."""
+    low, high = np.array([-0.03, -0.03, -0.03, 0.0]), np.array([0.03, 0.03, 0.03, 2.0])
+    from robot_rl.teleop.gui.device import GuiDevice
+
+    server = _Server(tmp_path, TOKEN)
+    url = f"ws://127.0.0.1:{server.port}"
+    devices = [GuiDevice(url, a, low, high, control_hz=200.0, token=TOKEN) for a in (0, 1)]
+    try:
+        page = open_page(f"http://127.0.0.1:{server.port}")
+        page.wait_for_function("window.gui.panels[0] && window.gui.panels[1]", polling=100)
+        page.evaluate(PAD_JS)
+        page.locator("#actor-1 .title").click()
+        page.evaluate("window.testPad.plug()")
+        dev0, dev1 = devices
+        assert dev1.poll({}).action is None
+        _pad(page, {LEFT_X: -0.6}, intervene=True)  # RB + left stick 60 % left
+        out = _poll_until(dev1, lambda h: h.action is not None, "RB + left stick")
+        y = 0.03 * (0.6 - 0.1) / (1 - 0.1)  # GamepadDevice's 0.1 dead zone, full deflection 0.03 m
+        np.testing.assert_allclose(out.action, [0.0, y, 0.0, 0.0], rtol=1e-5)
+        _pad(page, close=True)  # A closes the gripper at once (the sticks did not move)
+        _poll_until(dev1, lambda h: h.action is not None and h.action[3] == 2.0, "A: gripper closed")
+        _pad(page, close=False)
+        page.keyboard.press("o")  # a key while RB is held: the pad keeps driving
+        out = _poll_until(dev1, lambda h: h.action is None or h.action[3] == 0.0, "o: gripper open")
+        assert out.action is not None, "a key press while RB is held dropped the pad's drive"
+        np.testing.assert_allclose(out.action, [0.0, y, 0.0, 0.0], rtol=1e-5)
+        _pad(page, {LEFT_X: 0.0, LEFT_Y: -1.0, RIGHT_Y: -1.0})  # left stick up = +x, right stick up = +z
+        out = _poll_until(dev1, lambda h: h.action is not None and h.action[0] > 0, "+x +z")
+        np.testing.assert_allclose(out.action, [0.03, 0.0, 0.03, 0.0], rtol=1e-5)
+        _pad(page, intervene=False)  # RB released: the policy drives (sticks still pushed)
+        _poll_until(dev1, lambda h: h.action is None, "RB released")
+        _pad(page, intervene=True)
+        _poll_until(dev1, lambda h: h.action is not None, "RB again")
+        page.locator("#actor-0 .title").click()  # selecting actor 0: the pad drives it, not actor 1
+        _poll_until(dev1, lambda h: h.action is None, "actor 1 released on selecting actor 0")
+        out = _poll_until(dev0, lambda h: h.action is not None, "actor 0 driven after its selection")
+        np.testing.assert_allclose(out.action, [0.03, 0.0, 0.03, 0.0], rtol=1e-5)
+        page.evaluate("window.testPad.unplug()")  # unplugged with RB held: the drive stops
+        _poll_until(dev0, lambda h: h.action is None, "the unplugged pad released actor 0")
+        page.evaluate("window.testPad.plug()")
+        _poll_until(dev0, lambda h: h.action is not None, "the pad plugged in again")
+        page.evaluate(HIDE_JS, True)  # the tab goes to the background with RB held: the drive stops
+        _poll_until(dev0, lambda h: h.action is None, "a hidden tab released actor 0")
+        page.evaluate(HIDE_JS, False)
+        _poll_until(dev0, lambda h: h.action is not None, "the tab visible again")
+        _pad(page, {LEFT_Y: 0.0, RIGHT_Y: 0.0}, intervene=False)
+        _poll_until(dev0, lambda h: h.action is None, "RB released")
+        for role in ("success", "failure"):  # Y, X
+            _pad(page, **{role: True})
+            _poll_until(dev0, lambda h, role=role: h.label == role, f"the {role} button")
+            _pad(page, **{role: False})
+        assert dev1.poll({}).label is None and dev0.poll({}).action is None
+    finally:
+        for device in devices:
+            device.close()
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def live(tiny_offline_run, tmp_path_factory, browser):
     """A running ``robot-rl online`` with the GUI (2 actors, 2 cameras, critic reward); yields
@@ -350,6 +456,142 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     first, last = np.flatnonzero(up)[[0, -1]]
     pinch_x = ep[keys.STATE][:, 14]
     assert pinch_x[last] - pinch_x[first] > 0.01  # the end effector moved +x
+
+
+@pytest.mark.slow
+def test_gamepad_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_button(live, open_page):
+    """A scripted Gamepad API pad on the live page drives actor 1 of the live run: X ends an episode as a
+    failure, RB + left stick moves the simulated end effector in the stick's direction with every such
+    step recorded as an intervention, releasing RB hands back to the policy, Y ends the episode with
+    next.success = 1."""
+    url, _, folder, _ = live
+    log_dir = folder / "actor1" / "episodes"
+    page = open_page(url)
+    page.wait_for_function("window.gui.panels[1] && window.gui.statuses > 0", timeout=60_000, polling=100)
+    page.evaluate(PAD_JS)
+    page.locator("#actor-1 .title").click()
+    page.evaluate("window.testPad.plug()")
+    panel = "document.querySelector('#actor-1').dataset"
+    page.wait_for_function(f"Number({panel}.step) < 250", timeout=120_000, polling=100)
+    logged = committed_episodes(log_dir)
+    _pad(page, failure=True)  # X: a fresh episode for the take-over below
+    wait_for(lambda: committed_episodes(log_dir) > logged, timeout_s=60, what="the X-labelled episode")
+    _pad(page, failure=False)
+    episodes = ZarrReplayBuffer(log_dir)
+    failed = episodes.episode(episodes.num_episodes - 1)
+    assert len(failed[keys.ACTION]) < 300 and not failed[keys.SUCCESS][-1]  # ended by the label
+
+    before = int(page.locator("#actor-1").get_attribute("data-steps"))
+    _pad(page, {LEFT_X: -0.6}, intervene=True)  # RB + left stick 60 % left: +y
+    page.wait_for_function(f"{panel}.acting === 'human'", polling=100)
+    page.wait_for_function(f"Number({panel}.steps) >= {before + 8}", polling=100)
+    _pad(page, {LEFT_X: 0.0}, intervene=False)  # hand back: the policy drives again from a new chunk
+    page.wait_for_function(
+        f"{panel}.acting === 'policy' && document.querySelector('#actor-1 .chunk').textContent !== '-'",
+        polling=100,
+    )
+    logged = committed_episodes(log_dir)
+    _pad(page, success=True)  # Y
+    wait_for(lambda: committed_episodes(log_dir) > logged, timeout_s=60, what="the Y-labelled episode")
+    _pad(page, success=False)
+    page.evaluate("window.testPad.unplug()")
+    episodes = ZarrReplayBuffer(log_dir)
+    ep = episodes.episode(episodes.num_episodes - 1)
+    assert bool(ep[keys.SUCCESS][-1]) and bool(ep[keys.DONE][-1])  # next.success = 1 from Y
+    interv = ep[keys.INTERVENTION].astype(bool)
+    driven = np.flatnonzero(interv)
+    assert len(driven) >= 8 and interv[driven[0] : driven[-1] + 1].all() and not interv[-1]
+    y = 0.03 * (0.6 - 0.1) / (1 - 0.1)  # dead zone 0.1, full deflection 0.03 m (intervention.scale 1)
+    np.testing.assert_allclose(ep[keys.ACTION][interv, :3], [[0.0, y, 0.0]] * len(driven), rtol=1e-5)
+    pinch_y = ep[keys.STATE][:, 15]
+    assert pinch_y[driven[-1]] - pinch_y[driven[0]] > 0.01  # the end effector moved +y
+
+
+def _spans(flags: np.ndarray) -> int:
+    return int(np.sum(np.diff(np.concatenate([[0], flags.astype(np.int8)])) == 1))
+
+
+@pytest.mark.slow
+def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
+    """From the live page's links: the episode browser lists the live run's recorded episodes (their
+    lengths and human steps as in the actor's log), shows an episode's frames, reward curve and
+    intervention spans; a relabel, a note and an exclusion made there are appended to the actor's edit
+    log (the recorded episode untouched); the learner view plots the metrics the learner writes."""
+    from playwright.sync_api import expect
+
+    from robot_rl.runtime.episode_edits import actor_log
+
+    url, run, folder, proc = live
+    log_dir = folder / "actor0" / "episodes"
+    wait_for(lambda: committed_episodes(log_dir) >= 2, timeout_s=300, procs=(proc,), what="2 episodes")
+    recorded = ZarrReplayBuffer(log_dir)
+    lengths = np.diff(recorded.episode_ends, prepend=0)
+    eps = [recorded.episode(e) for e in range(recorded.num_episodes)]
+    human = [int(e[keys.INTERVENTION].sum()) for e in eps]
+    chosen = int(np.argmax(human))  # the take-over episode when the tests above ran
+    excluded = min((e for e in range(len(eps)) if e != chosen), key=lambda e: lengths[e])  # fewest frames
+    was_success = bool(eps[chosen][keys.SUCCESS].any())
+    page = open_page(url)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.locator("header a[href='/episodes']").click()  # the token travels in the cookie
+    page.wait_for_url("**/episodes")
+    rows = page.locator("#episode-list tbody tr")
+    page.wait_for_function(
+        f"Number(document.querySelector('#episode-list tbody').dataset.count) >= {len(eps)}", polling=200
+    )
+    expect(page.locator("#actor-select option").first).to_contain_text(f"{folder.name} / actor0")
+    for e in (chosen, excluded):
+        cells = rows.nth(e).locator("td")
+        expect(cells.nth(1)).to_have_text(str(lengths[e]))
+        expect(cells.nth(3)).to_have_text(str(human[e]))
+    rows.nth(chosen).click()
+    expect(page.locator("#detail")).to_have_attribute("data-episode", str(chosen))
+    page.wait_for_function(
+        "['front', 'wrist'].every(c => { const i = document.getElementById('cam-' + c);"
+        " return i && i.complete && i.naturalWidth > 0; })",
+        polling=200,
+    )
+    expect(page.locator("#curve")).to_have_attribute("data-points", str(lengths[chosen]))
+    expect(page.locator("#curve rect.span")).to_have_count(_spans(eps[chosen][keys.INTERVENTION]))
+    relabel, note = ("failure" if was_success else "success"), "gamepad test: relabelled on the live run"
+    page.locator(f"#label-{relabel}").click()
+    expect(page.locator("#outcome")).to_contain_text(
+        f"{relabel} (recorded {'success' if was_success else 'failure'})"
+    )
+    expect(rows.nth(chosen).locator("td").nth(2)).to_have_text(relabel)
+    page.locator("#note").fill(note)
+    page.locator("#save-note").click()
+    expect(page.locator("#history li")).to_have_count(2)
+    rows.nth(excluded).click()
+    expect(page.locator("#detail")).to_have_attribute("data-episode", str(excluded))
+    page.locator("#exclude").check()
+    expect(rows.nth(excluded)).to_have_class(re.compile("excluded"))
+    edits = [(e["episode"], e["set"], e["value"]) for e in actor_log(folder, 0).read()]
+    assert edits == [(chosen, "label", relabel), (chosen, "note", note), (excluded, "exclude", True)]
+    state = actor_log(folder, 0).state()
+    assert state[chosen].label == relabel and state[chosen].note == note and state[excluded].exclude
+    again = ZarrReplayBuffer(log_dir).episode(chosen)  # nothing recorded is rewritten
+    assert bool(again[keys.SUCCESS].any()) == was_success
+
+    def header() -> list[str]:
+        path = run / "logs" / f"{folder.name}.csv"
+        with open(path, newline="") if path.is_file() else open(os.devnull) as f:
+            return next(csv.reader(f), [])
+
+    wait_for(lambda: any(c.endswith("loss") for c in header()), timeout_s=120, what="the learner's losses")
+    page.locator("#nav-learner").click()
+    page.wait_for_url("**/learner*")
+    rates = [c for c in header() if c in ("success_rate", "autonomous_success_rate", "intervention_rate")]
+    losses = [c for c in header() if c.endswith("loss")]
+    assert rates
+    page.wait_for_function("Number(document.querySelector('#plot-rates').dataset.points) >= 2", polling=200)
+    expect(page.locator("#plot-rates")).to_have_attribute("data-series", ",".join(rates))
+    expect(page.locator("#plot-losses")).to_have_attribute("data-series", ",".join(losses))
+    expect(page.locator("#plot-rates polyline")).to_have_count(len(rates))
+    expect(page.locator("#plot-losses polyline")).to_have_count(len(losses))
+    expect(page.locator("#plot-speed polyline[data-name='updates_per_s']")).to_have_count(1)
+    assert errors == []
 
 
 @pytest.mark.slow
