@@ -476,9 +476,10 @@ def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp
         frames, _ = actor._episode(env_seed=1)
         actor.log.add_episode(frames, source="online")
         actor.sender.wake.set()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 180  # a loaded 2-core CI machine (30 s once was not enough)
         while learner.replay.num_episodes < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert learner.replay.num_episodes == 1, "the learner never ingested the actor's episode"
         actor.sender.closed.set()
         actor.sender.join(5)
         shutil.rmtree(actor.dir / "episodes")  # the actor's log is gone, the learner holds its episode
