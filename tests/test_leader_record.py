@@ -95,7 +95,7 @@ def test_leader_arm_records_joint_position_demos_that_validate_and_train(tmp_pat
             f"--env.robot.leader_calibration={tmp_path / 'leader.json'}",
             "--env.robot.success=operator",
             "--env.robot.reset=none",
-            "--env.robot.bus_timeout_s=0.2",  # the emulators share two loaded cores with the CLI process
+            "--env.robot.bus_timeout_s=1.0",  # emulators share 2 loaded cores (0.2 s failed in CI)
         ]
         with Hand(leader_bus):
             proc = _cli("record", "--teleop", "leader", "--num_episodes", str(EPISODES), *robot)

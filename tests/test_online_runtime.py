@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -484,8 +485,14 @@ def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp
         actor.sender.join(5)
         shutil.rmtree(actor.dir / "episodes")  # the actor's log is gone, the learner holds its episode
         again = Actor(actor.cfg, 0, 0, actor.link)
-        with pytest.raises(RuntimeError, match=r"holds 1 episodes of actor 0 but its log .* has 0"):
-            again.run()
+        # The link's handshake, run in this thread until the learner answers (a slow answer on a loaded
+        # machine is retried; `again.run()` could finish its tiny budget acting on before the answer came).
+        give_up = threading.Timer(120, again.sender.closed.set)  # without the check it would loop on
+        give_up.start()
+        again.sender.run()
+        give_up.cancel()
+        assert isinstance(again.sender.error, RuntimeError)
+        assert re.search(r"holds 1 episodes of actor 0 but its log .* has 0", str(again.sender.error))
     finally:
         server.close()
 
