@@ -118,6 +118,8 @@ class Ros2Config:
     (Float64MultiArray [closure in 0..1]; empty: none); ``sim_prefix``: topics of ``sim_robot_node``'s extras
     (``<prefix>/lifted`` Bool, ``<prefix>/environment_state`` Float64MultiArray, ``<prefix>/reset_scene``
     String; empty on a real arm). Messages older than ``stale_s`` (s, by header stamp) are rejected.
+    ``connect_wait_s``: how long connecting waits for the first joint state (s; a launch file starts the
+    driver and its consumers together, in no order).
     """
 
     transport: str = "auto"
@@ -145,6 +147,7 @@ class Ros2Config:
     gripper_topic: str = "/gripper_controller/commands"
     sim_prefix: str = ""
     stale_s: float = 0.5
+    connect_wait_s: float = 30.0
 
 
 @dataclass

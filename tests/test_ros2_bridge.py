@@ -169,3 +169,37 @@ def test_robot_env_runs_on_the_ros2_sim_robot(sim_node):
         assert obs["observation.environment_state"].shape == (7,)
     finally:
         env.close()
+
+
+def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late():
+    """A launch file starts the driver and its consumers in no order: connect waits ``connect_wait_s`` (not
+    the read timeout) for the first joint state, then fails naming the key."""
+    from robot_rl.hardware.errors import RobotConnectionError
+
+    domain = new_domain()
+    cfg = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, ee_pose_topic="")
+    cfg.connect_wait_s = 0.5
+    start = time.monotonic()
+    with pytest.raises(RobotConnectionError, match=r"within 0.5 s \(env.robot.ros2.connect_wait_s"):
+        RosRobot(cfg, timeout_s=0.1).connect()
+    assert time.monotonic() - start >= 0.5
+    cfg.connect_wait_s = 30.0
+    robot = RosRobot(cfg, timeout_s=0.1)
+    pub_node = make_node("late_robot", parse_args(node_flags(domain), "t"))
+    js = pub_node.publisher(msgs.JointState, "/joint_states")
+
+    def late_robot():
+        time.sleep(1.0)  # ten read timeouts late
+        for _ in range(100):
+            js.publish(msgs.JointState(msgs.Header(msgs.stamp()), JOINTS, [0.1] * 7, [], []))
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=late_robot, daemon=True)
+    thread.start()
+    try:
+        robot.connect()
+        assert np.allclose(robot.read().joint_pos, 0.1)
+    finally:
+        robot.disconnect()
+        thread.join()
+        pub_node.close()

@@ -117,8 +117,8 @@ class RosRobot(Robot):
     Args:
         cfg: ``env.robot.ros2``.
         control_hz: the rate commands are sent at (Hz); sets a trajectory point's time and the twist scale.
-        timeout_s: longest wait (s) in :meth:`connect` for the first joint state, and the largest age of
-            the latest one in :meth:`read`.
+        timeout_s: the largest age (s) of the latest joint state in :meth:`read`; :meth:`connect` waits
+            ``cfg.connect_wait_s`` for the first one.
     """
 
     name = "ros2"
@@ -190,10 +190,11 @@ class RosRobot(Robot):
         return pos, quat
 
     def connect(self) -> None:
-        """Subscribe and wait up to ``timeout_s`` for a valid joint state.
+        """Subscribe and wait up to ``cfg.connect_wait_s`` for a valid joint state (a launch file starts the
+        robot's driver and its consumers together, in no order).
 
         Raises:
-            RobotConnectionError: no valid joint state on ``joint_states_topic`` within ``timeout_s``.
+            RobotConnectionError: no valid joint state on ``joint_states_topic`` within ``connect_wait_s``.
         """
         if self._shared is not None:
             return
@@ -226,14 +227,15 @@ class RosRobot(Robot):
             self._pubs["twist"] = shared.publisher(msgs.TwistStamped, cfg.twist_topic)
         if cfg.gripper_topic:
             self._pubs["gripper"] = shared.publisher(msgs.Float64MultiArray, cfg.gripper_topic)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + cfg.connect_wait_s
         while self._joints is None and time.monotonic() < deadline:
             time.sleep(0.01)
         if self._joints is None:
             self.disconnect()
             raise RobotConnectionError(
-                f"ros2: no valid sensor_msgs/JointState on {cfg.joint_states_topic} within {self.timeout_s} s"
-                f" (transport {cfg.transport}, domain {cfg.domain_id}); is the robot running?"
+                f"ros2: no valid sensor_msgs/JointState on {cfg.joint_states_topic} within"
+                f" {cfg.connect_wait_s} s (env.robot.ros2.connect_wait_s; transport {cfg.transport}, domain"
+                f" {cfg.domain_id}); is the robot running?"
             )
         # the simulator's extras arrive on their own topics: the first read must already hold them
         extras = ("lifted", "environment_state") if cfg.sim_prefix else ()
