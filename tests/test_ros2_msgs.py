@@ -22,6 +22,7 @@ SAMPLES = [
     H,
     msgs.Bool(True),
     msgs.String("pick the cube ünïcode"),
+    msgs.Float32(0.625),
     msgs.Float32MultiArray(
         msgs.MultiArrayLayout([msgs.MultiArrayDimension("h", 4, 28), msgs.MultiArrayDimension("d", 7, 7)], 1),
         [0.5, -1.25, 3.0],

@@ -68,6 +68,13 @@ class String(IdlStruct, **_ros("std_msgs", "String")):
 
 
 @dataclass
+class Float32(IdlStruct, **_ros("std_msgs", "Float32")):
+    """``std_msgs/msg/Float32`` (the critic node's progress and done probability)."""
+
+    data: t.float32 = 0.0
+
+
+@dataclass
 class MultiArrayDimension(IdlStruct, **_ros("std_msgs", "MultiArrayDimension")):
     """``std_msgs/msg/MultiArrayDimension``."""
 
@@ -233,6 +240,7 @@ MESSAGES: tuple[type[IdlStruct], ...] = (
     Header,
     Bool,
     String,
+    Float32,
     MultiArrayDimension,
     MultiArrayLayout,
     Float32MultiArray,
