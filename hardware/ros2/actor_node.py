@@ -14,7 +14,7 @@ robot started by the same launch file, s), ``status_hz``. The node's transport/d
 ``env.robot.ros2``.
 
 Publishes ``/robot_rl/actor/status`` (std_msgs/String, JSON at ``status_hz``: ``actor_id``, ``state``
-``waiting_for_robot``/``acting``/``done``/``failed``, ``episodes``, ``steps``, ``interventions``,
+``waiting_for_robot``/``acting``/``done``/``failed``/``stopped``, ``episodes``, ``steps``, ``interventions``,
 ``version`` of the weights, ``learner`` connected). Exits 0 when the learner's budget is spent, 1 on a
 fault (the reason on stderr), 2 for a bad parameter.
 """
@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if not _wait_for_robot(shared, topic, p["robot_wait_s"]):
             raise TimeoutError(f"no sensor_msgs/JointState on {topic} in {p['robot_wait_s']} s")
         code = _run(cfg, p, status)
+    except KeyboardInterrupt:  # SIGINT from ros2 launch / Ctrl-C: the actor closed its env on the way out
+        status.state, code = "stopped", 0
     except Exception as err:  # one line for the launch log; the traceback is in the log above when logged
         status.state = "failed"
         logging.getLogger("robot_rl.ros2.actor_node").error("%s: %s", type(err).__name__, err)

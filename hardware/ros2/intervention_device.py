@@ -77,8 +77,8 @@ class RosInterventionDevice:
         self._twist = (np.zeros(3), -np.inf)
         self.shared = acquire(ros2)
         sub = self.shared.subscribe
+        sub(msgs.TwistStamped, f"{prefix}/twist", self._on_twist, _unit_twist)  # before active: see the node
         sub(msgs.Bool, f"{prefix}/active", self._on_active, lambda m: bool(m.data))
-        sub(msgs.TwistStamped, f"{prefix}/twist", self._on_twist, _unit_twist)
         sub(msgs.Float32, f"{prefix}/gripper", lambda g: self.state.set_gripper(g >= 0.5), _closure)
         sub(msgs.String, f"{prefix}/label", self.state.push_label, _label)
 

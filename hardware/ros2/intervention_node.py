@@ -119,9 +119,17 @@ class InterventionNode:
         t = np.zeros(3)
         if active:
             t = apply_deadzone(self.signs * self._axes[self.axes], self.deadzone)
-        header = msgs.Header(msgs.stamp(), self.frame_id)
-        self.pub_twist.publish(msgs.TwistStamped(header, msgs.Twist(msgs.Vector3(*t.tolist()))))
-        self.pub_active.publish(msgs.Bool(active))
+        twist = msgs.TwistStamped(
+            msgs.Header(msgs.stamp(), self.frame_id), msgs.Twist(msgs.Vector3(*t.tolist()))
+        )
+        # the twist before a start and after a stop, so the actor never pairs "active" with a stale twist
+        # (it reads the two topics in that order too); a reader may still see them one tick apart
+        if active:
+            self.pub_twist.publish(twist)
+            self.pub_active.publish(msgs.Bool(True))
+        else:
+            self.pub_active.publish(msgs.Bool(False))
+            self.pub_twist.publish(twist)
 
     def close(self) -> None:
         self.node.close()
