@@ -132,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ParameterError, ValueError, OSError) as err:
         print(f"robot-rl ros2 actor_node: {err}", file=sys.stderr)
         return 2
+    if p["intervention_prefix"] and cfg.intervention.device != "none":
+        logging.getLogger("robot_rl.ros2.actor_node").info(
+            "human input from %s/* (intervention.device=%s is not used)",
+            p["intervention_prefix"],
+            cfg.intervention.device,
+        )
     shared = acquire(ros2)
     status = _Status(shared, p["actor_id"], p["status_hz"])
     status.start()
