@@ -149,6 +149,11 @@ SIM_TOPICS = {
     "/robot_rl/sim/lifted": msgs.Bool,
 }
 COMMANDS = {"/servo_node/delta_twist_cmds": msgs.TwistStamped}
+HIL_TOPICS = {  # the actor's status while it waits for a learner, intervention heartbeat, critic progress
+    "/robot_rl/actor/status": msgs.String,
+    "/robot_rl/intervention/active": msgs.Bool,
+    "/robot_rl/critic/progress": msgs.Float32,
+}
 
 
 @pytest.mark.slow
@@ -162,7 +167,7 @@ COMMANDS = {"/servo_node/delta_twist_cmds": msgs.TwistStamped}
             {"sim": "true", "teleop": "sim_human", "num_episodes": "1"},
             SIM_TOPICS | COMMANDS,
         ),
-        ("online_hil.launch.xml", {"sim": "true"}, SIM_TOPICS),  # nodes only: the actor needs a learner
+        ("online_hil.launch.xml", {"sim": "true", "with_critic": "true"}, {**SIM_TOPICS, **HIL_TOPICS}),
     ],
 )
 def test_launched_processes_put_messages_on_the_expected_topics(
@@ -178,13 +183,19 @@ def test_launched_processes_put_messages_on_the_expected_topics(
     if name == "record.launch.xml":
         overrides["run_dir"] = str(tmp_path / "rec")
         overrides["overrides"] = "--env.max_episode_steps=30"
-    if name == "online_hil.launch.xml":
-        overrides["config"] = "unused.yaml"
+    if name == "online_hil.launch.xml":  # no learner: the actor waits for one (its status says so)
+        from robot_rl.config import CriticConfig
+        from robot_rl.rewards.compact import CompactProgressCritic
+
+        overrides["config"] = "''"
+        overrides["overrides"] = f"--run_dir={tmp_path / 'run'} --online.address={free_address()}"
+        overrides["critic"] = str(tmp_path / "critic")  # the sim camera's size (params/sim_robot.yaml)
+        CompactProgressCritic(CriticConfig(cameras=["front"], image_size=96)).save(overrides["critic"])
     path = LAUNCH / name
     domain = new_domain()
     procs = _start_all(path, overrides, domain, tmp_path, execs=name != "online_hil.launch.xml")
     try:
-        counts = _topics_carry_messages(domain, topics, timeout_s=90.0)
+        counts = _topics_carry_messages(domain, topics, timeout_s=180.0)  # start-ups on loaded cores
         logs = "\n".join(f.read_text(errors="replace")[-2000:] for f in sorted(tmp_path.glob("*.log")))
         assert min(counts.values()) >= 3, f"{counts}\n{logs}"
         assert all(p.poll() is None or p.returncode == 0 for p in procs), logs

@@ -33,7 +33,7 @@ def test_bad_node_and_parameters_fail_with_the_reason():
     out = _cli("ros2", "policy_node", "episodes:=many")
     assert out.returncode == 2 and "parameter episodes:='many' must be int" in out.stderr
     with pytest.raises(KeyError, match="robot_rl has"):
-        registry.parameters("actor_node")
+        registry.parameters("no_such_node")
 
 
 def test_sim_robot_node_runs_from_the_console_command():

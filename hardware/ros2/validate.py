@@ -113,3 +113,26 @@ def twist(msg: msgs.TwistStamped, now: float, stale_s: float) -> np.ndarray:
     check_stamp(msg.header, now, stale_s)
     lin, ang = msg.twist.linear, msg.twist.angular
     return _finite([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z], "twist command")
+
+
+def joy(msg: msgs.Joy, num_axes: int, num_buttons: int, now: float, stale_s: float) -> tuple[np.ndarray, ...]:
+    """``(axes float64 (n_axes,), buttons int64 (n_buttons,))`` of a ``sensor_msgs/Joy`` reading that a
+    mapping needing axis indices below ``num_axes`` and button indices below ``num_buttons`` can use.
+
+    Raises:
+        Rejected: stale stamp, fewer axes or buttons than the mapping needs (another pad or driver), an axis
+            NaN/inf or outside [-1, 1], a button other than 0/1.
+    """
+    check_stamp(msg.header, now, stale_s)
+    if len(msg.axes) < num_axes or len(msg.buttons) < num_buttons:
+        raise Rejected(
+            f"joy has {len(msg.axes)} axes and {len(msg.buttons)} buttons; the mapping needs {num_axes} and "
+            f"{num_buttons} (set the node's axes/button parameters for this pad)"
+        )
+    axes = _finite(msg.axes, "joy axes")
+    if np.any(np.abs(axes) > 1.0 + 1e-6):
+        raise Rejected(f"joy axes outside [-1, 1]: {axes.tolist()}")
+    buttons = np.asarray(msg.buttons, dtype=np.int64)
+    if np.any((buttons != 0) & (buttons != 1)):
+        raise Rejected(f"joy buttons must be 0 or 1: {buttons.tolist()}")
+    return axes, buttons

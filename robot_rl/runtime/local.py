@@ -45,15 +45,23 @@ def run_learner(cfg: PipelineConfig, seed: int, check=None, on_bound=None) -> di
         server.close()
 
 
-def run_actor(cfg: PipelineConfig, seed: int, actor_id: int, parent_pid: int | None = None) -> dict:
-    """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters."""
+def run_actor(
+    cfg: PipelineConfig,
+    seed: int,
+    actor_id: int,
+    parent_pid: int | None = None,
+    actor_cls: type | None = None,
+) -> dict:
+    """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters.
+    ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s)."""
     from robot_rl.runtime.actor import Actor
 
+    actor_cls = actor_cls or Actor
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=False)
     link = ZmqLearnerLink(cfg.online.address, keys=keys)
     try:
-        return Actor(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
+        return actor_cls(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
     finally:
         link.close()
 
