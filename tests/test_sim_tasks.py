@@ -134,3 +134,28 @@ def test_unknown_task_ids_fail_clearly():
     with pytest.raises(gym.error.Error):
         make_env(EnvConfig(id="robot_rl/PandaNope-v0"))
     assert gym.spec("robot_rl/PandaPickColour-v0").entry_point == TASKS["robot_rl/PandaPickColour-v0"].env
+
+
+def test_agent_source_passes_the_instruction_to_a_task_conditioned_policy():
+    """Evaluation of a multi-task policy: the rollout's ``obs["task"]`` reaches the policy."""
+    from robot_rl.algos import FlowBC
+    from robot_rl.config import BCConfig, PolicyConfig
+    from robot_rl.data.normalize import compute_stats
+    from robot_rl.policies.factory import build_policy
+    from robot_rl.sources import AgentSource
+
+    rng = np.random.default_rng(0)
+    shapes = {keys.STATE: (22,)}
+    stats = compute_stats({keys.STATE: rng.normal(size=(16, 22)), keys.ACTION: rng.normal(size=(16, 4))})
+    tasks = list(PandaPickColourEnv.instructions)
+    cfg = PolicyConfig(horizon=2, flow_steps=2, hidden_dims=[16], tasks=tasks)
+    agent = FlowBC(build_policy(cfg, shapes, 4, stats), BCConfig())
+    low, high = np.full(4, -1.0, np.float32), np.ones(4, np.float32)
+    source = AgentSource(agent, [keys.STATE], low, high, num_envs=2, seed=0)
+    obs = {keys.STATE: rng.normal(size=(2, 22)).astype(np.float32)}
+    for i in range(2):
+        source.reset(i, i)
+    chunks = source({**obs, keys.TASK: np.array(tasks[:2], dtype=object)}, np.arange(2))
+    assert chunks.shape == (2, 2, 4)
+    with pytest.raises(ValueError, match="conditioned on the task"):
+        source(obs, np.arange(2))
