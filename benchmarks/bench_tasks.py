@@ -25,6 +25,7 @@ CONFIGS = {
     "robot_rl/PandaPlaceInBin-v0": "configs/panda_place_in_bin.yaml",
     "robot_rl/PandaStack-v0": "configs/panda_stack.yaml",
     "robot_rl/PandaPushToTarget-v0": "configs/panda_push_to_target.yaml",
+    "robot_rl/PandaOpenDrawer-v0": "configs/panda_open_drawer.yaml",
 }
 
 

@@ -223,7 +223,8 @@ class EnvConfig:
     ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot
     (``so101``, ``ur``, ...), the env id for a foreign env. The task suite's ids
     (``robot_rl.sim.tasks.TASKS``: ``robot_rl/PandaPickColour-v0``, ``PandaPlaceInBin-v0``, ``PandaStack-v0``,
-    ``PandaPushToTarget-v0``) are built-in tasks too: scripted experts for ``collect``, ``mujoco_cpu``.
+    ``PandaPushToTarget-v0``, ``PandaOpenDrawer-v0``) are built-in tasks too: scripted experts for
+    ``collect``, ``mujoco_cpu``.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"

@@ -1,4 +1,4 @@
-"""The task suite beyond pick-cube (issue 19): four tasks on the shared Panda scene
+"""The task suite beyond pick-cube (issue 19): five tasks on the shared Panda scene
 (:class:`robot_rl.sim.panda_base.PandaTaskEnv`: same robot, action, ``observation.state``, cameras, success
 hold and truncation). Objects are primitive boxes: free 4 cm cubes and mocap (static, placed per episode)
 fixtures, so batched and GPU backends need no meshes. Initial poses and per-episode choices come from the
@@ -13,6 +13,8 @@ env's seeded ``np_random``.
 - ``robot_rl/PandaPushToTarget-v0`` (:class:`PandaPushToTargetEnv`): push the cube onto a marked square
   (the scripted expert pushes with the gripper closed); success: the cube's centre is within
   :data:`TARGET_RADIUS_M` of the target's, on the table.
+- ``robot_rl/PandaOpenDrawer-v0`` (:class:`PandaOpenDrawerEnv`): pull a drawer (slide joint) open by its
+  handle bar; success: opened by :data:`DRAWER_OPEN_M`.
 """
 
 from __future__ import annotations
@@ -216,3 +218,81 @@ class PandaPushToTargetEnv(_CubesMixin, PandaTaskEnv):
     def _goal_reached(self) -> bool:
         cube, goal = self._cube_pos(0), self.data.mocap_pos[self._goal]
         return bool(np.linalg.norm(cube[:2] - goal[:2]) < TARGET_RADIUS_M and cube[2] < ON_TABLE_Z)
+
+
+DRAWER_OPEN_M = 0.10
+"""Opening (m) of the drawer that counts as open."""
+DRAWER_TRAVEL_M = 0.16
+HANDLE_Z_M = 0.06
+"""Drawer travel (m) and handle height (m)."""
+HANDLE_OUT_M = 0.045
+"""Distance (m) of the handle bar's centre in front of the drawer's front panel (the gap takes a finger)."""
+
+
+def _drawer_xml() -> str:
+    vis = 'contype="0" conaffinity="0" rgba=".6 .6 .65 1"'
+    wood = 'rgba=".55 .4 .25 1"'
+    hx, hy, hz = 0.10, 0.10, 0.06
+    shell = "".join(
+        f'      <geom name="cabinet{i}" type="box" size="{sx} {sy} {sz}" pos="{px} {py} {pz}" {vis}/>\n'
+        for i, (sx, sy, sz, px, py, pz) in enumerate(
+            [
+                (hx, hy, 0.005, 0, 0, 2 * hz + 0.005),
+                (hx, 0.005, hz + 0.005, 0, hy + 0.005, hz),
+                (hx, 0.005, hz + 0.005, 0, -hy - 0.005, hz),
+                (0.005, hy, hz + 0.005, hx + 0.005, 0, hz),
+            ]
+        )
+    )
+    out = -hx - 0.005 - HANDLE_OUT_M
+    stems = "".join(
+        f'        <geom name="stem{i}" type="box" size="{HANDLE_OUT_M / 2} 0.005 0.005" '
+        f'pos="{-hx - 0.005 - HANDLE_OUT_M / 2} {y} {HANDLE_Z_M}" {wood}/>\n'
+        for i, y in enumerate((0.045, -0.045))
+    )
+    return (
+        '    <body name="cabinet" mocap="true" pos="0.68 0 0">\n'
+        f"{shell}"
+        '      <body name="drawer">\n'
+        f'        <joint name="drawer" type="slide" axis="1 0 0" range="{-DRAWER_TRAVEL_M} 0" damping="20" '
+        'frictionloss="2" limited="true"/>\n'
+        f'        <geom name="drawer_front" type="box" size="0.005 {hy - 0.005} {hz - 0.005}" '
+        f'pos="{-hx} 0 {hz}" mass="0.5" {wood}/>\n'
+        f'        <geom name="drawer_bottom" type="box" size="{hx - 0.01} {hy - 0.01} 0.004" pos="0 0 0.006" '
+        f'mass="0.5" contype="0" conaffinity="0" {wood}/>\n'
+        f"{stems}"
+        f'        <geom name="handle" type="box" size="0.006 0.05 0.006" pos="{out} 0 {HANDLE_Z_M}" '
+        f"{wood}/>\n"
+        "      </body>\n"
+        "    </body>\n"
+    )
+
+
+class PandaOpenDrawerEnv(PandaTaskEnv):
+    """Open the drawer by its handle bar (an articulated task: a slide joint with damping and friction).
+    The cabinet (a mocap body) is placed per episode; the drawer starts closed. ``environment_state``
+    float32 (4,): handle bar centre (m, world) and the drawer's opening (m, 0 closed). Success: opened by
+    at least :data:`DRAWER_OPEN_M`. The scripted expert hooks the closed fingers behind the bar and pulls."""
+
+    objects = _drawer_xml()
+    env_state_dim = 4
+    instruction = "Open the drawer."
+
+    def _setup_objects(self) -> None:
+        self._cabinet = self.model.body_mocapid[self.model.body("cabinet").id]
+        self._slide = self.model.joint("drawer").qposadr[0]
+        self._handle = self.model.geom("handle").id
+
+    def _place_objects(self) -> None:
+        self.data.mocap_pos[self._cabinet] = [
+            self.np_random.uniform(0.66, 0.70),
+            self.np_random.uniform(-0.12, 0.12),
+            0.0,
+        ]
+        self.data.qpos[self._slide] = 0.0
+
+    def _env_state(self) -> np.ndarray:
+        return np.concatenate([self.data.geom_xpos[self._handle], [-self.data.qpos[self._slide]]])
+
+    def _goal_reached(self) -> bool:
+        return bool(-self.data.qpos[self._slide] >= DRAWER_OPEN_M)

@@ -213,3 +213,40 @@ class PushExpert(_PhasedExpert):
             step = np.clip(end - pinch[:2], -PUSH_STEP_M, PUSH_STEP_M) / 0.8  # slow: the cube must not slide
             goal = np.array([pinch[0] + step[0], pinch[1] + step[1], PUSH_HEIGHT_M])
         return self._action(goal, pinch, 1.0)
+
+
+HOOK_GAP_M = 0.022
+"""Distance (m) behind the handle bar's centre (towards the drawer) where the closed fingers go down."""
+PULL_STEP_M = 0.02
+
+
+class OpenDrawerExpert(_PhasedExpert):
+    """Open-drawer with the gripper closed: go above the gap between the handle bar and the drawer, go down
+    into it, pull towards the robot (-x) until the drawer is open. ``environment_state`` (4,): handle
+    centre (3,), opening (1,). ``grasp_z`` (closing too high) makes it hook too high (it may slip over
+    the bar); the xy offset shifts the hook point."""
+
+    def reset(self, seed: int | list[int] | None = None) -> None:
+        super().reset(seed)
+        self.phase = ABOVE
+
+    def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """Action float32 (4,) from ``observation.state`` (22,) and ``environment_state`` (4,)."""
+        pinch = np.asarray(obs[keys.STATE], dtype=np.float64)[14:17]
+        env = np.asarray(obs[keys.ENV_STATE], dtype=np.float64)
+        handle = env[:3]
+        hook = handle + [HOOK_GAP_M + self.offset[0] * 0.3, self.offset[1], self.grasp_z]
+        if self.phase == ABOVE:
+            goal = np.array([hook[0], hook[1], handle[2] + APPROACH_HEIGHT_M])
+            if np.linalg.norm(goal[:2] - pinch[:2]) < 0.008:
+                if self._hesitate():
+                    goal = pinch.copy()
+                else:
+                    self._enter(DOWN)
+        if self.phase == DOWN:
+            goal = np.array([hook[0], hook[1], hook[2]])
+            if abs(pinch[2] - hook[2]) < 0.01:
+                self._enter(PUSH)
+        if self.phase == PUSH:  # pull: keep the fingers in the gap, move it towards the robot
+            goal = np.array([hook[0] - PULL_STEP_M, hook[1], hook[2]])
+        return self._action(goal, pinch, 1.0)

@@ -3,13 +3,14 @@
 batched backend).
 
 =================================  ==========================================  ===========================
-id                                 instruction                                 env / expert
+id                                 instruction                                 note
 =================================  ==========================================  ===========================
-``robot_rl/PandaPickCube-v0``      Pick up the cube and lift it.               pick-cube / PickCubeExpert
-``robot_rl/PandaPickColour-v0``    Pick up the <red|green|blue> cube and ...   per episode, from the seed
+``robot_rl/PandaPickCube-v0``      Pick up the cube and lift it.               the original task
+``robot_rl/PandaPickColour-v0``    Pick up the <red|green|blue> cube and ...   colour drawn per episode
 ``robot_rl/PandaPlaceInBin-v0``    Put the cube in the bin.
 ``robot_rl/PandaStack-v0``         Stack the red cube on the blue cube.
 ``robot_rl/PandaPushToTarget-v0``  Push the cube onto the green target.
+``robot_rl/PandaOpenDrawer-v0``    Open the drawer.
 =================================  ==========================================  ===========================
 """
 
@@ -44,6 +45,9 @@ TASKS: dict[str, TaskSpec] = {
     ),
     "robot_rl/PandaPushToTarget-v0": TaskSpec(
         "robot_rl.sim.panda_tasks:PandaPushToTargetEnv", "robot_rl.sim.task_experts:PushExpert"
+    ),
+    "robot_rl/PandaOpenDrawer-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaOpenDrawerEnv", "robot_rl.sim.task_experts:OpenDrawerExpert"
     ),
 }
 """Every built-in task, by gymnasium id."""

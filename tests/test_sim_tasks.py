@@ -21,6 +21,7 @@ INSTRUCTIONS = {
     "robot_rl/PandaPlaceInBin-v0": "Put the cube in the bin.",
     "robot_rl/PandaStack-v0": "Stack the red cube on the blue cube.",
     "robot_rl/PandaPushToTarget-v0": "Push the cube onto the green target.",
+    "robot_rl/PandaOpenDrawer-v0": "Open the drawer.",
 }
 
 
