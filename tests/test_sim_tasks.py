@@ -105,6 +105,20 @@ def test_mujoco_cpu_reproduces_the_single_env_on_a_suite_task():
             s.close()
 
 
+@pytest.mark.parametrize("backend", ["mujoco_cpu", "gym_vector"])
+def test_batched_envs_report_each_envs_instruction(backend):
+    cfg = EnvConfig(id="robot_rl/PandaPickColour-v0")
+    kwargs = {"asynchronous": False} if backend == "gym_vector" else {}
+    env = make_batched_env(cfg, num_envs=2, backend=backend, **kwargs)
+    single = PandaPickColourEnv()
+    try:
+        env.reset(seed=[0, 1])
+        expected = [single.reset(seed=s)[1]["task"] for s in (0, 1)]
+        assert env.tasks() == expected and expected[0] != expected[1]
+    finally:
+        env.close()
+
+
 def test_collect_writes_each_pick_colour_episode_with_its_instruction(tmp_path):
     from robot_rl.cli.stages import collect
     from robot_rl.data.lerobot.reader import LeRobotDataset
