@@ -224,7 +224,10 @@ class EnvConfig:
     rollout, collect, eval and online code does not use it yet. ``robot_type`` is the robot model that
     ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:
     ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot
-    (``so101``, ``ur``, ...), the env id for a foreign env.
+    (``so101``, ``ur``, ...), the env id for a foreign env. The task suite's ids
+    (``robot_rl.sim.tasks.TASKS``: ``robot_rl/PandaPickColour-v0``, ``PandaPlaceInBin-v0``, ``PandaStack-v0``,
+    ``PandaPushToTarget-v0``, ``PandaOpenDrawer-v0``) are built-in tasks too: scripted experts for
+    ``collect``, ``mujoco_cpu``.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"

@@ -2,7 +2,9 @@
 
 It drives a gymnasium vector env created with ``AutoresetMode.DISABLED`` over an exact list of env seeds,
 executes action chunks open loop (the QC default: the whole chunk of h actions runs before the next query)
-and hands each finished episode, with its LeRobot-keyed frames, to a callback.
+and hands each finished episode, with its LeRobot-keyed frames, to a callback. When the env's reset info
+holds ``task`` (the built-in tasks: the episode's instruction), the source also gets ``obs["task"]`` (k,)
+object array of instructions, and the episode records it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class ChunkSource(Protocol):
 class RecordedEpisode:
     """A finished episode. ``frames`` maps LeRobot keys to arrays (T, ...): observations at t, the
     executed ``action``, ``next.reward``, ``next.done`` (true termination only), ``next.success`` and
-    ``complementary_info.is_intervention``."""
+    ``complementary_info.is_intervention``. ``task``: the episode's instruction from the env's reset info
+    ("" when the env gives none)."""
 
     env_seed: int
     frames: dict[str, np.ndarray]
@@ -44,11 +47,13 @@ class RecordedEpisode:
     episode_return: float
     steps: int
     success_step: int | None = None
+    task: str = ""
 
 
 @dataclass
 class _EnvSlot:
     seed: int | None = None
+    task: str = ""
     queue: deque = field(default_factory=deque)
     steps: list[dict[str, np.ndarray]] = field(default_factory=list)
     success_step: int | None = None
@@ -56,6 +61,15 @@ class _EnvSlot:
 
 def _take(obs: dict[str, np.ndarray], idx) -> dict[str, np.ndarray]:
     return {k: v[idx] for k, v in obs.items()}
+
+
+def _set_tasks(slots: list[_EnvSlot], info: dict, mask: np.ndarray) -> None:
+    """Record each reset env's instruction from the vector env's reset ``info["task"]`` (if any)."""
+    if "task" not in info:
+        return
+    valid = np.asarray(info.get("_task", np.ones(len(slots), bool)), dtype=bool)
+    for i in np.flatnonzero(mask & valid):
+        slots[i].task = str(info["task"][i])
 
 
 def rollout(
@@ -79,7 +93,9 @@ def rollout(
     pending = deque(env_seeds)
     slots = [_EnvSlot() for _ in range(num_envs)]
     first = [pending.popleft() if pending else None for _ in range(num_envs)]
-    obs, _ = vec_env.reset(seed=[s if s is not None else 0 for s in first])
+    obs, info = vec_env.reset(seed=[s if s is not None else 0 for s in first])
+    _set_tasks(slots, info, np.ones(num_envs, bool))
+    with_task = "task" in info
     for i, seed in enumerate(first):
         slots[i].seed = seed
         if seed is not None:
@@ -91,7 +107,10 @@ def rollout(
     while any(s.seed is not None for s in slots):
         need = np.array([i for i, s in enumerate(slots) if s.seed is not None and not s.queue], dtype=int)
         if need.size:
-            chunks = np.asarray(source(_take(obs, need), need), dtype=np.float32)
+            query = _take(obs, need)
+            if with_task:
+                query[keys.TASK] = np.array([slots[i].task for i in need], dtype=object)
+            chunks = np.asarray(source(query, need), dtype=np.float32)
             if chunks.ndim != 3 or chunks.shape[0] != need.size or chunks.shape[2] != action_dim:
                 raise ValueError(
                     f"chunk source returned shape {chunks.shape}; expected ({need.size}, h, {action_dim})"
@@ -128,7 +147,8 @@ def rollout(
         obs = next_obs
         if reset_mask.any():
             seeds = [slot.seed if m else None for slot, m in zip(slots, reset_mask, strict=True)]
-            fresh, _ = vec_env.reset(seed=seeds, options={"reset_mask": reset_mask})
+            fresh, info = vec_env.reset(seed=seeds, options={"reset_mask": reset_mask})
+            _set_tasks(slots, info, reset_mask)
             for k in obs:
                 obs[k][reset_mask] = fresh[k][reset_mask]
             for i in np.flatnonzero(reset_mask):
@@ -144,4 +164,5 @@ def _finish(slot: _EnvSlot) -> RecordedEpisode:
         episode_return=float(frames[keys.REWARD].sum()),
         steps=len(slot.steps),
         success_step=slot.success_step,
+        task=slot.task,
     )

@@ -14,13 +14,15 @@ class ExpertSource:
 
     An episode's noise is seeded from ``(seed, env_seed)``, so a demo is a function of the collection seed
     and its env seed alone: the same with 1 or N workers, and after a killed collection resumes.
+    ``task_id`` picks the built-in task's expert (:func:`robot_rl.sim.tasks.make_expert`; ValueError for
+    an id outside the suite).
     """
 
-    def __init__(self, num_envs: int, noise: float, seed: int):
-        from robot_rl.sim.expert import PickCubeExpert
+    def __init__(self, num_envs: int, noise: float, seed: int, task_id: str = "robot_rl/PandaPickCube-v0"):
+        from robot_rl.sim.tasks import make_expert
 
         self.seed = seed
-        self.experts = [PickCubeExpert(noise=noise, seed=seed) for _ in range(num_envs)]
+        self.experts = [make_expert(task_id, noise=noise, seed=seed) for _ in range(num_envs)]
 
     def reset(self, env_id: int, env_seed: int) -> None:
         self.experts[env_id].reset(seed=[self.seed, env_seed])
@@ -70,8 +72,11 @@ class AgentSource:
         self.episode[env_id] = (int(env_seed), 0)
 
     def _act(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        def batch(rows) -> dict[str, torch.Tensor]:
-            return {k: torch.as_tensor(np.asarray(obs[k])[rows]).to(self.device) for k in self.obs_keys}
+        def batch(rows) -> dict:
+            out = {k: torch.as_tensor(np.asarray(obs[k])[rows]).to(self.device) for k in self.obs_keys}
+            if keys.TASK in obs:  # the instructions (strings), for a task-conditioned policy
+                out[keys.TASK] = np.asarray(obs[keys.TASK], dtype=object)[rows]
+            return out
 
         if self.seed is None:
             return self.agent.act(batch(slice(None))).cpu().numpy()

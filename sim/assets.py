@@ -1,4 +1,5 @@
-"""MJCF scene for the Panda pick-cube task, built on the Panda + Robotiq 2F-85 model shipped in gym-hil.
+"""MJCF scene of the Panda tasks (pick-cube and the task suite), built on the Panda + Robotiq 2F-85 model
+shipped in gym-hil.
 
 The scene XML is generated as a string that includes gym-hil's ``panda.xml`` by absolute path (gym_hil
 itself is never imported). Rendering extras that are slow in software GL (multisampling, shadows,
@@ -32,16 +33,32 @@ def gym_hil_assets_dir() -> Path:
     return path
 
 
-def scene_xml(image_size: int = 128, timestep_s: float = 0.002) -> str:
-    """The pick-cube scene as an MJCF string (absolute include and mesh paths).
+def cube_xml(name: str, rgba: str, pos: str = f"0.5 0 {CUBE_HALF_SIZE_M}") -> str:
+    """MJCF of a free 4 cm, 0.1 kg cube body ``name`` (freejoint and geom of the same name), colour ``rgba``
+    ("r g b a" in [0, 1]) at ``pos`` ("x y z", m)."""
+    h = CUBE_HALF_SIZE_M
+    return f"""    <body name="{name}" pos="{pos}">
+      <freejoint name="{name}"/>
+      <geom name="{name}" type="box" size="{h} {h} {h}" mass="0.1" rgba="{rgba}" friction="1 0.01 0.001"/>
+    </body>
+"""
+
+
+PICK_CUBE_OBJECTS = cube_xml("block", ".8 .2 .2 1")
+"""The pick-cube task's objects: one red cube named ``block``."""
+
+
+def scene_xml(image_size: int = 128, timestep_s: float = 0.002, objects: str = PICK_CUBE_OBJECTS) -> str:
+    """The Panda scene as an MJCF string (absolute include and mesh paths).
 
     Args:
         image_size: offscreen framebuffer side in pixels (cameras render up to this size).
         timestep_s: physics timestep (s), ``1 / physics_hz``.
+        objects: the task's ``<worldbody>`` elements (bodies of primitive geoms; default the pick-cube's
+            cube, :data:`PICK_CUBE_OBJECTS`).
     """
     assets = gym_hil_assets_dir()
     size = max(int(image_size), 128)
-    h = CUBE_HALF_SIZE_M
     return f"""
 <mujoco model="robot_rl_panda_pick_cube">
   <compiler meshdir="{assets}" texturedir="{assets}"/>
@@ -61,20 +78,18 @@ def scene_xml(image_size: int = 128, timestep_s: float = 0.002) -> str:
     <camera name="front" pos="1.2 0.0 0.6" xyaxes="0 1 0 -0.45 0 0.9" fovy="45"/>
     <light pos="0 0 3" dir="0 0 -1" diffuse=".6 .6 .6" specular="0 0 0" castshadow="false"/>
     <geom name="floor" size="2 2 0.01" type="plane" material="grid"/>
-    <body name="block" pos="0.5 0 {h}">
-      <freejoint name="block"/>
-      <geom name="block" type="box" size="{h} {h} {h}" mass="0.1" rgba=".8 .2 .2 1" friction="1 0.01 0.001"/>
-    </body>
-  </worldbody>
+{objects}  </worldbody>
 </mujoco>
 """
 
 
-@lru_cache(maxsize=8)
-def _compiled(image_size: int, timestep_s: float) -> mujoco.MjModel:
-    return mujoco.MjModel.from_xml_string(scene_xml(image_size, timestep_s))
+@lru_cache(maxsize=16)
+def _compiled(image_size: int, timestep_s: float, objects: str) -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_string(scene_xml(image_size, timestep_s, objects))
 
 
-def load_model(image_size: int = 128, timestep_s: float = 0.002) -> mujoco.MjModel:
+def load_model(
+    image_size: int = 128, timestep_s: float = 0.002, objects: str = PICK_CUBE_OBJECTS
+) -> mujoco.MjModel:
     """Compile the scene (cached per arguments) and return a private copy of the ``MjModel``."""
-    return _compiled(int(image_size), float(timestep_s)).__copy__()
+    return _compiled(int(image_size), float(timestep_s), objects).__copy__()

@@ -3,7 +3,8 @@
 Arrays (numpy, on the CPU; every backend here is a CPU backend):
 
 - observations: a dict with the single env's LeRobot keys (``observation.state`` (N, 22) float32,
-  ``observation.environment_state`` (N, 7) float32, ``observation.images.<cam>`` (N, H, W, 3) uint8);
+  ``observation.environment_state`` (N, E) float32 (E = 7 for pick-cube; the task's size),
+  ``observation.images.<cam>`` (N, H, W, 3) uint8);
 - actions: float (N, d) for :meth:`BatchedEnv.step`, (N, h, d) for :meth:`BatchedEnv.step_chunk`, in the
   single env's action units and bounds (checked for every env before anything is stepped; nothing is
   clipped);
@@ -23,7 +24,7 @@ episode's end (the rest of its chunk is not executed) and is reset after the chu
 
 Backends (:func:`robot_rl.sim.batched_factory.make_batched_env`, ``env.backend``): ``gym_vector``
 (gymnasium's vector env: one worker process per env, any gymnasium id) and ``mujoco_cpu`` (the built-in
-Panda task only: N MuJoCo simulations in this process, stepped in a thread pool; see
+Panda tasks only: N MuJoCo simulations in this process, stepped in a thread pool; see
 :mod:`robot_rl.sim.batched_mujoco`).
 """
 

@@ -68,6 +68,10 @@ class GymVectorBatchedEnv(BatchedEnv):
         self.task = self.vec.get_attr("task")[0] if cfg.robot is None else ""
         self._obs: dict[str, np.ndarray] | None = None
 
+    def tasks(self) -> list[str]:
+        """Each env's instruction for its current episode (N strings; the env's ``task`` attribute)."""
+        return [str(t) for t in self.vec.get_attr("task")]
+
     def reset(self, *, seed=None, options: dict[str, Any] | None = None):
         seeds = seed_list(seed, self.num_envs)
         obs, _ = self.vec.reset(seed=seeds, options=options)

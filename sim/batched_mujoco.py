@@ -1,7 +1,8 @@
-"""``mujoco_cpu`` backend of :class:`~robot_rl.sim.batched.BatchedEnv`: N simulations of the built-in Panda
-pick-cube task in this process, stepped in a thread pool (no worker processes, no IPC).
+"""``mujoco_cpu`` backend of :class:`~robot_rl.sim.batched.BatchedEnv`: N simulations of a built-in Panda
+task (any of :data:`robot_rl.sim.tasks.TASKS`) in this process, stepped in a thread pool (no worker
+processes, no IPC).
 
-Each env is a :class:`~robot_rl.sim.panda_pick_cube.PandaPickCubeEnv` (own ``MjModel`` copy, ``MjData``
+Each env is the task's :class:`~robot_rl.sim.panda_base.PandaTaskEnv` (own ``MjModel`` copy, ``MjData``
 and controller), so rewards, success, truncation and the controller are the single env's code and a
 trajectory is bit-identical to the single env's for the same seed and actions. A control step of one env
 is 50 substeps of ``[PD torque in numpy, mj_step]``: ``mj_step`` releases the GIL, so the physics of
@@ -28,11 +29,15 @@ from robot_rl.sim.batched import BatchedEnv, seed_list
 
 
 class MujocoCpuBatchedEnv(BatchedEnv):
-    """N in-process Panda pick-cube simulations stepped by a thread pool.
+    """N in-process simulations of a built-in Panda task stepped by a thread pool.
+
+    ``task`` is the instruction of the task (of env 0's current episode when it changes per episode);
+    ``tasks()`` gives every env's.
 
     Args:
-        cfg: env config with the built-in id (rates, horizon, success rule, cameras, ``kwargs`` such as
-            ``reward`` and ``torque_every`` as for the single env); ``cfg.robot`` must be unset.
+        cfg: env config with a built-in id (:data:`robot_rl.sim.tasks.TASKS`; rates, horizon, success rule,
+            cameras, ``kwargs`` such as ``reward`` and ``torque_every`` as for the single env);
+            ``cfg.robot`` must be unset.
         num_envs: N.
         num_threads: pool size (default ``os.cpu_count()``, at most N); 1 steps in the calling thread.
 
@@ -44,13 +49,13 @@ class MujocoCpuBatchedEnv(BatchedEnv):
     """
 
     def __init__(self, cfg: EnvConfig, num_envs: int, num_threads: int | None = None) -> None:
-        from robot_rl.sim.factory import BUILTIN_ID
+        from robot_rl.sim.tasks import TASKS, build_task_env
 
         if importlib.util.find_spec("mujoco") is None:
             raise ImportError("env.backend=mujoco_cpu needs MuJoCo: `pip install mujoco gym-hil`")
-        if cfg.id != BUILTIN_ID or cfg.robot is not None:
+        if cfg.id not in TASKS or cfg.robot is not None:
             raise ValueError(
-                f"env.backend=mujoco_cpu runs the built-in simulated task {BUILTIN_ID} only "
+                f"env.backend=mujoco_cpu runs the built-in simulated tasks ({', '.join(TASKS)}) only "
                 f"(env.id={cfg.id!r}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
                 "use env.backend=gym_vector"
             )
@@ -60,21 +65,9 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         from robot_rl.sim.gl_env import check_mujoco_gl
 
         check_mujoco_gl()
-        from robot_rl.sim.panda_pick_cube import CAMERAS, PandaPickCubeEnv
+        from robot_rl.sim.panda_base import CAMERAS
 
-        def build() -> PandaPickCubeEnv:
-            return PandaPickCubeEnv(
-                control_hz=cfg.control_hz,
-                physics_hz=cfg.physics_hz,
-                max_episode_steps=cfg.max_episode_steps,
-                success_hold_steps=cfg.success_hold_steps,
-                lift_height_m=cfg.lift_height_m,
-                cameras=(),
-                image_size=cfg.image_size,
-                **cfg.kwargs,
-            )
-
-        self.envs = [build() for _ in range(num_envs)]
+        self.envs = [build_task_env(cfg, cameras=[]) for _ in range(num_envs)]
         self.num_envs = num_envs
         self.cameras = list(cfg.cameras)
         for cam in self.cameras:
@@ -109,7 +102,12 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         mask = np.ones(self.num_envs, bool) if mask is None else np.asarray(mask, dtype=bool)
         for i in np.flatnonzero(mask):
             self._obs[i], _ = self.envs[i].reset(seed=seeds[i])
+        self.task = self.envs[0].task
         return self._stack(), {"is_success": np.zeros(self.num_envs, dtype=bool)}
+
+    def tasks(self) -> list[str]:
+        """Each env's instruction for its current episode (N strings)."""
+        return [env.task for env in self.envs]
 
     def _step_active(self, actions: np.ndarray, active: np.ndarray):
         def run(shard: np.ndarray) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 from robot_rl.config import EnvConfig, PipelineConfig
 from robot_rl.known_warnings import filter_known_warnings
 from robot_rl.sim.gl_env import check_mujoco_gl
+from robot_rl.sim.tasks import TASKS, build_task_env
 
 BUILTIN_ID = "robot_rl/PandaPickCube-v0"
 
@@ -16,7 +17,8 @@ BUILTIN_ID = "robot_rl/PandaPickCube-v0"
 def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     """Build the env described by ``cfg``.
 
-    The built-in id gets :class:`~robot_rl.sim.panda_pick_cube.PandaPickCubeEnv` with the rates, horizon,
+    A built-in id (the task suite, :data:`robot_rl.sim.tasks.TASKS`, e.g.
+    :class:`~robot_rl.sim.panda_pick_cube.PandaPickCubeEnv`) gets its env with the rates, horizon,
     success rule and cameras of ``cfg`` (``cfg.kwargs`` are passed on, e.g. ``torque_every``). Any other id
     goes through :func:`robot_rl.sim.adapter.make_foreign_env` with ``cfg.module``, ``cfg.kwargs`` and
     ``cfg.adapter``. ``env.unwrapped.task`` (built-in) or ``env.task`` (adapter) is the instruction.
@@ -39,21 +41,9 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         from robot_rl.hardware.robot_env import RobotEnv
 
         return RobotEnv.from_config(cfg, render_mode=render_mode)
-    if cfg.id == BUILTIN_ID:
-        from robot_rl.sim.panda_pick_cube import PandaPickCubeEnv
-
+    if cfg.id in TASKS:
         # Constructed directly: gym.make would swallow max_episode_steps into its own TimeLimit wrapper.
-        return PandaPickCubeEnv(
-            control_hz=cfg.control_hz,
-            physics_hz=cfg.physics_hz,
-            max_episode_steps=cfg.max_episode_steps,
-            success_hold_steps=cfg.success_hold_steps,
-            lift_height_m=cfg.lift_height_m,
-            cameras=list(cfg.cameras),
-            image_size=cfg.image_size,
-            render_mode=render_mode,
-            **cfg.kwargs,
-        )
+        return build_task_env(cfg, render_mode)
     from robot_rl.sim.adapter import make_foreign_env
 
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
@@ -65,14 +55,14 @@ SIM_DRIVERS = ("sim", "sim_server")
 
 def robot_type(cfg: EnvConfig) -> str:
     """The robot model written as ``robot_type`` into a dataset's ``info.json``: ``cfg.robot_type`` when set;
-    else ``panda`` for the built-in task (also behind the ``sim``/``sim_server`` robot drivers), the
+    else ``panda`` for the built-in tasks (also behind the ``sim``/``sim_server`` robot drivers), the
     driver's name for a real robot (``so101``, ``ur``, ``xarm``, ``franka``, ``ros2``), the env id for a
     foreign env."""
     if cfg.robot_type:
         return cfg.robot_type
     if cfg.robot is not None:
         return "panda" if cfg.robot.driver in SIM_DRIVERS else cfg.robot.driver
-    return "panda" if cfg.id == BUILTIN_ID else cfg.id
+    return "panda" if cfg.id in TASKS else cfg.id
 
 
 def box_bounds(space: gym.spaces.Box) -> dict[str, list[float]]:
@@ -101,7 +91,7 @@ def resolve_control_hz(
     """``cfg`` with ``env.control_hz`` set to the env's own control rate (Hz), which ``cycle_time_s``,
     videos and online episode metadata divide by.
 
-    The built-in task and a robot run at ``env.control_hz`` (returned unchanged). A foreign env runs at
+    The built-in tasks and a robot run at ``env.control_hz`` (returned unchanged). A foreign env runs at
     ``env.adapter.fps`` if set, else at its ``metadata["render_fps"]`` (read from ``env`` if given, a
     single or vector env of ``cfg.env``, else from one env built and closed), else at ``dataset_fps``
     (the fps of the dataset the policy was trained on).
@@ -115,7 +105,7 @@ def resolve_control_hz(
     from robot_rl.config import AdapterConfig
     from robot_rl.sim.adapter import env_rate_hz
 
-    if cfg.env.id == BUILTIN_ID or cfg.env.robot is not None:
+    if cfg.env.id in TASKS or cfg.env.robot is not None:
         return cfg
     adapter = cfg.env.adapter or AdapterConfig()
     if adapter.fps:

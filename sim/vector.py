@@ -62,14 +62,15 @@ def make_vector_env(
         ValueError: ``num_envs`` < 1, or > 1 with a robot (``cfg.robot``).
         RendererError: cameras are requested and no offscreen GL backend works.
     """
-    from robot_rl.sim.factory import BUILTIN_ID, make_env
+    from robot_rl.sim.factory import make_env
+    from robot_rl.sim.tasks import TASKS
 
     n = cfg.num_envs if num_envs is None else num_envs
     if n < 1:
         raise ValueError(f"num_envs must be >= 1, got {n}")
     if cfg.robot is not None and n != 1:
         raise ValueError(f"env.num_envs={n}: a robot (env.robot) is one env; set env.num_envs=1")
-    if cfg.cameras and cfg.id == BUILTIN_ID:
+    if cfg.cameras and cfg.id in TASKS:
         from robot_rl.sim.render import select_backend
 
         select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing

@@ -21,7 +21,7 @@ def env():
 
 def test_spaces_and_dtypes(env):
     obs, info = env.reset(seed=0)
-    assert info == {"is_success": False}
+    assert info == {"is_success": False, "task": TASK}
     assert env.observation_space.contains(obs)
     assert obs[keys.STATE].shape == (STATE_DIM,) and obs[keys.STATE].dtype == np.float32
     assert obs[keys.ENV_STATE].shape == (ENV_STATE_DIM,) and obs[keys.ENV_STATE].dtype == np.float32

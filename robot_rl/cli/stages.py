@@ -34,20 +34,21 @@ def collect(cfg: PipelineConfig) -> dict:
     Episodes already written by a killed run are kept; collection continues with the remaining seeds.
 
     Raises:
-        ConfigError: ``cfg.env.id`` is not the built-in task (only that task ships a scripted expert), or
+        ConfigError: ``cfg.env.id`` is not a built-in task (only those ship a scripted expert), or
             ``env.robot.action`` is not ``ee_delta`` (the expert's actions).
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
     from robot_rl.data.lerobot.writer import LeRobotWriter
-    from robot_rl.sim import BUILTIN_ID, robot_type
+    from robot_rl.sim import TASKS, robot_type
 
     run = RunDir(cfg.run_dir)
     if run.is_done("collect"):
         return run.result("collect")
-    if cfg.env.id != BUILTIN_ID:
+    if cfg.env.id not in TASKS:
         raise ConfigError(
-            f"env.id={cfg.env.id!r}: collect has a scripted expert only for {BUILTIN_ID}. Record your own "
-            f"demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then run train"
+            f"env.id={cfg.env.id!r}: collect has scripted experts only for {', '.join(TASKS)}. Record "
+            f"your own demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then "
+            "run train"
         )
     if cfg.env.robot is not None and cfg.env.robot.action != "ee_delta":
         raise ConfigError(
@@ -69,10 +70,12 @@ def collect(cfg: PipelineConfig) -> dict:
         successes = []
 
         def on_episode(ep: RecordedEpisode) -> None:
-            writer.add_episode(ep.frames, task=task, source="demo")
+            writer.add_episode(ep.frames, task=ep.task or task, source="demo")
             successes.append(ep.success)
 
-        source = ExpertSource(vec.num_envs, cfg.collect.expert_noise, seed=cfg.collect.seed)
+        source = ExpertSource(
+            vec.num_envs, cfg.collect.expert_noise, seed=cfg.collect.seed, task_id=cfg.env.id
+        )
         with progress(total=len(seeds), desc="collect demos", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
         writer.close()

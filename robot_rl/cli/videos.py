@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl import keys
 from robot_rl.cli.envs import EVAL_SEED_OFFSET, action_bounds
 from robot_rl.config import PipelineConfig
 from robot_rl.data.lerobot.video import encode_video
@@ -47,10 +48,11 @@ def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "o
 
 
 def _episode(env, source: AgentSource, env_seed: int) -> tuple[list[np.ndarray], bool]:
-    obs, _ = env.reset(seed=env_seed)
+    obs, info = env.reset(seed=env_seed)
+    task = {keys.TASK: np.array([info["task"]], dtype=object)} if "task" in info else {}
     frames, success, done = [env.render()], False, False
     while not done:
-        chunk = source({k: v[None] for k, v in obs.items()}, np.zeros(1, dtype=int))[0]
+        chunk = source({**{k: v[None] for k, v in obs.items()}, **task}, np.zeros(1, dtype=int))[0]
         for action in chunk:
             obs, _, terminated, truncated, info = env.step(action)
             frames.append(env.render())

@@ -1,0 +1,67 @@
+"""Scripted-expert success rate of every task of the suite (issue 19), as ``robot-rl collect`` records it.
+
+Runs the rollout loop of ``collect`` (same env seeds ``0..N-1`` for ``collect.seed=0``, same per-episode
+expert seeding) with the tasks' config horizons, in one process (``SyncVectorEnv``, 1 env), without writing
+a dataset; prints a markdown table of success rate, mean episode length (control steps) and wall time.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py --episodes 50 --noise 0 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from robot_rl.cli.envs import make_rollout_vec_env
+from robot_rl.config import load_config
+from robot_rl.rollout import rollout
+from robot_rl.sources import ExpertSource
+
+CONFIGS = {
+    "robot_rl/PandaPickCube-v0": "configs/panda_pick_cube.yaml",
+    "robot_rl/PandaPickColour-v0": "configs/panda_pick_colour.yaml",
+    "robot_rl/PandaPlaceInBin-v0": "configs/panda_place_in_bin.yaml",
+    "robot_rl/PandaStack-v0": "configs/panda_stack.yaml",
+    "robot_rl/PandaPushToTarget-v0": "configs/panda_push_to_target.yaml",
+    "robot_rl/PandaOpenDrawer-v0": "configs/panda_open_drawer.yaml",
+}
+
+
+def expert_rate(config: str, episodes: int, noise: float) -> tuple[float, float, float]:
+    """(success rate, mean episode length in control steps, wall time s) of ``episodes`` expert demos."""
+    cfg = load_config(config, [f"--collect.expert_noise={noise}", "--env.num_envs=1"])
+    vec = make_rollout_vec_env(cfg.env, 1)
+    done = []
+    start = time.time()
+    try:
+        source = ExpertSource(1, noise, seed=0, task_id=cfg.env.id)
+        rollout(vec, source, list(range(episodes)), done.append)
+    finally:
+        vec.close()
+    return (
+        float(np.mean([e.success for e in done])),
+        float(np.mean([e.steps for e in done])),
+        time.time() - start,
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.3])
+    args = p.parse_args()
+    print("| task | horizon | " + " | ".join(f"noise {n}: success (mean steps)" for n in args.noise) + " |")
+    print("|---|---|" + "---|" * len(args.noise))
+    for task, config in CONFIGS.items():
+        cells = []
+        for noise in args.noise:
+            rate, steps, _ = expert_rate(config, args.episodes, noise)
+            cells.append(f"{rate:.2f} ({steps:.0f})")
+        horizon = load_config(config, []).env.max_episode_steps
+        print(f"| `{task}` | {horizon} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The built-in task suite: gymnasium ids -> env class and scripted expert, and the one place an
+``EnvConfig`` becomes a built-in env (used by :func:`robot_rl.sim.make_env` and the ``mujoco_cpu``
+batched backend).
+
+=================================  ==========================================  ===========================
+id                                 instruction                                 note
+=================================  ==========================================  ===========================
+``robot_rl/PandaPickCube-v0``      Pick up the cube and lift it.               the original task
+``robot_rl/PandaPickColour-v0``    Pick up the <red|green|blue> cube and ...   colour drawn per episode
+``robot_rl/PandaPlaceInBin-v0``    Put the cube in the bin.
+``robot_rl/PandaStack-v0``         Stack the red cube on the blue cube.
+``robot_rl/PandaPushToTarget-v0``  Push the cube onto the green target.
+``robot_rl/PandaOpenDrawer-v0``    Open the drawer.
+=================================  ==========================================  ===========================
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from robot_rl.config import EnvConfig
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A suite task: ``env`` and ``expert`` as ``"module:Class"`` paths (imported when used)."""
+
+    env: str
+    expert: str
+
+
+TASKS: dict[str, TaskSpec] = {
+    "robot_rl/PandaPickCube-v0": TaskSpec(
+        "robot_rl.sim.panda_pick_cube:PandaPickCubeEnv", "robot_rl.sim.expert:PickCubeExpert"
+    ),
+    "robot_rl/PandaPickColour-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaPickColourEnv", "robot_rl.sim.task_experts:PickColourExpert"
+    ),
+    "robot_rl/PandaPlaceInBin-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaPlaceInBinEnv", "robot_rl.sim.task_experts:PlaceInBinExpert"
+    ),
+    "robot_rl/PandaStack-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaStackEnv", "robot_rl.sim.task_experts:StackExpert"
+    ),
+    "robot_rl/PandaPushToTarget-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaPushToTargetEnv", "robot_rl.sim.task_experts:PushExpert"
+    ),
+    "robot_rl/PandaOpenDrawer-v0": TaskSpec(
+        "robot_rl.sim.panda_tasks:PandaOpenDrawerEnv", "robot_rl.sim.task_experts:OpenDrawerExpert"
+    ),
+}
+"""Every built-in task, by gymnasium id."""
+
+
+def _load(path: str):
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _spec(task_id: str) -> TaskSpec:
+    if task_id not in TASKS:
+        raise ValueError(f"unknown built-in task {task_id!r}; the suite has {', '.join(TASKS)}")
+    return TASKS[task_id]
+
+
+def task_env_class(task_id: str) -> type:
+    """The :class:`~robot_rl.sim.panda_base.PandaTaskEnv` subclass of ``task_id``.
+
+    Raises:
+        ValueError: ``task_id`` is not a suite task (lists the suite).
+    """
+    return _load(_spec(task_id).env)
+
+
+def make_expert(task_id: str, noise: float = 0.0, seed: int = 0):
+    """A fresh scripted expert of ``task_id`` (``reset(seed)``, ``act(obs) -> float32 (4,)``; pick-colour's
+    reads ``obs["task"]``).
+
+    Raises:
+        ValueError: ``task_id`` is not a suite task, or ``noise`` < 0.
+    """
+    return _load(_spec(task_id).expert)(noise=noise, seed=seed)
+
+
+def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list[str] | None = None):
+    """The suite env ``cfg.id`` with the rates, horizon, success rule and cameras of ``cfg`` (``cameras``
+    overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``).
+
+    Raises:
+        ValueError: ``cfg.id`` is not a suite task, or invalid env settings (rates, cameras, render mode).
+    """
+    cls = task_env_class(cfg.id)
+    return cls(
+        control_hz=cfg.control_hz,
+        physics_hz=cfg.physics_hz,
+        max_episode_steps=cfg.max_episode_steps,
+        success_hold_steps=cfg.success_hold_steps,
+        lift_height_m=cfg.lift_height_m,
+        cameras=list(cfg.cameras if cameras is None else cameras),
+        image_size=cfg.image_size,
+        render_mode=render_mode,
+        **cfg.kwargs,
+    )
