@@ -610,7 +610,7 @@ class PPOConfig:
     rollout_chunks: int = 24
     epochs: int = 4
     minibatch: int = 64
-    lr: float = 3e-5
+    lr: float = 1e-4
     value_lr: float = 1e-3
     clip: float = 0.2
     gamma: float = 0.99
