@@ -596,7 +596,8 @@ class PPOConfig:
     to start from (empty: ``<run_dir>/checkpoints/bc_seed<seed>``, trained first if missing).
     ``num_envs``: batched envs (``env.backend``; ``mujoco_cpu`` runs them in this process).
     ``rollout_chunks``: chunks per env per PPO iteration; ``epochs`` passes over the rollout in minibatches
-    of ``minibatch`` chunks. ``lr``: Adam for the policy (and noise head); ``value_lr``: Adam for the
+    of ``minibatch`` chunks. ``lr``: Adam for the policy (and noise head; 1e-4 made the BC policy worse on
+    the sim task, 1e-5 did not: benchmarks/README.md, "π_RL flow PPO"); ``value_lr``: Adam for the
     value MLP (``value_hidden_dims``, on the policy's detached observation features). ``clip``: PPO's ε
     on the per-element ratio. ``gamma`` / ``gae_lambda``: GAE per chunk (a chunk's reward is the sum of
     its step rewards). ``entropy_coef``: Flow-Noise's entropy bonus. ``max_grad_norm``: policy gradient
@@ -610,7 +611,7 @@ class PPOConfig:
     rollout_chunks: int = 24
     epochs: int = 4
     minibatch: int = 64
-    lr: float = 1e-4
+    lr: float = 1e-5
     value_lr: float = 1e-3
     clip: float = 0.2
     gamma: float = 0.99
