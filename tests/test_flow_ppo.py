@@ -210,6 +210,16 @@ def test_bad_inputs_fail_clearly():
         load_config(overrides=["--ppo.noise_std_min=0.2"])
 
 
+def _bc_checkpoint(path, cfg):
+    """A BC-format checkpoint of a fresh flow policy (weights need not be trained for these tests)."""
+    torch.manual_seed(0)
+    stats = fake_stats()
+    bc = build_agent("bc", PCFG, PipelineConfig().bc, SIM_OBS_SHAPES, D, stats)
+    config = {**config_to_dict(cfg), "obs_keys": [ENV_STATE, STATE]}
+    save_agent(path, bc, config, stats, SIM_OBS_SHAPES, D)
+    return bc
+
+
 def test_short_ppo_run_on_pick_cube(tmp_path):
     """N = 4 mujoco_cpu envs, episodes of 8 steps (time-limit truncations inside chunks), from a saved
     BC-format checkpoint: the loop runs, the weights change, and the checkpoint reloads as a PPO agent."""
@@ -217,17 +227,13 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
     from robot_rl.run_dir import RunDir
     from robot_rl.training.ppo import train_ppo
 
-    torch.manual_seed(0)
-    stats = fake_stats()
-    bc = build_agent("bc", PCFG, PipelineConfig().bc, SIM_OBS_SHAPES, D, stats)
     cfg = PipelineConfig(
         run_dir=str(tmp_path / "run"),
         policy=PCFG,
         env=EnvConfig(backend="mujoco_cpu", max_episode_steps=8),
         ppo=_ppo_cfg(num_envs=4, rollout_chunks=3, epochs=2, minibatch=6, env_steps=60),
     )
-    config = {**config_to_dict(cfg), "obs_keys": [ENV_STATE, STATE]}
-    save_agent(tmp_path / "bc", bc, config, stats, SIM_OBS_SHAPES, D)
+    bc = _bc_checkpoint(tmp_path / "bc", cfg)
     rows = []
     result = train_ppo(cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc", on_log=rows.append)
     assert result["env_steps"] >= 60 and result["episodes"] >= 4  # 8-step episodes ended
@@ -242,6 +248,37 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
     assert any(changed)
     assert loaded.act(fake_obs(2, seed=0)).shape == (2, H, D)
     assert (RunDir(cfg.run_dir).train_log("ppo_flow_noise", 0)).is_file()
+
+
+def test_cli_ppo_then_eval(tmp_path, capsys):
+    """``robot-rl ppo`` from a given checkpoint runs PPO (Flow-SDE) and evaluates the result; a bad
+    method is a config error naming the key."""
+    pytest.importorskip("mujoco")
+    from robot_rl.cli.main import main
+
+    _bc_checkpoint(tmp_path / "bc", PipelineConfig(policy=PCFG))
+    run_dir = tmp_path / "run"
+    args = [
+        "ppo",
+        f"--run_dir={run_dir}",
+        "--seed=0",
+        "--threads=1",
+        f"--ppo.init={tmp_path / 'bc'}",
+        "--ppo.method=flow_sde",
+        "--env.backend=mujoco_cpu",
+        "--env.max_episode_steps=6",
+        "--env.num_envs=1",
+        "--ppo.num_envs=2",
+        "--ppo.rollout_chunks=2",
+        "--ppo.env_steps=12",
+        "--eval.episodes_per_seed=2",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "eval ppo_flow_sde seed 0: success" in out
+    assert (run_dir / "checkpoints" / "ppo_flow_sde_seed0" / "model.safetensors").is_file()
+    assert main([*args, "--ppo.method=flow_ode"]) == 2
+    assert "ppo.method='flow_ode'" in capsys.readouterr().err
 
 
 def test_ppo_improves_a_chunk_bandit():
