@@ -15,7 +15,8 @@ from torch import nn
 
 from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
-from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, SACConfig
+from robot_rl.algos.flow_ppo import FlowPPOAgent
+from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, PPOConfig, SACConfig
 from robot_rl.data.normalize import FeatureStats
 
 from .checkpoint import (
@@ -33,9 +34,9 @@ from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql", "sac")
+METHODS = ("bc", "qc", "qc_fql", "sac", "ppo")
 # config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
-_ALGO_SECTIONS = {"bc": ("bc", BCConfig), "sac": ("sac", SACConfig)}
+_ALGO_SECTIONS = {"bc": ("bc", BCConfig), "sac": ("sac", SACConfig), "ppo": ("ppo", PPOConfig)}
 EncoderFactory = Callable[[], nn.Module]
 
 
@@ -74,7 +75,8 @@ def build_agent(
     encoder_factory: EncoderFactory | None = None,
     device: str | torch.device = "cpu",
 ) -> Agent:
-    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``qc`` (QCAgent),
+    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``ppo``
+    (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``qc`` (QCAgent),
     ``qc_fql`` (QCFQLAgent) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
     must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
     ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
@@ -101,6 +103,8 @@ def build_agent(
     policy = build_policy(policy_cfg, obs_shapes, action_dim, stats, factory).to(device)
     if method == "bc":
         return FlowBC(policy, offline_cfg)
+    if method == "ppo":
+        return FlowPPOAgent(policy, offline_cfg)
     critic = ChunkCritic(
         factory(),
         action_dim,

@@ -591,6 +591,49 @@ class OnlineConfig:
 
 
 @dataclass
+class PPOConfig:
+    """Online PPO for flow policies, π_RL (ALGORITHMS.md §8; ``robot-rl ppo``;
+    :mod:`robot_rl.algos.flow_ppo`).
+
+    ``method``: ``flow_noise`` (a learned std in every denoising step, bounded to
+    ``[noise_std_min, noise_std_max]``, exact chain log-probability, averaged over its K + 1 terms with
+    ``chain_logprob: mean`` as RLinf or summed with ``sum``) or ``flow_sde`` (the ODE turned into an SDE
+    with ``σ_t = sde_noise_level·√(t/(1-t))`` at one random denoising step). ``init``: the BC checkpoint
+    to start from (empty: ``<run_dir>/checkpoints/bc_seed<seed>``, trained first if missing).
+    ``num_envs``: batched envs (``env.backend``; ``mujoco_cpu`` runs them in this process).
+    ``rollout_chunks``: chunks per env per PPO iteration; ``epochs`` passes over the rollout in minibatches
+    of ``minibatch`` chunks. ``lr``: Adam for the policy (and noise head; 1e-4 made the BC policy worse on
+    the sim task, 1e-5 did not: benchmarks/README.md, "π_RL flow PPO"); ``value_lr``: Adam for the
+    value MLP (``value_hidden_dims``, on the policy's detached observation features). ``clip``: PPO's ε
+    on the per-element ratio. ``gamma`` / ``gae_lambda``: GAE per chunk (a chunk's reward is the sum of
+    its step rewards). ``entropy_coef``: Flow-Noise's entropy bonus. ``max_grad_norm``: policy gradient
+    clip. ``env_steps``: the budget of executed control steps over all envs. ``log_every``: PPO
+    iterations between metric rows.
+    """
+
+    method: str = "flow_noise"
+    init: str = ""
+    num_envs: int = 8
+    rollout_chunks: int = 24
+    epochs: int = 4
+    minibatch: int = 64
+    lr: float = 1e-5
+    value_lr: float = 1e-3
+    clip: float = 0.2
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    entropy_coef: float = 0.005
+    max_grad_norm: float = 1.0
+    noise_std_min: float = 0.08
+    noise_std_max: float = 0.16
+    sde_noise_level: float = 0.5
+    chain_logprob: str = "mean"
+    value_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    env_steps: int = 20000
+    log_every: int = 1
+
+
+@dataclass
 class SecurityConfig:
     """Who may talk to the learner and the critic server (robot_rl.security).
 
@@ -630,7 +673,8 @@ class PipelineConfig:
     ``seeds`` are independent training seeds: BC and offline RL are each trained and evaluated once per seed.
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
     ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
-    command runs (``robot_rl.threads``); set 1 when several jobs share the machine.
+    command runs (``robot_rl.threads``); set 1 when several jobs share the machine. ``ppo``: online PPO for
+    flow policies (``robot-rl ppo``, :class:`PPOConfig`).
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -646,6 +690,7 @@ class PipelineConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     online: OnlineConfig = field(default_factory=OnlineConfig)
     sac: SACConfig = field(default_factory=SACConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     deploy: DeployConfig = field(default_factory=DeployConfig)

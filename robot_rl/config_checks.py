@@ -187,6 +187,25 @@ RULES: dict[str, Range | Choice] = {
     "online.max_weight_age_s": NONNEG,
     "online.max_episode_steps": NONNEG_INT,
     "online.replay_capacity": NONNEG_INT,
+    "ppo.method": Choice(("flow_noise", "flow_sde")),  # robot_rl.algos.flow_chain.METHODS
+    "ppo.num_envs": COUNT,
+    "ppo.rollout_chunks": COUNT,
+    "ppo.epochs": COUNT,
+    "ppo.minibatch": COUNT,
+    "ppo.lr": POSITIVE,
+    "ppo.value_lr": POSITIVE,
+    "ppo.clip": Range(0, 1, lo_open=True, hi_open=True),
+    "ppo.gamma": DISCOUNT,
+    "ppo.gae_lambda": FRACTION,
+    "ppo.entropy_coef": NONNEG,
+    "ppo.max_grad_norm": POSITIVE,
+    "ppo.noise_std_min": POSITIVE,
+    "ppo.noise_std_max": POSITIVE,
+    "ppo.sde_noise_level": POSITIVE,
+    "ppo.chain_logprob": Choice(("mean", "sum")),  # robot_rl.algos.flow_chain.REDUCTIONS
+    "ppo.value_hidden_dims": COUNT,
+    "ppo.env_steps": COUNT,
+    "ppo.log_every": COUNT,
 }
 
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
@@ -255,6 +274,10 @@ def problems(cfg: Any) -> list[str]:
         sub = getattr(cfg, section)
         if sub.critic_agg == "min_random2" and sub.num_critics < 2:
             out.append(f"{section}.num_critics={sub.num_critics}: critic_agg=min_random2 needs >= 2 critics")
+    if POSITIVE.ok(cfg.ppo.noise_std_min) and cfg.ppo.noise_std_min > cfg.ppo.noise_std_max:
+        out.append(
+            f"ppo.noise_std_min={cfg.ppo.noise_std_min}: must be <= ppo.noise_std_max={cfg.ppo.noise_std_max}"
+        )
     reason = address_problem(cfg.online.address)
     if reason is not None:
         out.append(f"online.address={cfg.online.address!r}: {reason}")

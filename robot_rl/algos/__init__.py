@@ -1,4 +1,5 @@
-"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, SAC (HIL-SERL), chunked critic and targets.
+"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, SAC (HIL-SERL), π_RL flow PPO, chunked critic and
+targets.
 
 This package never imports ``robot_rl.policies`` at module level; agents receive their networks as
 constructor arguments (see :mod:`robot_rl.algos.protocols`). ``robot_rl.policies.registry.build_agent``
@@ -8,6 +9,7 @@ wires them together.
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.algos.critic import ChunkCritic, aggregate_q, polyak_update
 from robot_rl.algos.flow_bc import FlowBC
+from robot_rl.algos.flow_ppo import FlowPPOAgent, chunk_gae
 from robot_rl.algos.fql import QCFQLAgent
 from robot_rl.algos.qc import QCAgent, best_of_n
 from robot_rl.algos.sac import SACAgent
@@ -16,12 +18,14 @@ from robot_rl.algos.targets import masked_critic_loss, qc_target
 __all__ = [
     "ChunkCritic",
     "FlowBC",
+    "FlowPPOAgent",
     "QCAgent",
     "QCFQLAgent",
     "SACAgent",
     "aggregate_q",
     "batch_to_torch",
     "best_of_n",
+    "chunk_gae",
     "masked_critic_loss",
     "polyak_update",
     "qc_target",

@@ -25,6 +25,8 @@ COMMANDS = {
     "serve (a batching critic server on --address)",
     "online": "human-in-the-loop online RL from the offline checkpoint: a learner and actors (local "
     "processes or Ray) with a simulated or real human able to take over",
+    "ppo": "online PPO for flow policies (π_RL: --ppo.method flow_noise|flow_sde) in the batched simulator: "
+    "BC checkpoint -> PPO -> eval of both",
     "label": "write critic progress and rewards (--reward.mode shaped|critic) into a copy of a dataset",
     "hardware": hardware_check.HELP,
     "record": "record teleoperated demos on the robot of env.robot into a LeRobot v3.0 dataset (resumable)",
@@ -41,12 +43,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="experiment YAML (configs/*.yaml); defaults if omitted")
         p.add_argument("--quick", action="store_true", help="small budgets: minutes on 2 CPU cores")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
-        if name in ("train", "eval", "open-loop", "online"):
+        if name in ("train", "eval", "open-loop", "online", "ppo"):
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
         if name in ("train", "open-loop"):
             p.add_argument("--algo", choices=["bc", "offline"], default="bc")
         if name == "eval":
-            p.add_argument("--algo", choices=["bc", "offline", "online"], default="bc")
+            p.add_argument("--algo", choices=["bc", "offline", "online", "ppo"], default="bc")
         if name == "online":
             online.add_arguments(p)
         if name == "hardware":
@@ -137,12 +139,16 @@ def _run(args: argparse.Namespace, cfg) -> None:
         for seed in seeds:
             if args.command == "online":
                 print(online.run(args, cfg, seed))
+            elif args.command == "ppo":
+                from robot_rl.cli import ppo
+
+                print(ppo.run(cfg, seed), flush=True)
             elif args.command == "train":
                 print(_train_summary(cfg, args.algo, seed, stages.train(cfg, args.algo, seed)), flush=True)
             elif args.command == "open-loop":
                 print(stages.open_loop(cfg, args.algo, seed))
             else:
-                algo = online_name(cfg) if args.algo == "online" else args.algo
+                algo = {"online": online_name(cfg), "ppo": f"ppo_{cfg.ppo.method}"}.get(args.algo, args.algo)
                 print(_eval_summary(cfg, algo, seed, stages.evaluate(cfg, algo, seed)), flush=True)
 
 

@@ -1,0 +1,71 @@
+"""``robot-rl ppo``: BC checkpoint -> online PPO for flow policies (π_RL, ALGORITHMS.md §8) in the batched
+simulator -> evaluation of both, for one training seed.
+
+With ``ppo.init`` empty the start is the run's own BC checkpoint: demos are collected (built-in task,
+unless ``data.path`` names a dataset) and BC is trained first when those stages have not finished. The
+PPO stage (``stages/ppo_<method>_seed<s>.json``) and each evaluation are skipped on a rerun once done;
+a killed PPO run starts over (it keeps no resume checkpoint).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from robot_rl.config import PipelineConfig
+from robot_rl.run_dir import RunDir
+
+
+def run(cfg: PipelineConfig, seed: int) -> str:
+    """Run the stages for ``seed`` and return a short summary (PPO metrics, success before and after).
+
+    Raises:
+        FileNotFoundError: ``ppo.init`` names a missing checkpoint.
+        ConfigError / CheckpointError: as :func:`robot_rl.training.ppo.train_ppo`.
+    """
+    from robot_rl.cli import stages
+    from robot_rl.eval.summary import eval_summary
+    from robot_rl.training.ppo import ppo_name, train_ppo
+
+    run_dir = RunDir(cfg.run_dir)
+    run_dir.check_writable()
+    if cfg.ppo.init:
+        init = Path(cfg.ppo.init)
+        if not (init / "config.json").is_file():
+            raise FileNotFoundError(f"ppo.init={cfg.ppo.init}: no checkpoint there (config.json missing)")
+    else:
+        init = run_dir.checkpoint("bc", seed)
+        if not cfg.data.path:
+            stages.collect(cfg)
+        stages.train(cfg, "bc", seed)
+    name = ppo_name(cfg)
+    stage = f"{name}_seed{seed}"
+    if run_dir.is_done(stage):
+        trained = run_dir.result(stage)
+    else:
+        start = time.time()
+
+        def show(row: dict) -> None:
+            print(
+                f"ppo {cfg.ppo.method} seed {seed}: {row['env_steps']} env steps, "
+                f"success {row['success_rate']:.2f}, kl {row.get('approx_kl', float('nan')):.2e}, "
+                f"clip {row.get('clip_frac', float('nan')):.3f}, {row['env_steps_per_s']:.0f} env steps/s",
+                flush=True,
+            )
+
+        trained = train_ppo(cfg, seed, run_dir, init, on_log=show)
+        trained["checkpoint"] = str(run_dir.checkpoint(name, seed))
+        trained["init"] = str(init)
+        trained["wall_time_s"] = time.time() - start
+        run_dir.mark_done(stage, trained)
+    lines = [
+        f"ppo {cfg.ppo.method} seed {seed}: {trained['env_steps']} env steps in "
+        f"{trained['wall_time_s']:.0f} s ({trained['env_steps_per_s']:.0f} env steps/s in rollouts), "
+        f"checkpoint {trained['checkpoint']}"
+    ]
+    if not cfg.ppo.init:
+        before = stages.evaluate(cfg, "bc", seed)
+        lines.append(eval_summary("bc", seed, before["summary"], str(run_dir.eval_file("bc", seed))))
+    after = stages.evaluate(cfg, name, seed)
+    lines.append(eval_summary(name, seed, after["summary"], str(run_dir.eval_file(name, seed))))
+    return "\n".join(lines)
