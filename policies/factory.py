@@ -58,6 +58,19 @@ def build_policy(
     stats: dict[str, FeatureStats],
     encoder_factory: EncoderFactory | None = None,
 ) -> FlowChunkPolicy:
+    """The flow chunk policy ``policy_cfg.kind`` names: ``flow`` (:class:`FlowChunkPolicy` on the
+    encoder from ``encoder_factory``) or ``vla`` (:class:`robot_rl.policies.vla.VLAPolicy`, a subclass,
+    which loads its VLM backbone from ``policy.vla.vlm``).
+
+    Raises:
+        ValueError: unknown ``policy.kind``; the VLA policy's errors (a missing extra, an unloadable VLM).
+    """
+    if policy_cfg.kind == "vla":
+        from .vla import VLAPolicy
+
+        return VLAPolicy(policy_cfg, obs_shapes, action_dim, stats)
+    if policy_cfg.kind != "flow":
+        raise ValueError(f"unknown policy.kind {policy_cfg.kind!r}; expected 'flow' or 'vla'")
     factory = encoder_factory or default_encoder_factory(
         obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
     )
