@@ -51,6 +51,8 @@ def load_vlm(ref: str, dtype: str = "float32") -> tuple[nn.Module, Any]:
     transformers = _transformers()
     if not ref:
         raise VLMLoadError("policy.vla.vlm is empty: set --policy.vla.vlm=<hub id or local folder>")
+    if ref.startswith((".", "/", "~")) and not Path(ref).expanduser().is_dir():
+        raise VLMLoadError(f"policy.vla.vlm={ref!r}: no such model folder")
     try:
         processor = transformers.AutoProcessor.from_pretrained(ref, local_files_only=True)
         model = transformers.AutoModelForImageTextToText.from_pretrained(
