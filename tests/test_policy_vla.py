@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from tiny_vlm import IMAGE, build_tiny_vlm  # noqa: E402
+from tiny_vlm import IMAGE, build_tiny_paligemma, build_tiny_vlm  # noqa: E402
 
 from robot_rl.cli.main import main  # noqa: E402
 from robot_rl.config import PolicyConfig, VLAConfig  # noqa: E402
@@ -209,3 +209,20 @@ def test_cli_train_and_eval_on_a_camera_dataset(vlm, tmp_path, capsys):
     )
     assert code != 0
     assert "no task column" in capsys.readouterr().err
+
+
+def test_paligemma_backbone_with_two_cameras_and_lora(tmp_path):
+    ref = build_tiny_paligemma(tmp_path / "paligemma")
+    shapes = SHAPES | {"observation.images.wrist": (IMAGE, IMAGE, 3)}
+    torch.manual_seed(0)
+    policy = build_policy(_cfg(ref, lora_rank=2), shapes, D, _stats())
+    assert policy.image_keys == ["observation.images.front", "observation.images.wrist"]
+    trainable = [n for n, p in policy.backbone.named_parameters() if p.requires_grad]
+    assert trainable and all("language_model" in n and "lora_" in n for n in trainable)
+    calls = []
+    policy.backbone.model.register_forward_hook(lambda *_: calls.append(1))
+    obs = _obs(2) | {"observation.images.wrist": _obs(2, seed=1)["observation.images.front"]}
+    chunk = policy.act(obs)
+    assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all() and len(calls) == 1
+    image_tokens = 2 * (IMAGE // 8) ** 2  # 16 SigLIP tokens per camera, both cameras in the prefix
+    assert policy.encode(obs).shape[1] > image_tokens

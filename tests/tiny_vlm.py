@@ -102,3 +102,36 @@ def build_tiny_vlm(path: str | Path, seed: int = 0) -> Path:
     Idefics3ForConditionalGeneration(config).save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def build_tiny_paligemma(path: str | Path, seed: int = 0) -> Path:
+    """Save a tiny PaliGemma (SigLIP vision: 32x32 images, 8x8 patches -> 16 image tokens; a 2-layer Gemma
+    of width 64) + processor under ``path``, loadable offline with the Auto classes."""
+    from transformers import (
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessorPil,
+    )
+
+    path = Path(path)
+    tokenizer = _tokenizer()
+    tokens = (IMAGE // PATCH) ** 2
+    image_processor = SiglipImageProcessorPil(size={"height": IMAGE, "width": IMAGE})
+    image_processor.image_seq_length = tokens
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer)
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    vision |= {"image_size": IMAGE, "patch_size": PATCH, "projection_dim": 64}
+    text = {"model_type": "gemma", "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128}
+    text |= {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16}
+    config = PaliGemmaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        projection_dim=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    PaliGemmaForConditionalGeneration(config).save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
