@@ -121,7 +121,7 @@ def test_lora_trains_only_adapters_and_checkpoints_only_them(vlm, tmp_path):
     assert not any(k.startswith("backbone.") for k in only_expert.state_dict())
 
 
-@pytest.mark.parametrize("vla", [{}, {"lora_rank": 2}])
+@pytest.mark.parametrize("vla", [{}, {"lora_rank": 2, "dtype": "bfloat16"}])
 def test_checkpoint_round_trip_gives_identical_chunks(vlm, tmp_path, vla):
     policy = _policy(vlm, **vla)
     _train(policy, 2)
