@@ -252,3 +252,19 @@ def test_small_from_scratch_backbone_reads_minilm_and_round_trips(tmp_path):
     loaded, _, _ = load_policy(tmp_path / "ckpt")
     noise = torch.randn(2, 1, H, D, generator=torch.Generator().manual_seed(3))
     assert torch.equal(policy.act(obs, noise), loaded.act(obs, noise))
+
+
+@pytest.mark.parametrize("method", ["qc", "qc_fql"])
+def test_offline_rl_agents_run_on_the_vla_policy(vlm, method):
+    from robot_rl.config import OfflineRLConfig
+    from robot_rl.policies import build_agent
+    from robot_rl.policies.fakes import fake_batch
+
+    offline = OfflineRLConfig(best_of_n=4, critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
+    torch.manual_seed(0)
+    agent = build_agent(method, _cfg(vlm), offline, SHAPES, D, _stats())
+    assert isinstance(agent.policy, VLAPolicy)
+    metrics = agent.update(fake_batch(4, H, SHAPES, D, seed=0))
+    assert all(np.isfinite(v) for v in metrics.values())
+    chunk = agent.act(fake_batch(2, H, SHAPES, D, seed=1)["observations"])
+    assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all()
