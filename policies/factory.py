@@ -261,8 +261,8 @@ def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
         shapes / action dim / horizon differ from the agent's (names the key and both values).
     """
     state_dicts, config, _ = load_checkpoint(bc_checkpoint)
-    enc = agent.policy.encoder
     policy = agent.policy
+    enc = getattr(policy, "encoder", policy)  # a VLAPolicy has no encoder and holds obs_shapes itself
     check_compatible(
         config, getattr(enc, "obs_shapes", {}), policy.action_dim, where=bc_checkpoint, horizon=policy.horizon
     )

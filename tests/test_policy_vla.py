@@ -255,7 +255,7 @@ def test_small_from_scratch_backbone_reads_minilm_and_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["qc", "qc_fql"])
-def test_offline_rl_agents_run_on_the_vla_policy(vlm, method):
+def test_offline_rl_agents_run_on_the_vla_policy(vlm, method, tmp_path):
     from robot_rl.config import OfflineRLConfig
     from robot_rl.policies import build_agent
     from robot_rl.policies.fakes import fake_batch
@@ -268,3 +268,11 @@ def test_offline_rl_agents_run_on_the_vla_policy(vlm, method):
     assert all(np.isfinite(v) for v in metrics.values())
     chunk = agent.act(fake_batch(2, H, SHAPES, D, seed=1)["observations"])
     assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all()
+    if method == "qc":  # offline RL warm-starts from a VLA BC checkpoint
+        from robot_rl.policies.factory import save_agent, warm_start_from_bc
+
+        bc = build_agent("bc", _cfg(vlm), offline, SHAPES, D, _stats())
+        config = {"policy": {"kind": "vla", "horizon": H, "flow_steps": 4, "vla": vars(_cfg(vlm).vla)}}
+        save_agent(tmp_path / "bc", bc, config, _stats(), SHAPES, D)
+        warm_start_from_bc(agent, tmp_path / "bc")
+        assert torch.equal(agent.policy.expert.action_out.weight, bc.policy.expert.action_out.weight)
