@@ -59,6 +59,19 @@ def build_policy(
     stats: dict[str, FeatureStats],
     encoder_factory: EncoderFactory | None = None,
 ) -> FlowChunkPolicy:
+    """The flow chunk policy ``policy_cfg.kind`` names: ``flow`` (:class:`FlowChunkPolicy` on the
+    encoder from ``encoder_factory``) or ``vla`` (:class:`robot_rl.policies.vla.VLAPolicy`, a subclass,
+    which loads its VLM backbone from ``policy.vla.vlm``).
+
+    Raises:
+        ValueError: unknown ``policy.kind``; the VLA policy's errors (a missing extra, an unloadable VLM).
+    """
+    if policy_cfg.kind == "vla":
+        from .vla import VLAPolicy
+
+        return VLAPolicy(policy_cfg, obs_shapes, action_dim, stats)
+    if policy_cfg.kind != "flow":
+        raise ValueError(f"unknown policy.kind {policy_cfg.kind!r}; expected 'flow' or 'vla'")
     factory = encoder_factory or default_encoder_factory(
         obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
     )
@@ -252,8 +265,8 @@ def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
         shapes / action dim / horizon differ from the agent's (names the key and both values).
     """
     state_dicts, config, _ = load_checkpoint(bc_checkpoint)
-    enc = agent.policy.encoder
     policy = agent.policy
+    enc = getattr(policy, "encoder", policy)  # a VLAPolicy has no encoder and holds obs_shapes itself
     check_compatible(
         config, getattr(enc, "obs_shapes", {}), policy.action_dim, where=bc_checkpoint, horizon=policy.horizon
     )

@@ -258,6 +258,40 @@ class CollectConfig:
 
 
 @dataclass
+class VLAConfig:
+    """The VLA policy (``policy.kind=vla``, :mod:`robot_rl.policies.vla`): a Hugging Face image-text-to-text
+    VLM backbone with a flow-matching action expert.
+
+    ``vlm``: the backbone's hub id or local folder (loaded offline, never downloaded; ``hf download <id>``
+    first). ``freeze_vision``: keep the vision encoder frozen. ``lora_rank``: > 0 trains peft LoRA adapters
+    on the language model's attention projections (its base weights frozen); 0 fine-tunes the language
+    model unless ``train_expert_only``, which freezes the whole backbone (only the expert and projections
+    train). ``dtype``: the backbone's ``float32`` or ``bfloat16`` (the expert is float32).
+    ``expert_layers``/``expert_width``: the action expert's transformer depth and width (a multiple of 32;
+    heads of 32 dims). ``max_text_tokens``: longest instruction in tokens; a longer one is an error.
+    ``image_size``: every camera image is resized to image_size x image_size before the VLM's processor
+    (0 = as recorded). ``instruction``: the instruction used when an observation has no ``task`` (training
+    fills it from a single-task dataset; set it to prompt a policy with another wording).
+    ``backbone``: ``vlm`` (the VLM above) or ``small``: a from-scratch backbone that learns on a CPU (the
+    frozen offline MiniLM sentence embedding of the instruction plus a small CNN per camera; needs the
+    ``critic`` extra; ``vlm``, ``freeze_vision``, ``lora_rank``, ``train_expert_only`` and ``dtype`` do
+    not apply).
+    """
+
+    backbone: str = "vlm"
+    vlm: str = ""
+    freeze_vision: bool = True
+    lora_rank: int = 0
+    train_expert_only: bool = False
+    dtype: str = "float32"
+    expert_layers: int = 4
+    expert_width: int = 256
+    max_text_tokens: int = 48
+    image_size: int = 0
+    instruction: str = ""
+
+
+@dataclass
 class PolicyConfig:
     """Flow-matching action-chunk policy (ALGORITHMS.md §2).
 
@@ -274,8 +308,12 @@ class PolicyConfig:
     q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
     space when it trains on the run's own dataset, else the dataset's min/max are used. Set them to your
     robot's limits.
+    ``kind``: ``flow`` (the state/CNN flow policy above) or ``vla`` (a VLM backbone with a flow action
+    expert, configured by ``vla``: :class:`VLAConfig`).
     """
 
+    kind: str = "flow"
+    vla: VLAConfig = field(default_factory=VLAConfig)
     horizon: int = 5
     flow_steps: int = 10
     hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])

@@ -99,6 +99,14 @@ RULES: dict[str, Range | Choice] = {
     "policy.ensemble_decay": NONNEG,
     "policy.action_low": ANY,
     "policy.action_high": ANY,
+    "policy.kind": Choice(("flow", "vla")),
+    "policy.vla.backbone": Choice(("vlm", "small")),
+    "policy.vla.lora_rank": NONNEG_INT,
+    "policy.vla.dtype": Choice(("float32", "bfloat16")),
+    "policy.vla.expert_layers": COUNT,
+    "policy.vla.expert_width": COUNT,
+    "policy.vla.max_text_tokens": COUNT,
+    "policy.vla.image_size": NONNEG_INT,
     "deploy.timeout_s": POSITIVE,
     "deploy.async_lead": NONNEG_INT,
     "deploy.async_blend": NONNEG_INT,
@@ -264,6 +272,10 @@ def problems(cfg: Any) -> list[str]:
         out.append(f"device={cfg.device!r}: must be cpu, cuda, cuda:N or mps")
     if not cfg.seeds:
         out.append("seeds=[]: give at least one training seed")
+    if cfg.policy.vla.expert_width % 32:
+        out.append(f"policy.vla.expert_width={cfg.policy.vla.expert_width}: must be a multiple of 32")
+    if cfg.policy.kind == "vla" and cfg.policy.vla.backbone == "vlm" and not cfg.policy.vla.vlm:
+        out.append("policy.vla.vlm is empty: policy.kind=vla needs a VLM hub id or local folder")
     if cfg.data.image_size and len(cfg.data.image_size) != 2:
         out.append(f"data.image_size={cfg.data.image_size!r}: must be [] or [H, W]")
     fracs = ("mismatch_frac", "stagnation_frac", "failed_frac")

@@ -57,48 +57,112 @@ def _tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def build_tiny_vlm(path: str | Path, seed: int = 0) -> Path:
-    """Save a tiny Idefics3 model + processor under ``path`` (loadable with the Auto classes, offline)."""
-    path = Path(path)
-    tokenizer = _tokenizer()
-    image_processor = Idefics3ImageProcessorPil(
-        do_image_splitting=False,
-        size={"longest_edge": IMAGE},
-        max_image_size={"longest_edge": IMAGE},
-    )
-    processor = Idefics3Processor(
-        image_processor,
-        tokenizer,
-        image_seq_len=(IMAGE // PATCH) ** 2 // SCALE**2,
-        chat_template=CHAT_TEMPLATE,
-    )
-    vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "image_size": IMAGE,
-        "patch_size": PATCH,
-    }
-    text = {
-        "model_type": "llama",
-        "vocab_size": len(tokenizer),
+# SmolVLM-256M-Instruct's architecture (its config.json): SigLIP-B/16 at 512 px, pixel shuffle 4 (64 image
+# tokens), SmolLM2-135M-style Llama (30 layers of width 576, 9 heads, 3 KV heads, vocabulary 49280).
+SMOLVLM_256M = {
+    "image": 512,
+    "patch": 16,
+    "scale": 4,
+    "vision": {
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+    },
+    "text": {
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "vocab_size": 49280,
+        "max_position_embeddings": 8192,
+    },
+}
+TINY = {
+    "image": IMAGE,
+    "patch": PATCH,
+    "scale": SCALE,
+    "vision": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4},
+    "text": {
         "hidden_size": 64,
         "intermediate_size": 128,
         "num_hidden_layers": 2,
         "num_attention_heads": 4,
         "num_key_value_heads": 4,
         "max_position_embeddings": 512,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    },
+}
+
+
+def build_tiny_vlm(path: str | Path, seed: int = 0) -> Path:
+    """Save the :data:`TINY` Idefics3 model + processor under ``path`` (loadable with the Auto classes,
+    offline)."""
+    path = Path(path)
+    model, processor = random_idefics3(TINY, seed)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+def random_idefics3(sizes: dict, seed: int = 0) -> tuple[Idefics3ForConditionalGeneration, Idefics3Processor]:
+    """A randomly initialised Idefics3 model and its processor of ``sizes`` (:data:`TINY`, or
+    :data:`SMOLVLM_256M` for benchmarks). The tokenizer is always the tiny one (its ids fit any larger
+    vocabulary)."""
+    image, patch, scale = sizes["image"], sizes["patch"], sizes["scale"]
+    tokenizer = _tokenizer()
+    image_processor = Idefics3ImageProcessorPil(
+        do_image_splitting=False,
+        size={"longest_edge": image},
+        max_image_size={"longest_edge": image},
+    )
+    processor = Idefics3Processor(
+        image_processor,
+        tokenizer,
+        image_seq_len=(image // patch) ** 2 // scale**2,
+        chat_template=CHAT_TEMPLATE,
+    )
+    vision = sizes["vision"] | {"image_size": image, "patch_size": patch}
+    text = {"model_type": "llama", "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
     config = Idefics3Config(
         vision_config=vision,
-        text_config=text,
-        scale_factor=SCALE,
+        text_config=text | sizes["text"],
+        scale_factor=scale,
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    Idefics3ForConditionalGeneration(config).save_pretrained(path)
+    return Idefics3ForConditionalGeneration(config), processor
+
+
+def build_tiny_paligemma(path: str | Path, seed: int = 0) -> Path:
+    """Save a tiny PaliGemma (SigLIP vision: 32x32 images, 8x8 patches -> 16 image tokens; a 2-layer Gemma
+    of width 64) + processor under ``path``, loadable offline with the Auto classes."""
+    from transformers import (
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessorPil,
+    )
+
+    path = Path(path)
+    tokenizer = _tokenizer()
+    tokens = (IMAGE // PATCH) ** 2
+    image_processor = SiglipImageProcessorPil(size={"height": IMAGE, "width": IMAGE})
+    image_processor.image_seq_length = tokens
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer)
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    vision |= {"image_size": IMAGE, "patch_size": PATCH, "projection_dim": 64}
+    text = {"model_type": "gemma", "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128}
+    text |= {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16}
+    config = PaliGemmaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        projection_dim=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    PaliGemmaForConditionalGeneration(config).save_pretrained(path)
     processor.save_pretrained(path)
     return path

@@ -16,7 +16,7 @@ import torch
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.algos.targets import reward_affine
-from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, config_to_dict
+from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
 from robot_rl.eval.q_values import q_calibration
 from robot_rl.eval.report import plot_training
@@ -75,7 +75,8 @@ def train_agent(
     if on_features is not None:
         on_features(data.feature_use)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
-    cfg = replace(cfg, policy=replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg)))
+    policy_cfg = replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg))
+    cfg = replace(cfg, policy=_with_instruction(policy_cfg, data.tasks, data.dataset.root))
     if algo != "bc":
         cfg = replace(cfg, offline=resolve_reward_range(cfg.offline, data.train.sampler.rewards))
     torch.manual_seed(seed)
@@ -157,6 +158,25 @@ def _action_box(cfg: PipelineConfig) -> dict[str, list[float]]:
     from robot_rl.sim import action_box
 
     return action_box(cfg.env)
+
+
+def _with_instruction(policy: PolicyConfig, tasks: list[str], root: Path) -> PolicyConfig:
+    """A VLA policy reads the instruction: each frame's ``task`` of a multi-task dataset, else
+    ``policy.vla.instruction``, filled here with a single-task dataset's task unless set.
+
+    Raises:
+        ConfigError: ``policy.kind=vla`` on a dataset without task strings (names the dataset).
+    """
+    if policy.kind != "vla":
+        return policy
+    if not any(t.strip() for t in tasks):
+        raise ConfigError(
+            f"{root}: the dataset has no task column (tasks {tasks}); policy.kind=vla is conditioned on the "
+            "language instruction: record the demos with a task, or set one for every episode"
+        )
+    if len(tasks) > 1 or policy.vla.instruction:
+        return policy
+    return replace(policy, vla=replace(policy.vla, instruction=tasks[0]))
 
 
 def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:
