@@ -218,7 +218,8 @@ class RandomizeConfig:
 
     - ``object_mass_scale``: factor on the objects' mass and inertia (unitless, > 0).
     - ``object_friction_scale``: factor on the objects' geom friction (sliding, torsional, rolling; > 0).
-    - ``object_size_scale``: factor on the objects' geom sizes and offsets (> 0; placed clear of the floor).
+    - ``object_size_scale``: factor on the objects' geom sizes and offsets (> 0; a cube resting on the floor
+      stays resting on it; success heights stay the nominal ones).
     - ``object_pos_jitter_m``: offset added to each object's initial x and y (m, each axis drawn).
     - ``object_yaw_jitter_rad``: rotation added to each object's initial yaw about world z (rad).
     - ``joint_damping_scale``: factor on the robot's joint damping (arm and gripper dofs; > 0).
