@@ -141,6 +141,20 @@ def test_pose_jitter_moves_the_cube_from_its_own_stream():
     np.testing.assert_array_equal(obs_j[keys.STATE], obs_p[keys.STATE])
 
 
+def test_yaw_and_size_knobs_set_the_initial_cube_pose():
+    plain, rand = _env(), _env(object_yaw_jitter_rad=[0.3, 0.3], object_size_scale=[1.5, 1.5])
+    obs_p, _ = plain.reset(seed=4)
+    obs_r, _ = rand.reset(seed=4)
+    pose_p, pose_r = obs_p[keys.ENV_STATE], obs_r[keys.ENV_STATE]
+    np.testing.assert_array_equal(pose_r[:2], pose_p[:2])
+    assert pose_r[2] == pytest.approx(1.5 * pose_p[2])  # a larger cube still rests on the floor
+    np.testing.assert_allclose(pose_r[3:], [np.cos(0.15), 0, 0, np.sin(0.15)], atol=1e-6)
+    np.testing.assert_array_equal(obs_r[keys.STATE], obs_p[keys.STATE])
+    for _ in range(5):  # and stays there: no interpenetration kick
+        obs_r = rand.step(np.zeros(4))[0]
+    assert obs_r[keys.ENV_STATE][2] == pytest.approx(1.5 * pose_p[2], abs=1e-3)
+
+
 def test_action_delay_applies_the_action_from_k_steps_ago():
     delayed = _env(action_delay_steps=[2, 2])
     plain = _env()
