@@ -212,6 +212,59 @@ class RobotConfig:
 
 
 @dataclass
+class RandomizeConfig:
+    """Sim-to-real randomisation of the built-in tasks (``env.randomize``, :mod:`robot_rl.sim.randomize`).
+
+    Every key is a range ``[low, high]`` drawn uniformly once per episode from the episode's reset seed
+    (its own generator: the task's other draws are unchanged), or ``[]`` (the default): off. With every key
+    off the env is bit-identical to one without this section. "Objects" are the task's free bodies (cubes).
+
+    - ``object_mass_scale``: factor on the objects' mass and inertia (unitless, > 0).
+    - ``object_friction_scale``: factor on the objects' geom friction (sliding, torsional, rolling; > 0).
+    - ``object_size_scale``: factor on the objects' geom sizes and offsets (> 0; a cube resting on the floor
+      stays resting on it; success heights stay the nominal ones).
+    - ``object_pos_jitter_m``: offset added to each object's initial x and y (m, each axis drawn).
+    - ``object_yaw_jitter_rad``: rotation added to each object's initial yaw about world z (rad).
+    - ``joint_damping_scale``: factor on the robot's joint damping (arm and gripper dofs; > 0).
+    - ``armature_scale``: factor on the robot's joint armature (rotor inertia; > 0).
+    - ``actuator_kp_scale``: factor on the arm controller's joint stiffness Kp and the gripper actuator's kp.
+    - ``actuator_kd_scale``: factor on the arm controller's joint damping Kd and the gripper actuator's kv.
+    - ``action_delay_steps``: control latency k (whole control steps, >= 0): the command applied is the
+      action given k steps earlier; the first k steps apply the initial command (hold, gripper open).
+    - ``action_noise_std``: std of Gaussian noise on the applied action, in normalised units (a fraction of
+      the action box's half-width per dimension), clipped to the box; drawn every step.
+    - ``obs_noise_std``: std of Gaussian noise added to ``observation.state`` (its units: rad, rad/s, m);
+      drawn every step; the physics is unaffected.
+    - ``camera_pos_jitter_m``: offset added to each camera's position (m, each axis drawn).
+    - ``camera_rot_jitter_rad``: rotation of each camera (rad; rotation vector, each axis drawn).
+    - ``camera_fovy_jitter_deg``: offset added to each camera's vertical field of view (deg).
+    - ``light_pos_jitter_m``: offset added to each light's position (m, each axis drawn).
+    - ``light_diffuse_scale``: factor on each light's diffuse colour (>= 0).
+    - ``rgba_jitter``: offset added to each geom's and material's r, g, b (each channel drawn; clipped to
+      [0, 1]); it tints textured materials.
+    """
+
+    object_mass_scale: list[float] = field(default_factory=list)
+    object_friction_scale: list[float] = field(default_factory=list)
+    object_size_scale: list[float] = field(default_factory=list)
+    object_pos_jitter_m: list[float] = field(default_factory=list)
+    object_yaw_jitter_rad: list[float] = field(default_factory=list)
+    joint_damping_scale: list[float] = field(default_factory=list)
+    armature_scale: list[float] = field(default_factory=list)
+    actuator_kp_scale: list[float] = field(default_factory=list)
+    actuator_kd_scale: list[float] = field(default_factory=list)
+    action_delay_steps: list[int] = field(default_factory=list)
+    action_noise_std: list[float] = field(default_factory=list)
+    obs_noise_std: list[float] = field(default_factory=list)
+    camera_pos_jitter_m: list[float] = field(default_factory=list)
+    camera_rot_jitter_rad: list[float] = field(default_factory=list)
+    camera_fovy_jitter_deg: list[float] = field(default_factory=list)
+    light_pos_jitter_m: list[float] = field(default_factory=list)
+    light_diffuse_scale: list[float] = field(default_factory=list)
+    rgba_jitter: list[float] = field(default_factory=list)
+
+
+@dataclass
 class EnvConfig:
     """Which environment runs and how.
 
@@ -227,7 +280,8 @@ class EnvConfig:
     (``so101``, ``ur``, ...), the env id for a foreign env. The task suite's ids
     (``robot_rl.sim.tasks.TASKS``: ``robot_rl/PandaPickColour-v0``, ``PandaPlaceInBin-v0``, ``PandaStack-v0``,
     ``PandaPushToTarget-v0``, ``PandaOpenDrawer-v0``) are built-in tasks too: scripted experts for
-    ``collect``, ``mujoco_cpu``.
+    ``collect``, ``mujoco_cpu``. ``randomize`` (:class:`RandomizeConfig`, default all off) randomises the
+    built-in tasks' dynamics, timing and visuals per episode (sim-to-real); foreign envs and robots ignore it.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -245,6 +299,7 @@ class EnvConfig:
     backend: str = "gym_vector"
     kwargs: dict[str, Any] = field(default_factory=dict)
     robot: RobotConfig | None = None
+    randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
 
 
 @dataclass

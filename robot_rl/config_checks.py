@@ -75,6 +75,42 @@ DISCOUNT = Range(0, 1, lo_open=True)  # (0, 1]
 ANY = Range()  # any finite number
 CRITIC_AGG = Choice(("mean", "min", "min_random2"))
 
+RANDOMIZE_RULES: dict[str, Range | Choice] = {
+    "object_mass_scale": POSITIVE,
+    "object_friction_scale": POSITIVE,
+    "object_size_scale": POSITIVE,
+    "object_pos_jitter_m": ANY,
+    "object_yaw_jitter_rad": ANY,
+    "joint_damping_scale": POSITIVE,
+    "armature_scale": POSITIVE,
+    "actuator_kp_scale": POSITIVE,
+    "actuator_kd_scale": POSITIVE,
+    "action_delay_steps": NONNEG_INT,
+    "action_noise_std": NONNEG,
+    "obs_noise_std": NONNEG,
+    "camera_pos_jitter_m": ANY,
+    "camera_rot_jitter_rad": ANY,
+    "camera_fovy_jitter_deg": ANY,
+    "light_pos_jitter_m": ANY,
+    "light_diffuse_scale": NONNEG,
+    "rgba_jitter": ANY,
+}
+"""``env.randomize.<key>`` rules (:class:`~robot_rl.config.RandomizeConfig`), per element of the range."""
+
+
+def randomize_problems(randomize: Any) -> list[str]:
+    """Problems of ``env.randomize`` (a :class:`~robot_rl.config.RandomizeConfig`) beyond the per-element
+    rules: each range must be ``[]`` or ``[low, high]`` with ``low <= high``; each names its key."""
+    out = []
+    for k in RANDOMIZE_RULES:
+        value = getattr(randomize, k)
+        if len(value) not in (0, 2):
+            out.append(f"env.randomize.{k}={value!r}: must be [] (off) or a range [low, high]")
+        elif value and not value[0] <= value[1]:
+            out.append(f"env.randomize.{k}={value!r}: low must be <= high")
+    return out
+
+
 RULES: dict[str, Range | Choice] = {
     "seeds": NONNEG_INT,
     "checkpoint_every": COUNT,
@@ -87,6 +123,7 @@ RULES: dict[str, Range | Choice] = {
     "env.lift_height_m": POSITIVE,
     "env.num_envs": COUNT,
     "env.backend": Choice(("gym_vector", "mujoco_cpu")),  # robot_rl.sim.batched_factory.BACKENDS
+    **{f"env.randomize.{k}": r for k, r in RANDOMIZE_RULES.items()},
     "collect.num_episodes": COUNT,
     "collect.expert_noise": NONNEG,
     "collect.seed": NONNEG_INT,
@@ -297,6 +334,9 @@ def problems(cfg: Any) -> list[str]:
         out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
     if cfg.env.adapter is not None:
         out += adapter_problems(cfg.env.adapter)
+    out += randomize_problems(cfg.env.randomize)
+    if cfg.env.robot is not None and any(getattr(cfg.env.randomize, k) for k in RANDOMIZE_RULES):
+        out.append("env.randomize: randomises the simulator only; unset it with env.robot")
     return out + deploy_problems(cfg)
 
 

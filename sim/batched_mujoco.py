@@ -10,7 +10,8 @@ different envs runs in parallel threads, while the controller's numpy lines (abo
 the once-per-step IK hold it. Envs are split into one contiguous shard per thread.
 
 Cameras are rendered on the calling thread after the physics, all envs with one offscreen renderer (one GL
-context; the models are copies of one scene), so GL never runs in the pool.
+context; the models are copies of one scene, each env's own model gives its visuals, e.g. its
+``env.randomize`` draws), so GL never runs in the pool.
 """
 
 from __future__ import annotations
@@ -153,6 +154,6 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         obs = {k: np.stack([o[k] for o in self._obs]) for k in (keys.STATE, keys.ENV_STATE)}
         for cam, name in zip(self.cameras, self._camera_names, strict=True):
             obs[keys.image_key(cam)] = np.stack(
-                [self._renderer.render(env.data, name, self.image_size) for env in self.envs]
+                [self._renderer.render(env.data, name, self.image_size, env.model) for env in self.envs]
             )
         return obs

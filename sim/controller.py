@@ -5,7 +5,8 @@ Once per control step, :meth:`DiffIKController.set_target` solves damped-least-s
 Gauss-Newton iterations on a scratch ``MjData``) for joint targets that put the pinch site at the target
 position with a fixed pointing-down orientation, with a null-space pull towards the home posture and joint
 targets kept inside the joint limits. Every physics step :meth:`DiffIKController.torques` computes
-``tau = Kp (q* - q) - Kd dq + qfrc_bias`` (N m), clipped to the actuator torque limits.
+``tau = Kp (q* - q) - Kd dq + qfrc_bias`` (N m; ``kp``/``kd`` default to :data:`KP`/:data:`KD`), clipped
+to the actuator torque limits.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class DiffIKController:
         self._vs = _as_slice(self.dof_adr)
         self._cs = _as_slice(self.ctrl_adr)
         self._tau = np.zeros(7)
+        self.kp, self.kd = KP.copy(), KD.copy()  # per instance: env.randomize scales them per episode
 
     def solve(self, qpos: np.ndarray, target_pos: np.ndarray, iterations: int | None = None) -> np.ndarray:
         """Joint positions (7,) rad, within limits, placing the pinch site at ``target_pos`` (3,) m.
@@ -113,8 +115,8 @@ class DiffIKController:
         """
         tau = self._tau
         np.subtract(self.q_des, data.qpos[self._qs], out=tau)
-        tau *= KP
-        tau -= KD * data.qvel[self._vs]
+        tau *= self.kp
+        tau -= self.kd * data.qvel[self._vs]
         tau += data.qfrc_bias[self._vs]
         np.minimum(tau, self.tau_high, out=tau)
         np.maximum(tau, self.tau_low, out=tau)

@@ -26,8 +26,8 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     :class:`robot_rl.hardware.robot_env.RobotEnv` (same keys and spaces; it connects the robot).
 
     Raises:
-        ValueError: invalid built-in env settings (rates, cameras, render mode), or ``cfg.robot`` with a
-            foreign id.
+        ValueError: invalid built-in env settings (rates, cameras, render mode, ``cfg.randomize``),
+            ``cfg.robot`` with a foreign id, or ``cfg.randomize`` set for a foreign id.
         HardwareError: the robot or a camera cannot be reached (names it).
         AdapterError: the adapter does not fit the foreign env (unknown key, wrong shape; a ConfigError).
         gymnasium.error.Error: an unregistered id.
@@ -44,6 +44,10 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     if cfg.id in TASKS:
         # Constructed directly: gym.make would swallow max_episode_steps into its own TimeLimit wrapper.
         return build_task_env(cfg, render_mode)
+    from robot_rl.sim.randomize import is_enabled
+
+    if is_enabled(cfg.randomize):
+        raise ValueError(f"env.randomize randomises the built-in tasks only, not env.id={cfg.id!r}; unset it")
     from robot_rl.sim.adapter import make_foreign_env
 
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)

@@ -38,8 +38,10 @@ import numpy as np
 from gymnasium import spaces
 
 from robot_rl import keys
+from robot_rl.config import RandomizeConfig
 from robot_rl.sim.assets import load_model
 from robot_rl.sim.controller import DiffIKController
+from robot_rl.sim.randomize import Randomizer
 
 MAX_DELTA_M = 0.03
 """Largest end-effector target move per control step (m)."""
@@ -106,6 +108,7 @@ class PandaTaskEnv(gym.Env):
         render_mode: ``None`` or ``"rgb_array"``.
         torque_every: physics steps per controller torque update (1 = every physics step).
         reward: one of :attr:`reward_modes` (``"sparse"``: 1 on success).
+        randomize: ``env.randomize`` ranges (:mod:`robot_rl.sim.randomize`); ``None``: none.
 
     Raises:
         ValueError: bad rates, unknown camera, render mode or reward, non-positive sizes or step counts.
@@ -130,6 +133,7 @@ class PandaTaskEnv(gym.Env):
         render_mode: str | None = None,
         torque_every: int = 1,
         reward: str = "sparse",
+        randomize: RandomizeConfig | None = None,
     ) -> None:
         if reward not in self.reward_modes:
             raise ValueError(f"reward must be one of {self.reward_modes}, got {reward!r}")
@@ -189,6 +193,7 @@ class PandaTaskEnv(gym.Env):
         self._target = HOME_PINCH_POS.copy()
         self._steps = 0
         self._held = 0
+        self.randomizer = Randomizer(self, randomize)
 
     def _qpos_with(self, arm_q: np.ndarray) -> np.ndarray:
         qpos = self.model.qpos0.copy()
@@ -235,6 +240,7 @@ class PandaTaskEnv(gym.Env):
         mujoco.mj_resetData(m, d)
         d.qpos[self._arm_q] = self.q_home
         self._place_objects()
+        self.randomizer.reset(seed)
         mujoco.mj_forward(m, d)
         self._target = d.site_xpos[self._pinch].copy()
         self.controller.q_des = self.q_home.copy()
@@ -248,7 +254,7 @@ class PandaTaskEnv(gym.Env):
 
     def step(self, action: np.ndarray):
         """Advance one control step (``n_substeps`` physics steps); returns the gymnasium 5-tuple."""
-        a = self.check_action(action)
+        a = self.randomizer.action(self.check_action(action))
         m, d = self.model, self.data
         pinch = d.site_xpos[self._pinch]
         target = np.clip(self._target + a[:3], WORKSPACE_LOW, WORKSPACE_HIGH)
@@ -319,6 +325,7 @@ class PandaTaskEnv(gym.Env):
                 [d.qpos[self._driver_qpos] / 0.8],
             ]
         ).astype(np.float32)
+        state = self.randomizer.observe(state)
         obs = {keys.STATE: state, keys.ENV_STATE: np.asarray(self._env_state(), dtype=np.float32)}
         if self.cameras:
             renderer = self._get_renderer()

@@ -148,8 +148,12 @@ class OffscreenRenderer:
             atexit.register(_close_all)
             _atexit_registered = True
 
-    def render(self, data: mujoco.MjData, camera: str, size: int) -> np.ndarray:
-        """uint8 (size, size, 3) RGB image from camera ``camera`` (a name in the model).
+    def render(
+        self, data: mujoco.MjData, camera: str, size: int, model: mujoco.MjModel | None = None
+    ) -> np.ndarray:
+        """uint8 (size, size, 3) RGB image from camera ``camera`` (a name in the model). ``model``: a copy of
+        the renderer's model with other visual parameters (camera poses, lights, colours; e.g. an env's
+        ``env.randomize`` draws) to render ``data`` with; default the renderer's.
 
         Raises:
             ValueError: ``size`` exceeds the model's offscreen buffer or the camera does not exist.
@@ -162,7 +166,13 @@ class OffscreenRenderer:
         self._ctx.make_current()
         self._cam.fixedcamid = cam_id
         mujoco.mjv_updateScene(
-            self.model, data, self._opt, self._pert, self._cam, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+            self.model if model is None else model,
+            data,
+            self._opt,
+            self._pert,
+            self._cam,
+            mujoco.mjtCatBit.mjCAT_ALL,
+            self._scene,
         )
         viewport = mujoco.MjrRect(0, 0, size, size)
         mujoco.mjr_render(viewport, self._scene, self._con)

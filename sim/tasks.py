@@ -85,7 +85,8 @@ def make_expert(task_id: str, noise: float = 0.0, seed: int = 0):
 
 def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list[str] | None = None):
     """The suite env ``cfg.id`` with the rates, horizon, success rule and cameras of ``cfg`` (``cameras``
-    overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``).
+    overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``; so is
+    ``cfg.randomize``).
 
     Raises:
         ValueError: ``cfg.id`` is not a suite task, or invalid env settings (rates, cameras, render mode).
@@ -100,5 +101,6 @@ def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list
         cameras=list(cfg.cameras if cameras is None else cameras),
         image_size=cfg.image_size,
         render_mode=render_mode,
+        randomize=cfg.randomize,
         **cfg.kwargs,
     )
