@@ -148,7 +148,7 @@ def test_build_agent_from_pipeline_config():
 
 def test_unknown_method():
     with pytest.raises(ValueError, match="unknown method"):
-        build_agent("ppo", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+        build_agent("no_such_method", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
 
 
 def test_nan_in_padded_steps_is_ignored_but_not_in_valid_steps():
