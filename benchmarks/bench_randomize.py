@@ -11,14 +11,8 @@ dataset; prints a markdown table of success rate, mean episode length (control s
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
-
-from robot_rl.cli.envs import make_rollout_vec_env
-from robot_rl.config import load_config
-from robot_rl.rollout import rollout
-from robot_rl.sources import ExpertSource
+from bench_tasks import expert_rate  # the same rollout loop, one module beside this script
 
 CONFIG = "configs/panda_pick_cube.yaml"
 OBJECT = [
@@ -43,24 +37,6 @@ PRESETS = {"none": [], "object": OBJECT, "robot": ROBOT, "timing": TIMING, "all"
 """Override lists per preset (state-only: the expert reads no images, so visual knobs are left out)."""
 
 
-def expert_rate(overrides: list[str], episodes: int, noise: float) -> tuple[float, float, float]:
-    """(success rate, mean episode length in control steps, wall time s) of ``episodes`` expert demos."""
-    cfg = load_config(CONFIG, [f"--collect.expert_noise={noise}", "--env.num_envs=1", *overrides])
-    vec = make_rollout_vec_env(cfg.env, 1)
-    done = []
-    start = time.time()
-    try:
-        source = ExpertSource(1, noise, seed=0, task_id=cfg.env.id)
-        rollout(vec, source, list(range(episodes)), done.append)
-    finally:
-        vec.close()
-    return (
-        float(np.mean([e.success for e in done])),
-        float(np.mean([e.steps for e in done])),
-        time.time() - start,
-    )
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--episodes", type=int, default=50)
@@ -74,7 +50,7 @@ def main() -> None:
     for name in args.presets:
         cells, wall = [], 0.0
         for noise in args.noise:
-            rate, steps, secs = expert_rate(PRESETS[name], args.episodes, noise)
+            rate, steps, secs = expert_rate(CONFIG, args.episodes, noise, tuple(PRESETS[name]))
             cells.append(f"{rate:.2f} ({steps:.0f})")
             wall += secs
         print(f"| {name} | " + " | ".join(cells) + f" | {wall:.0f} |", flush=True)

@@ -29,9 +29,12 @@ CONFIGS = {
 }
 
 
-def expert_rate(config: str, episodes: int, noise: float) -> tuple[float, float, float]:
-    """(success rate, mean episode length in control steps, wall time s) of ``episodes`` expert demos."""
-    cfg = load_config(config, [f"--collect.expert_noise={noise}", "--env.num_envs=1"])
+def expert_rate(
+    config: str, episodes: int, noise: float, overrides: tuple[str, ...] = ()
+) -> tuple[float, float, float]:
+    """(success rate, mean episode length in control steps, wall time s) of ``episodes`` expert demos of
+    ``config`` plus ``overrides`` (command-line style), on env seeds ``0..episodes-1``."""
+    cfg = load_config(config, [f"--collect.expert_noise={noise}", "--env.num_envs=1", *overrides])
     vec = make_rollout_vec_env(cfg.env, 1)
     done = []
     start = time.time()

@@ -63,3 +63,23 @@ def test_sim_robot_node_runs_from_the_console_command():
     finally:
         proc.kill()
         node.close()
+
+
+def test_a_robot_node_keeps_the_configs_ros2_keys_and_sets_its_own(tmp_path):
+    """A config with its own ROS 2 arm (joints, topics) keeps them in a node; the node's transport, domain
+    and sim_prefix parameters win (the nodes used to replace the whole ``env.robot.ros2`` with defaults)."""
+    from robot_rl.hardware.ros2.node import robot_run_config
+
+    config = tmp_path / "arm.yaml"
+    config.write_text(
+        "env:\n  robot:\n    driver: ros2\n    timeout_s: 0.5\n    ros2:\n"
+        "      joint_states_topic: /my_arm/joint_states\n      domain_id: 3\n      ee_step_max: 0.01\n"
+        "  num_envs: 1\n"
+    )
+    args = parse_args(node_flags(17), "policy_node")
+    params = {"config": str(config), "overrides": "--env.robot.ros2.stale_s=0.2", "sim_prefix": ""}
+    ros2 = robot_run_config(args, params).env.robot.ros2
+    assert (ros2.joint_states_topic, ros2.ee_step_max, ros2.stale_s) == ("/my_arm/joint_states", 0.01, 0.2)
+    assert (ros2.domain_id, ros2.transport, ros2.loopback, ros2.sim_prefix) == (17, "cyclonedds", True, "")
+    fresh = robot_run_config(args, {"config": "", "overrides": "", "sim_prefix": "/sim"}).env.robot
+    assert (fresh.driver, fresh.ros2.domain_id, fresh.ros2.sim_prefix) == ("ros2", 17, "/sim")

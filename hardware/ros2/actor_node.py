@@ -99,30 +99,25 @@ def _wait_for_robot(shared, topic: str, wait_s: float) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 actor_node [--ros-args -p name:=value ...]``; returns 0 when the run's budget is
     spent, 1 on a fault, 2 for bad input."""
-    from robot_rl.config import RobotConfig, Ros2Config, load_config
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, check_declared, parse_args
+    from robot_rl.hardware.ros2.node import (
+        NodeArgs,
+        ParameterError,
+        check_declared,
+        log_to_stderr,
+        parse_args,
+        robot_run_config,
+    )
     from robot_rl.run_dir import RunDir
     from robot_rl.sim import resolve_control_hz
 
-    logging.basicConfig(
-        level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
-    )
+    log_to_stderr()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args: NodeArgs = parse_args(argv, "actor_node")
         p = check_declared("actor_node", args.params, PARAMETERS)
-        cfg = load_config(p["config"] or None, p["overrides"].split())
-        ros2 = Ros2Config(
-            transport=args.transport,
-            domain_id=args.domain_id,
-            loopback=args.loopback,
-            sim_prefix=p["sim_prefix"],
-        )
-        if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
-            cfg.env.robot = RobotConfig(driver="ros2", ros2=ros2, timeout_s=5.0)
-        else:
-            cfg.env.robot.ros2 = ros2
+        cfg = robot_run_config(args, p)
+        ros2 = cfg.env.robot.ros2
         if p["address"]:
             cfg.online.address = p["address"]
         if p["status_hz"] <= 0 or p["intervention_timeout_s"] <= 0:

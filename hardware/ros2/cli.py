@@ -3,13 +3,12 @@ callbacks until SIGINT/SIGTERM. Each node module's ``main`` calls :func:`run_nod
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from robot_rl.hardware.ros2.node import Node, ParameterError, parse_args
+from robot_rl.hardware.ros2.node import Node, ParameterError, log_to_stderr, parse_args
 from robot_rl.hardware.ros2.transport import make_node
 
 
@@ -19,9 +18,7 @@ def run_node(name: str, factory: Callable[[Node], Any], argv: list[str]) -> int:
     Returns:
         0 after a signal; 2 for a bad parameter or argument (message on stderr).
     """
-    logging.basicConfig(
-        level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
-    )
+    log_to_stderr()
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.append(True))

@@ -22,12 +22,16 @@ from __future__ import annotations
 import abc
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from robot_rl.config import PipelineConfig
 
 TRANSPORTS = ("auto", "rclpy", "cyclonedds")
 
@@ -179,6 +183,41 @@ def check_declared(node: str, given: dict[str, Any], declared: dict[str, Any]) -
     if unknown:
         raise ParameterError(f"{node}: unknown parameters {unknown}; declared: {sorted(declared)}")
     return {k: typed_value(node, k, given[k], d) if k in given else d for k, d in declared.items()}
+
+
+def log_to_stderr() -> None:
+    """ROS-style log lines (``[LEVEL] [logger]: message``) on stderr, at INFO, for a node's process."""
+    logging.basicConfig(
+        level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
+    )
+
+
+def robot_run_config(args: NodeArgs, params: dict[str, Any]) -> PipelineConfig:
+    """The run's :class:`robot_rl.config.PipelineConfig` for a node that drives a robot: the ``config``
+    parameter's file plus its ``overrides`` parameter (command-line style), with ``env.robot`` on the ROS 2
+    bridge (``driver: ros2``) at this node's transport, domain, loopback and ``sim_prefix`` parameter. A
+    config that already has a ``ros2`` robot keeps its other ``env.robot.ros2`` keys (joints, topics, limits).
+
+    Raises:
+        ValueError: a bad config file or override (``ConfigError``, naming the file or key).
+    """
+    from dataclasses import replace
+
+    from robot_rl.config import RobotConfig, Ros2Config, load_config
+
+    cfg = load_config(params["config"] or None, params["overrides"].split())
+    node = {
+        "transport": args.transport,
+        "domain_id": args.domain_id,
+        "loopback": args.loopback,
+        "sim_prefix": params["sim_prefix"],
+    }
+    robot = cfg.env.robot
+    if robot is None or robot.driver != "ros2":
+        cfg.env.robot = RobotConfig(driver="ros2", ros2=Ros2Config(**node), timeout_s=5.0)
+    else:
+        robot.ros2 = replace(robot.ros2, **node)
+    return cfg
 
 
 class Publisher(abc.ABC):

@@ -38,30 +38,25 @@ def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 policy_node [--ros-args -p name:=value ...]``; returns 0 when done, 2 for bad input."""
     from gymnasium.vector import AutoresetMode
 
-    from robot_rl.config import RobotConfig, Ros2Config, load_config
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import NodeArgs, ParameterError, check_declared, parse_args
+    from robot_rl.hardware.ros2.node import (
+        NodeArgs,
+        ParameterError,
+        check_declared,
+        log_to_stderr,
+        parse_args,
+        robot_run_config,
+    )
     from robot_rl.rollout import rollout
     from robot_rl.sim import make_vector_env
 
-    logging.basicConfig(
-        level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s", stream=sys.stderr
-    )
+    log_to_stderr()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args: NodeArgs = parse_args(argv, "policy_node")
         p = check_declared("policy_node", args.params, PARAMETERS)
-        cfg = load_config(p["config"] or None, p["overrides"].split())
-        ros2 = Ros2Config(
-            transport=args.transport,
-            domain_id=args.domain_id,
-            loopback=args.loopback,
-            sim_prefix=p["sim_prefix"],
-        )
-        if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
-            cfg.env.robot = RobotConfig(driver="ros2", ros2=ros2, timeout_s=5.0)
-        else:
-            cfg.env.robot.ros2 = ros2
+        cfg = robot_run_config(args, p)
+        ros2 = cfg.env.robot.ros2
         episodes, seed = p["episodes"], p["seed"]
     except (ParameterError, ValueError) as err:
         print(f"robot-rl ros2 policy_node: {err}", file=sys.stderr)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from robot_rl.policies.encoders import conv_layers
+
 GRID = 4  # image tokens per side
 
 
@@ -45,16 +47,7 @@ class SmallVisionLanguage(nn.Module):
         self.image_keys = list(image_keys)
         self.text_proj = nn.Linear(minilm.config.hidden_size, width)
         self.cnns = nn.ModuleList(
-            nn.Sequential(
-                nn.Conv2d(3, channels, 3, stride=2, padding=1),
-                nn.GELU(),
-                nn.Conv2d(channels, channels, 3, stride=2, padding=1),
-                nn.GELU(),
-                nn.Conv2d(channels, channels, 3, stride=2, padding=1),
-                nn.GELU(),
-                nn.AdaptiveAvgPool2d(GRID),
-            )
-            for _ in self.image_keys
+            nn.Sequential(*conv_layers(channels), nn.AdaptiveAvgPool2d(GRID)) for _ in self.image_keys
         )
         self.image_proj = nn.Linear(channels, width)
         self.position = nn.Parameter(0.02 * torch.randn(len(self.image_keys) * GRID * GRID, width))
