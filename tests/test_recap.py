@@ -207,3 +207,28 @@ def test_bad_recap_values_are_config_errors(override, match):
 def test_unknown_recap_key_is_refused():
     with pytest.raises(Exception, match="bogus"):
         load_config(None, ["--recap.bogus=1"])
+
+
+def test_recap_runs_on_the_vla_policy(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from tiny_vlm import IMAGE, build_tiny_vlm
+
+    from robot_rl.config import VLAConfig
+    from robot_rl.policies.fakes import fake_batch
+
+    shapes = {"observation.state": (3,), "observation.images.front": (IMAGE, IMAGE, 3)}
+    vlm = build_tiny_vlm(tmp_path / "vlm")
+    vla = VLAConfig(vlm=str(vlm), expert_width=32, expert_layers=1, instruction="pick up the cube")
+    policy = PolicyConfig(kind="vla", horizon=2, flow_steps=3, vla=vla)
+    torch.manual_seed(0)
+    agent = build_agent("recap", policy, RecapConfig(value_hidden_dims=[16]), shapes, 2, _stats())
+    assert agent.conditioner.embed.embedding_dim == 32  # one extra prefix token of the expert's width
+    agent.labels = torch.tensor([0, 1, 1, 0])  # as prepare() would label 4 training frames
+    batch = fake_batch(4, 2, shapes, 2, seed=0)
+    batch["index"] = torch.arange(4)
+    metrics = agent.update(batch)
+    assert np.isfinite(metrics["bc_loss"])
+    assert agent.conditioner.embed.weight.abs().sum() > 0  # the indicator embedding trains
+    chunk = agent.act(fake_batch(2, 2, shapes, 2, seed=1)["observations"])
+    assert chunk.shape == (2, 2, 2) and torch.isfinite(chunk).all()
