@@ -26,6 +26,7 @@ from robot_rl.algos.recap_labels import (
 from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, PolicyConfig, RecapConfig, load_config
 from robot_rl.data.normalize import FeatureStats
+from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.policies.encoders import ObservationEncoder
 from robot_rl.policies.factory import build_agent, load_agent
 
@@ -190,6 +191,14 @@ def test_train_and_eval_recap_from_the_cli(tiny_offline_run, tmp_path):
     assert config["method"] == "recap" and config["recap"]["value_bins"] == 201
     agent, _, _ = load_agent(ckpt)
     assert type(agent).__name__ == "RECAPAgent" and float(agent.value.fitted) == 1.0
+    # a restored agent (resume, or a larger budget) relabels with its saved value instead of refitting it
+    cfg = load_config(None, args)
+    data = TrainingSet(run / "dataset", cfg.data, 5, 0.99, tmp_path / "cache", for_rl=True)
+    before = [p.clone() for p in agent.value.parameters()]
+    metrics = agent.prepare(data)
+    assert "value_loss" not in metrics and 0.2 < metrics["positive_fraction"] < 0.35
+    assert all(torch.equal(a, b) for a, b in zip(before, agent.value.parameters(), strict=True))
+    assert agent.labels.shape == (len(data.train.rows),)
     assert main(["eval", "--algo", "offline", *args]) == 0
     result = json.loads((run / "eval" / "offline_seed0.json").read_text())
     assert len(result["episodes"]) == 2

@@ -104,7 +104,8 @@ def indicators(
         adv: (N,) advantages.
         task: (N,) int task index per frame.
         positive_fraction: in (0, 1): ε_task is the ``1 - positive_fraction`` quantile of the task's
-            advantages (ties at ε_task count as negative, so slightly fewer may be positive).
+            advantages (np.quantile's linear interpolation and ties at ε_task move the positive share by
+            about one frame per task).
         intervention: optional (N,) flags (nonzero = a human-correction frame).
     Returns:
         ``(I (N,) int64 in {0, 1}, {task: ε_task})``.
