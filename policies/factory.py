@@ -16,7 +16,16 @@ from torch import nn
 from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
 from robot_rl.algos.flow_ppo import FlowPPOAgent
-from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, PPOConfig, SACConfig
+from robot_rl.algos.recap import DistributionalValue, IndicatorConditioner, RECAPAgent
+from robot_rl.config import (
+    BCConfig,
+    OfflineRLConfig,
+    PipelineConfig,
+    PolicyConfig,
+    PPOConfig,
+    RecapConfig,
+    SACConfig,
+)
 from robot_rl.data.normalize import FeatureStats
 
 from .checkpoint import (
@@ -34,9 +43,14 @@ from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql", "sac", "ppo")
+METHODS = ("bc", "qc", "qc_fql", "sac", "ppo", "recap")
 # config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
-_ALGO_SECTIONS = {"bc": ("bc", BCConfig), "sac": ("sac", SACConfig), "ppo": ("ppo", PPOConfig)}
+_ALGO_SECTIONS = {
+    "bc": ("bc", BCConfig),
+    "sac": ("sac", SACConfig),
+    "ppo": ("ppo", PPOConfig),
+    "recap": ("recap", RecapConfig),
+}
 EncoderFactory = Callable[[], nn.Module]
 
 
@@ -89,7 +103,9 @@ def build_agent(
     device: str | torch.device = "cpu",
 ) -> Agent:
     """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``ppo``
-    (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``qc`` (QCAgent),
+    (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``recap`` (RECAPAgent; ``offline_cfg`` is a
+    RecapConfig; the value gets its own encoder, the indicator embedding the policy's feature width),
+    ``qc`` (QCAgent),
     ``qc_fql`` (QCFQLAgent) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
     must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
     ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
@@ -118,6 +134,11 @@ def build_agent(
         return FlowBC(policy, offline_cfg)
     if method == "ppo":
         return FlowPPOAgent(policy, offline_cfg)
+    if method == "recap":
+        value = DistributionalValue(factory(), offline_cfg.value_hidden_dims, offline_cfg.value_bins)
+        width = policy.expert.width if policy_cfg.kind == "vla" else int(policy.encoder.out_dim)
+        conditioner = IndicatorConditioner(width)
+        return RECAPAgent(policy, value.to(device), conditioner.to(device), offline_cfg)
     critic = ChunkCritic(
         factory(),
         action_dim,
@@ -169,7 +190,7 @@ def build_agent_from_config(
     encoder_factory: EncoderFactory | None = None,
 ) -> Agent:
     """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``,
-    ``cfg.sac`` for ``sac``, else ``cfg.offline``)."""
+    ``cfg.sac`` for ``sac``, ``cfg.ppo`` for ``ppo``, ``cfg.recap`` for ``recap``, else ``cfg.offline``)."""
     algo_cfg = getattr(cfg, _ALGO_SECTIONS.get(method, ("offline",))[0])
     return build_agent(method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
 

@@ -398,7 +398,8 @@ class BCConfig:
 
 @dataclass
 class OfflineRLConfig:
-    """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
+    """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N), ``qc_fql`` or ``recap``
+    (advantage-conditioned flow policy, §7, hyper-parameters in :class:`RecapConfig`).
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
     ``reward_norm``: how per-step rewards r are mapped before the critic sees them, with
@@ -435,6 +436,36 @@ class OfflineRLConfig:
     reward_norm: str = "max"
     reward_range: list[float] = field(default_factory=list)
     terminal_chunks: str = "drop"
+
+
+@dataclass
+class RecapConfig:
+    """RECAP, advantage-conditioned flow policies (ALGORITHMS.md §7; ``offline.method=recap``;
+    :mod:`robot_rl.algos.recap`). ``offline.steps``/``batch_size`` set its policy budget; ``lr`` here is
+    the policy's Adam rate (``offline.lr`` is not used by RECAP).
+
+    ``c_fail``: the cost in steps of a failed episode's last step (the others cost 1; a successful end 0);
+    above the longest episode every failure is worth less than every success. Returns are normalised per
+    task to [-1, 0] (divided by the task's largest return magnitude). ``value_bins``: support points of
+    the distributional value on [-1, 0] (201 in the paper); ``value_steps`` Adam steps of cross-entropy at
+    ``value_lr`` on batches of ``value_batch_size`` frames, MLP ``value_hidden_dims``. ``lookahead``: N of
+    the advantage ``Σ_{i<N} r̃_{t+i} + V(o_{t+N}) - V(o_t)``. ``positive_fraction``: the top share of
+    each task's advantages labelled positive. ``drop_prob``: probability that a training row's indicator
+    is replaced by "unconditioned". ``cfg_beta``: classifier-free guidance weight β >= 1 at inference
+    (1 = plain positive conditioning; 1.5 our default, not tuned).
+    """
+
+    c_fail: float = 100.0
+    value_bins: int = 201
+    value_steps: int = 1000
+    value_lr: float = 3e-4
+    value_batch_size: int = 256
+    value_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    lookahead: int = 10
+    positive_fraction: float = 0.3
+    drop_prob: float = 0.1
+    cfg_beta: float = 1.5
+    lr: float = 3e-4
 
 
 @dataclass
@@ -767,7 +798,8 @@ class PipelineConfig:
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
     ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
     command runs (``robot_rl.threads``); set 1 when several jobs share the machine. ``ppo``: online PPO for
-    flow policies (``robot-rl ppo``, :class:`PPOConfig`).
+    flow policies (``robot-rl ppo``, :class:`PPOConfig`). ``recap``: RECAP (``offline.method=recap``,
+    :class:`RecapConfig`).
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -777,6 +809,7 @@ class PipelineConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
+    recap: RecapConfig = field(default_factory=RecapConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

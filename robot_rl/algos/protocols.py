@@ -26,6 +26,7 @@ class FlowPolicy(Protocol):
 
     horizon: int
     action_dim: int
+    flow_steps: int
 
     def encode(self, obs: Obs) -> torch.Tensor: ...
 
@@ -40,6 +41,10 @@ class FlowPolicy(Protocol):
     def sample(self, obs: Obs, num_samples: int = 1, noise: torch.Tensor | None = None) -> torch.Tensor: ...
 
     def sample_from_features(self, feat: torch.Tensor, noise: torch.Tensor) -> torch.Tensor: ...
+
+    def velocity_from_features(
+        self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor
+    ) -> torch.Tensor: ...
 
     def parameters(self): ...
 

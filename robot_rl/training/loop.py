@@ -62,8 +62,10 @@ def train_agent(
     A final checkpoint already there, trained for fewer steps than the budget (``robot-rl train`` rerun
     with a larger ``--bc.steps``/``--offline.steps``), is trained further from its step count with fresh
     optimizers (:func:`robot_rl.training.resume.restore_trained`). Offline RL warm-starts its flow policy
-    from ``init_from``. ``on_features`` is called once the dataset is loaded with the columns the policy
-    uses and ignores (also saved as the checkpoint config's ``features``). Returns the last logged metrics
+    from ``init_from``. An agent with ``prepare(data, seed)`` (RECAP) runs it once its modules are loaded
+    (it fits its value unless restored, and labels the training frames). ``on_features`` is called once
+    the dataset is loaded with the columns the policy uses and ignores (also saved as the checkpoint
+    config's ``features``). Returns the last logged metrics
     (plus the final validation metrics).
     """
     from robot_rl.data.training.loader import batches
@@ -112,6 +114,8 @@ def train_agent(
         "fps": data.fps,
     }
     log, val_log = _CsvLog(log_path, append=start > 0), _CsvLog(val_path, append=start > 0)
+    if hasattr(agent, "prepare"):  # RECAP: fit its value (unless restored) and label the training frames
+        print(f"prepare {algo} seed {seed}: {agent.prepare(data, seed)}", flush=True)
     agent.train()
     stream = batches(data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers)
     try:
@@ -129,7 +133,7 @@ def train_agent(
             if data.val is not None and ((step + 1) % cfg.data.val_every == 0 or last):
                 val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
                 row = {"step": step + 1, **val.metrics}
-                if algo != "bc":  # critic calibration: Q of recorded chunks against their MC returns
+                if hasattr(agent, "critic"):  # critic calibration: Q of recorded chunks vs. their MC returns
                     row.update(q_calibration(agent, data, data.val, cfg.data.val_max_frames, cfg.device))
                 val_log.write(row)
             if (step + 1) % cfg.checkpoint_every == 0 and not last:

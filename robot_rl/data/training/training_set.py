@@ -256,8 +256,10 @@ class TrainingSet:
         """Chunked transitions at ``indices`` (B,) of ``split`` (ALGORITHMS.md §1): the sampler's numpy batch
         with each camera's frames (B, H, W, 3) uint8 added to ``observations``, and to ``next_observations``
         when ``for_rl`` (for BC the camera keys of ``next_observations`` are absent). A multi-task dataset
-        adds ``task`` (B,) object array of instruction strings to both."""
+        adds ``task`` (B,) object array of instruction strings to both. ``index`` (B,) int64 is ``indices``
+        (each chunk's start within the split; RECAP looks its advantage label up by it)."""
         out = split.sampler.get(indices)
+        out["index"] = np.asarray(indices, dtype=np.int64)
         if len(self.tasks) > 1:  # multi-task: the policy is conditioned on each frame's instruction
             task = np.asarray(self.tasks, dtype=object)[self._task_index[split.rows[indices]]]
             out["observations"][keys.TASK] = out["next_observations"][keys.TASK] = task
