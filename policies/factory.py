@@ -15,8 +15,17 @@ from torch import nn
 
 from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
+from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic
 from robot_rl.algos.flow_ppo import FlowPPOAgent
-from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, PPOConfig, SACConfig
+from robot_rl.config import (
+    BCConfig,
+    CORFTConfig,
+    OfflineRLConfig,
+    PipelineConfig,
+    PolicyConfig,
+    PPOConfig,
+    SACConfig,
+)
 from robot_rl.data.normalize import FeatureStats
 
 from .checkpoint import (
@@ -34,7 +43,7 @@ from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql", "sac", "ppo")
+METHODS = ("bc", "qc", "qc_fql", "corft", "sac", "ppo")
 # config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
 _ALGO_SECTIONS = {"bc": ("bc", BCConfig), "sac": ("sac", SACConfig), "ppo": ("ppo", PPOConfig)}
 EncoderFactory = Callable[[], nn.Module]
@@ -87,11 +96,13 @@ def build_agent(
     stats: dict[str, FeatureStats] | None = None,
     encoder_factory: EncoderFactory | None = None,
     device: str | torch.device = "cpu",
+    corft_cfg: CORFTConfig | None = None,
 ) -> Agent:
     """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``ppo``
     (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``qc`` (QCAgent),
-    ``qc_fql`` (QCFQLAgent) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
-    must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
+    ``qc_fql`` (QCFQLAgent), ``corft`` (CORFTAgent; ``corft_cfg`` default :class:`CORFTConfig`) or ``sac``
+    (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon`` must be 1).
+    Each network (policy, critic, one-step policy) gets its own encoder from
     ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
 
     Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
@@ -118,7 +129,7 @@ def build_agent(
         return FlowBC(policy, offline_cfg)
     if method == "ppo":
         return FlowPPOAgent(policy, offline_cfg)
-    critic = ChunkCritic(
+    critic = (PrefixChunkCritic if method == "corft" else ChunkCritic)(
         factory(),
         action_dim,
         policy_cfg.horizon,
@@ -131,6 +142,8 @@ def build_agent(
     one_step = OneStepChunkPolicy(factory(), action_dim, policy_cfg.horizon, policy_cfg.hidden_dims).to(
         device
     )
+    if method == "corft":
+        return CORFTAgent(policy, critic, one_step, offline_cfg, corft_cfg or CORFTConfig())
     return QCFQLAgent(policy, critic, one_step, offline_cfg)
 
 
@@ -171,7 +184,9 @@ def build_agent_from_config(
     """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``,
     ``cfg.sac`` for ``sac``, else ``cfg.offline``)."""
     algo_cfg = getattr(cfg, _ALGO_SECTIONS.get(method, ("offline",))[0])
-    return build_agent(method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
+    return build_agent(
+        method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device, cfg.corft
+    )
 
 
 def save_agent(
@@ -228,7 +243,17 @@ def load_agent(
     policy_cfg = _section(config, "policy", PolicyConfig)
     algo_cfg = _section(config, *_ALGO_SECTIONS.get(method, ("offline", OfflineRLConfig)))
     shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
-    agent = build_agent(method, policy_cfg, algo_cfg, shapes, int(config["action_dim"]), stats, device=device)
+    corft_cfg = _section(config, "corft", CORFTConfig)
+    agent = build_agent(
+        method,
+        policy_cfg,
+        algo_cfg,
+        shapes,
+        int(config["action_dim"]),
+        stats,
+        device=device,
+        corft_cfg=corft_cfg,
+    )
     for name, module in agent.modules().items():
         if name not in state_dicts:
             raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")

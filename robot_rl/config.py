@@ -398,7 +398,9 @@ class BCConfig:
 
 @dataclass
 class OfflineRLConfig:
-    """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N) or ``qc_fql``.
+    """Chunked offline RL (ALGORITHMS.md §3-4, §6). ``method`` is ``qc`` (best-of-N), ``qc_fql`` or ``corft``
+    (CO-RFT: per-prefix critic and TD3+BC actor, its own keys in :class:`CORFTConfig`; it uses every key
+    here except ``best_of_n`` and ``fql_alpha``).
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
     ``reward_norm``: how per-step rewards r are mapped before the critic sees them, with
@@ -435,6 +437,17 @@ class OfflineRLConfig:
     reward_norm: str = "max"
     reward_range: list[float] = field(default_factory=list)
     terminal_chunks: str = "drop"
+
+
+@dataclass
+class CORFTConfig:
+    """CO-RFT (ALGORITHMS.md §6, :mod:`robot_rl.algos.corft`; ``offline.method=corft``), on top of the
+    ``offline`` keys. ``lambda_bc``: weight λ of the actor's ``‖π(s) − A_D‖²`` term next to the Q term
+    normalised by mean |Q| (0.4 is TD3+BC's α = 2.5). ``cal_ql_alpha``: weight of the Cal-QL calibration
+    term in the critic loss; 0 (the default) turns it off. Both [unverified] readings of the paper."""
+
+    lambda_bc: float = 0.4
+    cal_ql_alpha: float = 0.0
 
 
 @dataclass
@@ -767,7 +780,8 @@ class PipelineConfig:
     ``checkpoint_every`` is the number of gradient steps between resumable training checkpoints.
     ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
     command runs (``robot_rl.threads``); set 1 when several jobs share the machine. ``ppo``: online PPO for
-    flow policies (``robot-rl ppo``, :class:`PPOConfig`).
+    flow policies (``robot-rl ppo``, :class:`PPOConfig`). ``corft``: CO-RFT's own keys
+    (``offline.method=corft``, :class:`CORFTConfig`).
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -777,6 +791,7 @@ class PipelineConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     bc: BCConfig = field(default_factory=BCConfig)
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
+    corft: CORFTConfig = field(default_factory=CORFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

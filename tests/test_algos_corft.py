@@ -1,0 +1,197 @@
+"""CO-RFT (ALGORITHMS.md §6): per-prefix targets by hand, the prefix critic, the Cal-QL term, the TD3+BC
+actor's gradients, the sampler's per-prefix fields, the CLI train -> eval smoke, and bad input."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl import keys
+from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic, cal_ql_term
+from robot_rl.algos.targets import prefix_targets
+from robot_rl.config import ConfigError, CORFTConfig, OfflineRLConfig, PolicyConfig, load_config
+from robot_rl.data.training.sampler import ChunkSampler
+from robot_rl.policies.factory import build_agent
+from robot_rl.policies.fakes import SIM_ACTION_DIM as D
+from robot_rl.policies.fakes import SIM_OBS_SHAPES, fake_obs, fake_stats
+
+H, G = 3, 0.9
+
+
+def test_prefix_targets_by_hand_with_a_termination_inside_the_chunk():
+    r = torch.tensor([[1.0, 2.0, 4.0], [1.0, 1.0, 0.0]])
+    done = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # row 1 terminates at its 2nd step
+    nq = torch.tensor([[10.0, 20.0, 30.0], [5.0, 6.0, 7.0]])
+    y = prefix_targets(r, done, nq, G)
+    want = [
+        [1 + G * 10, 1 + G * 2 + G**2 * 20, 1 + G * 2 + G**2 * 4 + G**3 * 30],
+        [1 + G * 5, 1 + G * 1, 1 + G * 1],  # no bootstrap after the termination
+    ]
+    assert torch.allclose(y, torch.tensor(want))
+    with pytest.raises(ValueError, match="must all be"):
+        prefix_targets(r, done, nq[:, :2], G)
+
+
+def test_sampler_prefix_fields_with_a_termination_and_a_truncation():
+    # episode 0: 4 frames ending in a termination; episode 1: 3 frames truncated (no done)
+    n = 7
+    arrays = {
+        "s": np.arange(n, dtype=np.float32)[:, None],
+        keys.ACTION: np.zeros((n, 1), np.float32),
+        keys.REWARD: np.arange(1, n + 1, dtype=np.float32),
+        keys.DONE: np.array([0, 0, 0, 1, 0, 0, 0]),
+    }
+    ep = np.array([0, 0, 0, 0, 1, 1, 1])
+    sampler = ChunkSampler(arrays, ep, ["s"], H, G, prefixes=True)
+    b = sampler.get(np.array([0, 2, 5]))
+    assert np.allclose(b["step_rewards"], [[1, 2, 3], [3, 4, 0], [6, 7, 0]])
+    assert np.allclose(b["step_dones"], [[0, 0, 0], [0, 1, 0], [0, 0, 0]])
+    assert np.allclose(b["prefix_observations"]["s"][..., 0], [[1, 2, 3], [3, 3, 3], [6, 6, 6]])
+    # prefix k of t=2 ends at the termination (k=2 kept: no next state needed); t=5 truncates after k=1,
+    # and its s[7] is not recorded (no final_obs), so no prefix reaching the end can be trained
+    assert np.allclose(b["prefix_critic_valid"], [[1, 1, 1], [1, 1, 0], [1, 0, 0]])
+    assert np.allclose(b["mc_returns"], [1 + G * 2 + G**2 * 3 + G**3 * 4, 3 + G * 4, 6 + G * 7])
+    assert np.allclose(b["mc_discounts"], [1 + G + G**2 + G**3, 1 + G, 1 + G])
+    # with the episodes' final observations recorded, the truncated prefix bootstraps from it
+    final = {"s": np.array([[40.0], [70.0]], np.float32)}
+    b = ChunkSampler(arrays, ep, ["s"], H, G, final_obs=final, prefixes=True).get(np.array([5]))
+    assert np.allclose(b["prefix_observations"]["s"][..., 0], [[6, 70, 70]])
+    assert np.allclose(b["prefix_critic_valid"], [[1, 1, 0]])
+    assert "step_rewards" not in ChunkSampler(arrays, ep, ["s"], H, G).get(np.array([0]))
+
+
+def _agent(seed=0, **corft) -> CORFTAgent:
+    torch.manual_seed(seed)
+    offline = OfflineRLConfig(critic_hidden_dims=[32, 32], reward_norm="none", lr=3e-3)
+    policy = PolicyConfig(horizon=H, hidden_dims=[32, 32], flow_steps=3)
+    return build_agent("corft", policy, offline, SIM_OBS_SHAPES, D, fake_stats(), corft_cfg=CORFTConfig(**corft))
+
+
+def test_prefix_heads_fit_a_toy_regression_and_ignore_the_suffix():
+    critic = _agent().critic
+    assert isinstance(critic, PrefixChunkCritic)
+    obs = fake_obs(64, seed=0)
+    a = torch.rand(64, H, D) * 2 - 1
+    target = torch.cumsum(a[..., 0], dim=1)  # Q_k = sum of the first action channel over the prefix
+    opt = torch.optim.Adam(critic.parameters(), lr=3e-3)
+    for _ in range(150):
+        loss = ((critic.prefix_q_from_features(critic.features(obs), a) - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss.detach()) < 0.02
+    with torch.no_grad():
+        q = critic.prefix_q_from_features(critic.features(obs), a)
+        a2 = a.clone()
+        a2[:, 1:] = torch.rand(64, H - 1, D)  # change everything after step 0
+        q2 = critic.prefix_q_from_features(critic.features(obs), a2)
+        assert torch.equal(q[..., 0], q2[..., 0])  # Q_1 cannot see the suffix
+        assert torch.allclose(critic(obs, a), q[..., -1])  # forward = full-chunk Q_h
+
+
+def _batch(b=16, seed=0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    valid = torch.ones(b, H)
+    return {
+        "observations": fake_obs(b, seed=seed),
+        "next_observations": fake_obs(b, seed=seed + 1),
+        "prefix_observations": {k: v.reshape(b, H, *v.shape[1:]) for k, v in fake_obs(b * H, seed=2).items()},
+        "actions": -2.0 + 5.0 * torch.rand(b, H, D, generator=g),
+        "rewards": torch.zeros(b),
+        "step_rewards": torch.rand(b, H, generator=g),
+        "step_dones": torch.zeros(b, H),
+        "masks": torch.ones(b),
+        "valid": valid,
+        "critic_valid": torch.ones(b),
+        "prefix_critic_valid": torch.ones(b, H),
+        "mc_returns": 5.0 * torch.rand(b, generator=g),
+        "mc_discounts": torch.full((b,), 3.0),
+    }
+
+
+def test_cal_ql_term_is_its_formula_and_off_at_alpha_zero():
+    qp, qd, v = torch.tensor([[1.0, 5.0]]), torch.tensor([[2.0, 2.0]]), torch.tensor([3.0, 4.0])
+    assert torch.isclose(cal_ql_term(qp, qd, v), torch.tensor((3 + 5) / 2 - 2.0))
+    batch = _batch()
+    off = _agent(cal_ql_alpha=0.0)
+    actions = off.policy.normalize_actions(batch["actions"])
+    out = off.critic_losses(batch, batch["observations"], actions)
+    assert "cal_ql" not in out and torch.equal(out["critic_loss"], out["td_loss"])
+    on = _agent(cal_ql_alpha=2.0)
+    torch.manual_seed(5)
+    out = on.critic_losses(batch, batch["observations"], actions)
+    torch.manual_seed(5)
+    _ = on.prefix_targets(batch)  # same noise draws as inside critic_losses
+    with torch.no_grad():
+        pi = on._pi(batch["observations"], 16)
+        feat = on.critic.features(batch["observations"])
+        want = cal_ql_term(on.critic.q_from_features(feat, pi), out["q"][..., -1], batch["mc_returns"])
+    assert torch.isclose(out["cal_ql"], want)
+    assert torch.isclose(out["critic_loss"], out["td_loss"] + 2.0 * want)
+    del batch["mc_returns"]
+    with pytest.raises(ValueError, match="mc_returns"):
+        on.critic_losses(batch, batch["observations"], actions)
+
+
+def _actor_step(agent, batch, term: str) -> float:
+    """Distance moved by one SGD step on one actor term, measured on that term (a descent must lower it)."""
+    obs, valid = batch["observations"], batch["valid"]
+    actions = agent.policy.normalize_actions(batch["actions"])
+    opt = torch.optim.SGD(agent.one_step.parameters(), lr=1e-2)
+
+    def value():
+        torch.manual_seed(1)
+        return agent.actor_losses(obs, actions, valid)[term]
+
+    before = value()
+    opt.zero_grad()
+    before.backward()
+    opt.step()
+    with torch.no_grad():
+        return float(value() - before)
+
+
+def test_actor_q_term_raises_q_and_bc_term_pulls_towards_the_data():
+    agent, batch = _agent(), _batch()
+    assert _actor_step(agent, batch, "q_loss") < 0  # -Q went down: Q of the policy's chunk went up
+    assert _actor_step(agent, batch, "bc_l2") < 0  # ||pi - A_D||^2 went down
+    metrics = agent.update(batch)
+    assert all(np.isfinite(v) for v in metrics.values()) and "cal_ql" not in metrics
+    with pytest.raises(ValueError, match="prefix_observations"):
+        agent.update({k: v for k, v in batch.items() if k != "prefix_observations"})
+
+
+def test_bad_lambda_and_unknown_key_fail_clearly(tmp_path):
+    with pytest.raises(ValueError, match="corft.lambda_bc"):
+        _agent(lambda_bc=-1.0)
+    with pytest.raises(ConfigError, match="corft.lambda_bc"):
+        load_config(None, [f"--run_dir={tmp_path}", "--corft.lambda_bc=-0.5"])
+    with pytest.raises(ConfigError, match="lambda_cb"):
+        load_config(None, [f"--run_dir={tmp_path}", "--corft.lambda_cb=1"])
+    cfg = load_config(None, [f"--run_dir={tmp_path}", "--offline.method=corft", "--corft.cal_ql_alpha=0.5"])
+    assert cfg.offline.method == "corft" and cfg.corft == replace(CORFTConfig(), cal_ql_alpha=0.5)
+
+
+def test_cli_train_then_eval_corft_on_a_tiny_run(tiny_offline_run, tmp_path, capsys):
+    from online_setup import copy_run, overrides
+
+    from robot_rl.cli.main import main
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    shutil.rmtree(run / "checkpoints" / "offline_seed0")  # keep BC seed 0: the warm start
+    args = overrides(run, "--offline.method=corft", "--corft.cal_ql_alpha=0.1")
+    assert main(["train", "--algo", "offline", *args]) == 0
+    assert main(["eval", "--algo", "offline", *args]) == 0
+    out = capsys.readouterr().out
+    assert "eval offline seed 0" in out or "offline" in out
+    import json
+
+    saved = json.loads((run / "checkpoints" / "offline_seed0" / "config.json").read_text())
+    assert saved["method"] == "corft" and saved["corft"]["cal_ql_alpha"] == 0.1
+    log = (run / "logs" / "offline_seed0.csv").read_text()
+    assert "cal_ql" in log.splitlines()[0] and "q1_mean" in log.splitlines()[0]
