@@ -3,6 +3,7 @@ actor's gradients, the sampler's per-prefix fields, the CLI train -> eval smoke,
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 
@@ -11,7 +12,6 @@ import pytest
 import torch
 
 from robot_rl import keys
-from robot_rl.algos.batch import batch_to_torch
 from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic, cal_ql_term
 from robot_rl.algos.targets import prefix_targets
 from robot_rl.config import ConfigError, CORFTConfig, OfflineRLConfig, PolicyConfig, load_config
@@ -69,7 +69,8 @@ def _agent(seed=0, **corft) -> CORFTAgent:
     torch.manual_seed(seed)
     offline = OfflineRLConfig(critic_hidden_dims=[32, 32], reward_norm="none", lr=3e-3)
     policy = PolicyConfig(horizon=H, hidden_dims=[32, 32], flow_steps=3)
-    return build_agent("corft", policy, offline, SIM_OBS_SHAPES, D, fake_stats(), corft_cfg=CORFTConfig(**corft))
+    cfg = CORFTConfig(**corft)
+    return build_agent("corft", policy, offline, SIM_OBS_SHAPES, D, fake_stats(), corft_cfg=cfg)
 
 
 def test_prefix_heads_fit_a_toy_regression_and_ignore_the_suffix():
@@ -177,7 +178,7 @@ def test_bad_lambda_and_unknown_key_fail_clearly(tmp_path):
     assert cfg.offline.method == "corft" and cfg.corft == replace(CORFTConfig(), cal_ql_alpha=0.5)
 
 
-def test_cli_train_then_eval_corft_on_a_tiny_run(tiny_offline_run, tmp_path, capsys):
+def test_cli_train_then_eval_corft_on_a_tiny_run(tiny_offline_run, tmp_path):
     from online_setup import copy_run, overrides
 
     from robot_rl.cli.main import main
@@ -187,11 +188,41 @@ def test_cli_train_then_eval_corft_on_a_tiny_run(tiny_offline_run, tmp_path, cap
     args = overrides(run, "--offline.method=corft", "--corft.cal_ql_alpha=0.1")
     assert main(["train", "--algo", "offline", *args]) == 0
     assert main(["eval", "--algo", "offline", *args]) == 0
-    out = capsys.readouterr().out
-    assert "eval offline seed 0" in out or "offline" in out
-    import json
-
+    result = json.loads((run / "eval" / "offline_seed0.json").read_text())
+    assert len(result["episodes"]) == 2
     saved = json.loads((run / "checkpoints" / "offline_seed0" / "config.json").read_text())
     assert saved["method"] == "corft" and saved["corft"]["cal_ql_alpha"] == 0.1
     log = (run / "logs" / "offline_seed0.csv").read_text()
     assert "cal_ql" in log.splitlines()[0] and "q1_mean" in log.splitlines()[0]
+
+
+def test_corft_updates_and_acts_on_the_vla_policy(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from tiny_vlm import IMAGE, build_tiny_vlm
+
+    from robot_rl.config import VLAConfig
+    from robot_rl.policies.fakes import fake_batch
+    from robot_rl.policies.vla import VLAPolicy
+
+    shapes = {keys.STATE: (5,), "observation.images.front": (IMAGE, IMAGE, 3)}
+    vla = VLAConfig(vlm=str(build_tiny_vlm(tmp_path)), expert_width=32, expert_layers=1, instruction="pick")
+    policy = PolicyConfig(kind="vla", horizon=H, flow_steps=2, vla=vla)
+    offline = OfflineRLConfig(critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
+    torch.manual_seed(0)
+    agent = build_agent("corft", policy, offline, shapes, D, fake_stats(shapes, D), corft_cfg=CORFTConfig())
+    assert isinstance(agent.policy, VLAPolicy)
+    batch = fake_batch(4, H, shapes, D, seed=0)
+    pre = fake_batch(4 * H, H, shapes, D, seed=2)["observations"]
+    batch.update(
+        prefix_observations={k: v.reshape(4, H, *v.shape[1:]) for k, v in pre.items()},
+        step_rewards=torch.rand(4, H),
+        step_dones=torch.zeros(4, H),
+        prefix_critic_valid=torch.ones(4, H),
+    )
+    before = agent.policy.expert.action_out.weight.detach().clone()
+    metrics = agent.update(batch)
+    assert all(np.isfinite(v) for v in metrics.values())
+    assert not torch.equal(before, agent.policy.expert.action_out.weight)  # the VLA's expert trains (BC)
+    chunk = agent.act(fake_batch(2, H, shapes, D, seed=1)["observations"])
+    assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all()
