@@ -139,28 +139,35 @@ def test_cal_ql_term_is_its_formula_and_off_at_alpha_zero():
         on.critic_losses(batch, batch["observations"], actions)
 
 
-def _actor_step(agent, batch, term: str) -> float:
-    """Distance moved by one SGD step on one actor term, measured on that term (a descent must lower it)."""
+def _actor_step(agent, batch, term: str) -> tuple[float, float]:
+    """One SGD step of the one-step policy on one actor term; returns the change in the critic's Q of the
+    policy's chunk and in its squared distance to the data chunk, both measured outside the loss."""
     obs, valid = batch["observations"], batch["valid"]
     actions = agent.policy.normalize_actions(batch["actions"])
     opt = torch.optim.SGD(agent.one_step.parameters(), lr=1e-2)
+    z = torch.randn(actions.shape, generator=torch.Generator().manual_seed(1))
 
-    def value():
-        torch.manual_seed(1)
-        return agent.actor_losses(obs, actions, valid)[term]
+    @torch.no_grad()
+    def measure():
+        mu = agent.one_step(obs, z)
+        return float(agent.critic(obs, agent.policy.clip_normalized(mu)).mean()), float(
+            ((mu - actions) ** 2).mean()
+        )
 
-    before = value()
+    before = measure()
+    torch.manual_seed(1)  # actor_losses draws the same z
+    loss = agent.actor_losses(obs, actions, valid)[term]
     opt.zero_grad()
-    before.backward()
+    loss.backward()
     opt.step()
-    with torch.no_grad():
-        return float(value() - before)
+    after = measure()
+    return after[0] - before[0], after[1] - before[1]
 
 
 def test_actor_q_term_raises_q_and_bc_term_pulls_towards_the_data():
     agent, batch = _agent(), _batch()
-    assert _actor_step(agent, batch, "q_loss") < 0  # -Q went down: Q of the policy's chunk went up
-    assert _actor_step(agent, batch, "bc_l2") < 0  # ||pi - A_D||^2 went down
+    assert _actor_step(agent, batch, "q_loss")[0] > 0  # the Q term raises Q(s, pi(s))
+    assert _actor_step(agent, batch, "bc_l2")[1] < 0  # the BC term moves pi(s) towards A_D
     metrics = agent.update(batch)
     assert all(np.isfinite(v) for v in metrics.values()) and "cal_ql" not in metrics
     with pytest.raises(ValueError, match="prefix_observations"):
