@@ -103,7 +103,8 @@ def build_agent(
     ``qc_fql`` (QCFQLAgent), ``corft`` (CORFTAgent; ``corft_cfg`` default :class:`CORFTConfig`) or ``sac``
     (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon`` must be 1).
     Each network (policy, critic, one-step policy) gets its own encoder from
-    ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
+    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except ``corft`` on a VLA policy, whose
+    critic and one-step policy read the VLA's trunk (stop-gradient). Modules are moved to ``device``.
 
     Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
     ``PipelineConfig`` (same as :func:`build_agent_from_config`).
@@ -129,6 +130,8 @@ def build_agent(
         return FlowBC(policy, offline_cfg)
     if method == "ppo":
         return FlowPPOAgent(policy, offline_cfg)
+    if method == "corft" and policy_cfg.kind == "vla":  # CO-RFT: critic and one-step heads on the VLA trunk
+        factory = _trunk_factory(policy)
     critic = (PrefixChunkCritic if method == "corft" else ChunkCritic)(
         factory(),
         action_dim,
@@ -145,6 +148,13 @@ def build_agent(
     if method == "corft":
         return CORFTAgent(policy, critic, one_step, offline_cfg, corft_cfg or CORFTConfig())
     return QCFQLAgent(policy, critic, one_step, offline_cfg)
+
+
+def _trunk_factory(policy: nn.Module) -> EncoderFactory:
+    """Encoders reading the VLA policy's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`)."""
+    from .vla.trunk import VLATrunkFeatures
+
+    return lambda: VLATrunkFeatures(policy)
 
 
 def _build_sac(policy_cfg, sac_cfg, action_dim, stats, factory, device) -> SACAgent:

@@ -211,6 +211,7 @@ def test_corft_updates_and_acts_on_the_vla_policy(tmp_path):
     from robot_rl.config import VLAConfig
     from robot_rl.policies.fakes import fake_batch
     from robot_rl.policies.vla import VLAPolicy
+    from robot_rl.policies.vla.trunk import VLATrunkFeatures
 
     shapes = {keys.STATE: (5,), "observation.images.front": (IMAGE, IMAGE, 3)}
     vla = VLAConfig(vlm=str(build_tiny_vlm(tmp_path)), expert_width=32, expert_layers=1, instruction="pick")
@@ -219,17 +220,23 @@ def test_corft_updates_and_acts_on_the_vla_policy(tmp_path):
     torch.manual_seed(0)
     agent = build_agent("corft", policy, offline, shapes, D, fake_stats(shapes, D), corft_cfg=CORFTConfig())
     assert isinstance(agent.policy, VLAPolicy)
-    batch = fake_batch(4, H, shapes, D, seed=0)
-    pre = fake_batch(4 * H, H, shapes, D, seed=2)["observations"]
+    # the critic's and the one-step policy's features are the VLA's own trunk, not a second copy of it
+    for net in (agent.critic, agent.target_critic, agent.one_step):
+        assert isinstance(net.encoder, VLATrunkFeatures) and net.encoder._policy[0] is agent.policy
+        assert not any(k.startswith("encoder.") for k in net.state_dict())
+    batch = fake_batch(2, H, shapes, D, seed=0)
+    pre = fake_batch(2 * H, H, shapes, D, seed=2)["observations"]
     batch.update(
-        prefix_observations={k: v.reshape(4, H, *v.shape[1:]) for k, v in pre.items()},
-        step_rewards=torch.rand(4, H),
-        step_dones=torch.zeros(4, H),
-        prefix_critic_valid=torch.ones(4, H),
+        prefix_observations={k: v.reshape(2, H, *v.shape[1:]) for k, v in pre.items()},
+        step_rewards=torch.rand(2, H),
+        step_dones=torch.zeros(2, H),
+        prefix_critic_valid=torch.ones(2, H),
     )
     before = agent.policy.expert.action_out.weight.detach().clone()
+    head = agent.critic.net[0].weight.detach().clone()
     metrics = agent.update(batch)
     assert all(np.isfinite(v) for v in metrics.values())
     assert not torch.equal(before, agent.policy.expert.action_out.weight)  # the VLA's expert trains (BC)
+    assert not torch.equal(head, agent.critic.net[0].weight)  # and the critic head on its trunk
     chunk = agent.act(fake_batch(2, H, shapes, D, seed=1)["observations"])
     assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all()
