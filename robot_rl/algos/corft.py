@@ -33,8 +33,9 @@ CO-RFT shares with QC/FQL: the chunked transition (§1), the ensemble LayerNorm 
   gradient. **Acting** uses the one-step policy μ_ω (not best-of-N).
 
 On the VLA policy (``policy.kind=vla``) the flow is the VLA and trains by BC as here; the critic and the
-one-step policy have their own observation encoders (as QC and QC-FQL on the VLA), not a head on the VLA
-trunk.
+one-step policy are heads on the VLA's own trunk (``policies/vla/trunk.py``: its pooled prefix tokens,
+stop-gradient), wired by ``policies.factory.build_agent``. Online RL from a CO-RFT checkpoint is not wired
+(online replay batches lack the per-prefix fields; :meth:`CORFTAgent.update` names them).
 """
 
 from __future__ import annotations
