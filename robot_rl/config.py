@@ -444,8 +444,9 @@ class CORFTConfig:
     """CO-RFT (ALGORITHMS.md §6, :mod:`robot_rl.algos.corft`; ``offline.method=corft``), on top of the
     ``offline`` keys. ``lambda_bc``: weight λ of the actor's ``‖π(s) − A_D‖²`` term next to the Q term
     normalised by mean |Q| (0.4 is TD3+BC's α = 2.5; on pick-cube, one seed and 500 steps, 0.4 never
-    succeeded while 2 and 10 beat BC, benchmarks/README.md). ``cal_ql_alpha``: weight of the Cal-QL calibration
-    term in the critic loss; 0 (the default) turns it off. Both [unverified] readings of the paper."""
+    succeeded while 2 and 10 beat BC, benchmarks/README.md). ``cal_ql_alpha``: weight of the Cal-QL
+    calibration term in the critic loss; 0 (the default) turns it off. Both [unverified] readings of the
+    paper."""
 
     lambda_bc: float = 0.4
     cal_ql_alpha: float = 0.0
