@@ -15,10 +15,12 @@ from torch import nn
 
 from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
+from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic
 from robot_rl.algos.flow_ppo import FlowPPOAgent
 from robot_rl.algos.recap import DistributionalValue, IndicatorConditioner, RECAPAgent
 from robot_rl.config import (
     BCConfig,
+    CORFTConfig,
     OfflineRLConfig,
     PipelineConfig,
     PolicyConfig,
@@ -43,7 +45,7 @@ from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql", "sac", "ppo", "recap")
+METHODS = ("bc", "qc", "qc_fql", "corft", "sac", "ppo", "recap")
 # config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
 _ALGO_SECTIONS = {
     "bc": ("bc", BCConfig),
@@ -101,14 +103,16 @@ def build_agent(
     stats: dict[str, FeatureStats] | None = None,
     encoder_factory: EncoderFactory | None = None,
     device: str | torch.device = "cpu",
+    corft_cfg: CORFTConfig | None = None,
 ) -> Agent:
     """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``ppo``
     (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``recap`` (RECAPAgent; ``offline_cfg`` is a
     RecapConfig; the value gets its own encoder, the indicator embedding the policy's feature width),
-    ``qc`` (QCAgent),
-    ``qc_fql`` (QCFQLAgent) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
+    ``qc`` (QCAgent), ``qc_fql`` (QCFQLAgent), ``corft`` (CORFTAgent; ``corft_cfg`` default
+    :class:`CORFTConfig`) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
     must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
-    ``encoder_factory()`` (default: :class:`ObservationEncoder`). Modules are moved to ``device``.
+    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except ``corft`` on a VLA policy, whose
+    critic and one-step policy read the VLA's trunk (stop-gradient). Modules are moved to ``device``.
 
     Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
     ``PipelineConfig`` (same as :func:`build_agent_from_config`).
@@ -139,7 +143,9 @@ def build_agent(
         width = policy.expert.width if policy_cfg.kind == "vla" else int(policy.encoder.out_dim)
         conditioner = IndicatorConditioner(width)
         return RECAPAgent(policy, value.to(device), conditioner.to(device), offline_cfg)
-    critic = ChunkCritic(
+    if method == "corft" and policy_cfg.kind == "vla":  # CO-RFT: critic and one-step heads on the VLA trunk
+        factory = _trunk_factory(policy)
+    critic = (PrefixChunkCritic if method == "corft" else ChunkCritic)(
         factory(),
         action_dim,
         policy_cfg.horizon,
@@ -152,7 +158,16 @@ def build_agent(
     one_step = OneStepChunkPolicy(factory(), action_dim, policy_cfg.horizon, policy_cfg.hidden_dims).to(
         device
     )
+    if method == "corft":
+        return CORFTAgent(policy, critic, one_step, offline_cfg, corft_cfg or CORFTConfig())
     return QCFQLAgent(policy, critic, one_step, offline_cfg)
+
+
+def _trunk_factory(policy: nn.Module) -> EncoderFactory:
+    """Encoders reading the VLA policy's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`)."""
+    from .vla.trunk import VLATrunkFeatures
+
+    return lambda: VLATrunkFeatures(policy)
 
 
 def _build_sac(policy_cfg, sac_cfg, action_dim, stats, factory, device) -> SACAgent:
@@ -192,7 +207,9 @@ def build_agent_from_config(
     """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``,
     ``cfg.sac`` for ``sac``, ``cfg.ppo`` for ``ppo``, ``cfg.recap`` for ``recap``, else ``cfg.offline``)."""
     algo_cfg = getattr(cfg, _ALGO_SECTIONS.get(method, ("offline",))[0])
-    return build_agent(method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
+    return build_agent(
+        method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device, cfg.corft
+    )
 
 
 def save_agent(
@@ -249,7 +266,17 @@ def load_agent(
     policy_cfg = _section(config, "policy", PolicyConfig)
     algo_cfg = _section(config, *_ALGO_SECTIONS.get(method, ("offline", OfflineRLConfig)))
     shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
-    agent = build_agent(method, policy_cfg, algo_cfg, shapes, int(config["action_dim"]), stats, device=device)
+    corft_cfg = _section(config, "corft", CORFTConfig)
+    agent = build_agent(
+        method,
+        policy_cfg,
+        algo_cfg,
+        shapes,
+        int(config["action_dim"]),
+        stats,
+        device=device,
+        corft_cfg=corft_cfg,
+    )
     for name, module in agent.modules().items():
         if name not in state_dicts:
             raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")

@@ -398,8 +398,10 @@ class BCConfig:
 
 @dataclass
 class OfflineRLConfig:
-    """Chunked offline RL (ALGORITHMS.md §3-4). ``method`` is ``qc`` (best-of-N), ``qc_fql`` or ``recap``
-    (advantage-conditioned flow policy, §7, hyper-parameters in :class:`RecapConfig`).
+    """Chunked offline RL (ALGORITHMS.md §3-4, §6-7). ``method`` is ``qc`` (best-of-N), ``qc_fql``, ``corft``
+    (CO-RFT: per-prefix critic and TD3+BC actor, its own keys in :class:`CORFTConfig`; it uses every key
+    here except ``best_of_n`` and ``fql_alpha``) or ``recap`` (advantage-conditioned flow policy, §7,
+    hyper-parameters in :class:`RecapConfig`).
 
     ``critic_agg`` is ``mean``, ``min`` or ``min_random2`` (RLPD: min over a random pair).
     ``reward_norm``: how per-step rewards r are mapped before the critic sees them, with
@@ -466,6 +468,20 @@ class RecapConfig:
     drop_prob: float = 0.1
     cfg_beta: float = 1.5
     lr: float = 3e-4
+
+
+@dataclass
+class CORFTConfig:
+    """CO-RFT (ALGORITHMS.md §6, :mod:`robot_rl.algos.corft`; ``offline.method=corft``), on top of the
+    ``offline`` keys. ``lambda_bc``: weight λ of the actor's ``‖π(s) − A_D‖²`` term next to the Q term
+    normalised by mean |Q|. Default 2: on pick-cube (one seed, 500 steps, 50 eval episodes) TD3+BC's own
+    value 0.4 never succeeded (0.00), 2 gave 0.92 and 10 gave 0.74 against BC's 0.48 — the best of three
+    values looked at on the same episodes, not a sweep (benchmarks/README.md). ``cal_ql_alpha``: weight of
+    the Cal-QL calibration term in the critic loss; 0 (the default) turns it off. Both [unverified]
+    readings of the paper."""
+
+    lambda_bc: float = 2.0
+    cal_ql_alpha: float = 0.0
 
 
 @dataclass
@@ -799,7 +815,7 @@ class PipelineConfig:
     ``threads``: torch CPU threads per process; 0 = an equal share of the cores among the processes the
     command runs (``robot_rl.threads``); set 1 when several jobs share the machine. ``ppo``: online PPO for
     flow policies (``robot-rl ppo``, :class:`PPOConfig`). ``recap``: RECAP (``offline.method=recap``,
-    :class:`RecapConfig`).
+    :class:`RecapConfig`). ``corft``: CO-RFT's own keys (``offline.method=corft``, :class:`CORFTConfig`).
     """
 
     run_dir: str = "runs/panda_pick_cube"
@@ -810,6 +826,7 @@ class PipelineConfig:
     bc: BCConfig = field(default_factory=BCConfig)
     offline: OfflineRLConfig = field(default_factory=OfflineRLConfig)
     recap: RecapConfig = field(default_factory=RecapConfig)
+    corft: CORFTConfig = field(default_factory=CORFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

@@ -151,7 +151,7 @@ RULES: dict[str, Range | Choice] = {
     "bc.batch_size": COUNT,
     "bc.lr": POSITIVE,
     "bc.act_noise": NONNEG,
-    "offline.method": Choice(("qc", "qc_fql", "recap")),
+    "offline.method": Choice(("qc", "qc_fql", "corft", "recap")),
     "offline.steps": COUNT,
     "offline.batch_size": COUNT,
     "offline.lr": POSITIVE,
@@ -176,6 +176,8 @@ RULES: dict[str, Range | Choice] = {
     "recap.drop_prob": Range(0, 1, hi_open=True),
     "recap.cfg_beta": Range(1),  # ALGORITHMS.md §7: guidance toward positive, β >= 1
     "recap.lr": POSITIVE,
+    "corft.lambda_bc": NONNEG,
+    "corft.cal_ql_alpha": NONNEG,
     "eval.episodes_per_seed": COUNT,
     "eval.num_videos": NONNEG_INT,
     "data.image_size": Range(8, integer=True),

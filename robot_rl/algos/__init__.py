@@ -1,4 +1,4 @@
-"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, SAC (HIL-SERL), π_RL flow PPO, chunked critic and
+"""Algorithms (core): flow BC, QC best-of-N, QC-FQL, CO-RFT, SAC (HIL-SERL), π_RL flow PPO, chunked critic and
 targets.
 
 This package never imports ``robot_rl.policies`` at module level; agents receive their networks as
@@ -7,19 +7,22 @@ wires them together.
 """
 
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic
 from robot_rl.algos.critic import ChunkCritic, aggregate_q, polyak_update
 from robot_rl.algos.flow_bc import FlowBC
 from robot_rl.algos.flow_ppo import FlowPPOAgent, chunk_gae
 from robot_rl.algos.fql import QCFQLAgent
 from robot_rl.algos.qc import QCAgent, best_of_n
 from robot_rl.algos.sac import SACAgent
-from robot_rl.algos.targets import masked_critic_loss, qc_target
+from robot_rl.algos.targets import masked_critic_loss, prefix_targets, qc_target
 
 __all__ = [
+    "CORFTAgent",
     "ChunkCritic",
     "FlowBC",
     "FlowPPOAgent",
     "QCAgent",
+    "PrefixChunkCritic",
     "QCFQLAgent",
     "SACAgent",
     "aggregate_q",
@@ -28,5 +31,6 @@ __all__ = [
     "chunk_gae",
     "masked_critic_loss",
     "polyak_update",
+    "prefix_targets",
     "qc_target",
 ]

@@ -125,3 +125,36 @@ def critic_td_step(
     loss.backward()
     optimizer.step()
     return loss, q, y
+
+
+def prefix_targets(
+    step_rewards: torch.Tensor, step_dones: torch.Tensor, next_q: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """CO-RFT per-prefix TD targets (Huang et al. 2025; ALGORITHMS.md §6, [unverified] there).
+
+    For prefix length k = 1..h (column k − 1):
+    ``y_k = Σ_{i<k} γ^i r_{t+i} + γ^k · mask_k · Qbar(s_{t+k}, π(s_{t+k}))`` with
+    ``mask_k = 1 − max_{i<k} done_{t+i}`` (a termination inside the prefix stops the bootstrap; a time-limit
+    truncation is not a done and keeps it). This is §6's ``Σ_{i≤k} γ^i r_{t+i} + γ^{k+1} Qbar(s_{t+k+1}, ·)``
+    with its 0-based k renamed to the prefix length k + 1; y_h is the §3 Q-chunking target.
+
+    Args:
+        step_rewards: (B, h) float32 per-step rewards r_{t+i}, already mapped and 0 on padded steps.
+        step_dones: (B, h) float32 1 where step t+i terminated (0 on padded steps).
+        next_q: (B, h) float32, column k − 1 the aggregated target value at s_{t+k} (no gradient is stopped
+            here; compute it under no_grad).
+    Returns:
+        (B, h) float32 targets.
+    Raises:
+        ValueError: the three shapes differ.
+    """
+    if not step_rewards.shape == step_dones.shape == next_q.shape or step_rewards.dim() != 2:
+        raise ValueError(
+            f"step_rewards, step_dones, next_q must all be (B, h), got {tuple(step_rewards.shape)}, "
+            f"{tuple(step_dones.shape)}, {tuple(next_q.shape)}"
+        )
+    h = step_rewards.shape[1]
+    discounts = gamma ** torch.arange(h + 1, device=step_rewards.device, dtype=step_rewards.dtype)
+    partial = torch.cumsum(step_rewards * discounts[:h], dim=1)
+    masks = 1.0 - torch.cummax(step_dones, dim=1).values
+    return partial + discounts[1:] * masks * next_q

@@ -81,6 +81,7 @@ def train_agent(
     cfg = replace(cfg, policy=_with_instruction(policy_cfg, data.tasks, data.dataset.root))
     if algo != "bc":
         cfg = replace(cfg, offline=resolve_reward_range(cfg.offline, data.train.sampler.rewards))
+        data.train.sampler.prefixes = _method(cfg, algo) == "corft"  # CO-RFT's per-prefix targets
     torch.manual_seed(seed)
     agent = build_agent(
         _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device

@@ -15,6 +15,13 @@ For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
   A chunk that reaches a time-limit end without a recorded final observation (a LeRobot dataset, which
   has no row for it) would bootstrap from the wrong state, so it is left out of the critic loss; one that
   ends in a true termination needs no next state.
+
+With ``prefixes`` (CO-RFT's per-prefix targets, ALGORITHMS.md §6) ``get`` also returns, for k = 1..h at
+index k − 1: ``step_rewards`` r[q_{k−1}]·valid, ``step_dones`` done[q_{k−1}]·valid, ``prefix_observations``
+s[t + k] (the episode's final observation or the clamped last row past the end, as ``next_observations``),
+``prefix_critic_valid`` valid[k−1]·(s[t + k] recorded or a termination among the first k steps), and the
+Monte-Carlo return ``mc_returns`` = Σ_{j=t}^{hi−1} γ^{j−t} r[j] with ``mc_discounts`` = Σ_{j=t}^{hi−1} γ^{j−t}
+(so a per-step reward map r' = scale·(r − shift) gives G' = scale·(G − shift·mc_discounts)).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class ChunkSampler:
         source: optional per-frame int source codes (N,), returned as ``source`` (B,).
         final_obs: optional ``{key: (E, ...)}`` for every key of ``obs_keys``: each episode's final
             observation, episodes in the order they appear in ``episode_index``.
+        prefixes: also return the per-prefix fields (module docstring); settable later as ``.prefixes``.
 
     Raises DatasetError naming the key when a required array is missing or has the wrong length.
     """
@@ -51,6 +59,7 @@ class ChunkSampler:
         gamma: float,
         source: np.ndarray | None = None,
         final_obs: dict[str, np.ndarray] | None = None,
+        prefixes: bool = False,
     ) -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
@@ -94,6 +103,8 @@ class ChunkSampler:
                     )
             self.final_obs = {k: np.asarray(final_obs[k]) for k in obs_keys}
         self.discounts = (self.gamma ** np.arange(self.horizon)).astype(np.float32)
+        self.prefixes = bool(prefixes)
+        self._mc: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -107,13 +118,49 @@ class ChunkSampler:
         t = np.asarray(indices, dtype=np.int64)
         return np.minimum(t + self.horizon, self.episode_end[t] - 1)
 
-    def _next_observations(self, t: np.ndarray, reaches_end: np.ndarray) -> dict[str, np.ndarray]:
-        out = {k: v[self.next_indices(t)] for k, v in self.obs.items()}
+    def prefix_indices(self, indices: np.ndarray) -> np.ndarray:
+        """Row of s[t + k] for k = 1..h, min(t + k, episode end − 1): int64 (B, h)."""
+        t = np.asarray(indices, dtype=np.int64)[:, None]
+        return np.minimum(t + np.arange(1, self.horizon + 1)[None, :], self.episode_end[t] - 1)
+
+    def _next_observations(self, t: np.ndarray, reaches_end: np.ndarray, rows=None) -> dict[str, np.ndarray]:
+        """Observations at ``rows`` (default: each chunk's next row), (B,) or (B, h), with the episode's
+        final observation where ``reaches_end`` (same shape) and it is recorded."""
+        rows = self.next_indices(t) if rows is None else rows
+        out = {k: v[rows] for k, v in self.obs.items()}
         if self.final_obs is not None and reaches_end.any():
-            episodes = self.episode_ordinal[t[reaches_end]]
+            starts = np.broadcast_to(t.reshape(-1, *([1] * (rows.ndim - 1))), rows.shape)
+            episodes = self.episode_ordinal[starts[reaches_end]]
             for key, arr in out.items():
                 arr[reaches_end] = self.final_obs[key][episodes]
         return out
+
+    def _mc_returns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) float64 discounted return to the episode end and (N,) the sum of its discounts."""
+        if self._mc is None:
+            g, d = np.zeros(len(self)), np.zeros(len(self))
+            for i in range(len(self) - 1, -1, -1):
+                more = i + 1 < self.episode_end[i]
+                g[i] = self.rewards[i] + (self.gamma * g[i + 1] if more else 0.0)
+                d[i] = 1.0 + (self.gamma * d[i + 1] if more else 0.0)
+            self._mc = (g, d)
+        return self._mc
+
+    def _prefix_fields(self, t: np.ndarray, qc: np.ndarray, valid_b: np.ndarray, end: np.ndarray) -> dict:
+        k = np.arange(1, self.horizon + 1)[None, :]
+        dones = self.dones[qc] & valid_b
+        reaches_end = t[:, None] + k >= end[:, None]
+        recorded = ~reaches_end | (self.final_obs is not None)
+        terminal_so_far = np.logical_or.accumulate(dones, axis=1)
+        g, d = self._mc_returns()
+        return {
+            "step_rewards": (self.rewards[qc] * valid_b).astype(np.float32),
+            "step_dones": dones.astype(np.float32),
+            "prefix_observations": self._next_observations(t, reaches_end, self.prefix_indices(t)),
+            "prefix_critic_valid": (valid_b & (recorded | terminal_so_far)).astype(np.float32),
+            "mc_returns": g[t].astype(np.float32),
+            "mc_discounts": d[t].astype(np.float32),
+        }
 
     def get(self, indices: np.ndarray) -> dict:
         """The chunked transitions starting at ``indices`` (B,). Returns numpy: ``observations``
@@ -140,6 +187,8 @@ class ChunkSampler:
             "valid": valid,
             "critic_valid": (valid_b[:, -1] & (next_recorded | terminal)).astype(np.float32),
         }
+        if self.prefixes:
+            out.update(self._prefix_fields(t, qc, valid_b, end))
         if self.intervention is not None:
             out["is_intervention"] = self.intervention[qc] * valid
         if self.source is not None:

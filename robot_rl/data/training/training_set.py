@@ -263,6 +263,8 @@ class TrainingSet:
         if len(self.tasks) > 1:  # multi-task: the policy is conditioned on each frame's instruction
             task = np.asarray(self.tasks, dtype=object)[self._task_index[split.rows[indices]]]
             out["observations"][keys.TASK] = out["next_observations"][keys.TASK] = task
+            if "prefix_observations" in out:  # CO-RFT: s[t + k], k = 1..h
+                out["prefix_observations"][keys.TASK] = np.repeat(task[:, None], self.horizon, 1)
         if self.store is not None:
             now = split.rows[indices]
             nxt = split.rows[split.sampler.next_indices(indices)]
@@ -272,6 +274,11 @@ class TrainingSet:
                 out["observations"][key] = frames[: len(now)]
                 if self.for_rl:
                     out["next_observations"][key] = frames[len(now) :]
+            if "prefix_observations" in out:
+                pre = split.rows[split.sampler.prefix_indices(indices)]  # (B, h)
+                for key in self.camera_keys:
+                    frames = self.store.frames(key, pre.reshape(-1))
+                    out["prefix_observations"][key] = frames.reshape(*pre.shape, *frames.shape[1:])
         return out
 
     def sample(self, batch_size: int, seed: int, step: int) -> dict:
