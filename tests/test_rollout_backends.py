@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode
 from robot_rl import keys
 from robot_rl.cli import stages
 from robot_rl.cli.envs import make_rollout_vec_env
-from robot_rl.config import EnvConfig, PipelineConfig
+from robot_rl.config import ConfigError, EnvConfig, PipelineConfig, RobotConfig
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.sim import make_vector_env
 from robot_rl.sim.render import RendererError, select_backend
@@ -93,3 +93,10 @@ def test_collect_and_eval_on_mujoco_cpu_match_gym_vector(tmp_path):
     assert [e["env_seed"] for e in new_out["episodes"]] == [1_000_000, 1_000_001, 1_000_002]
     assert json.dumps(new_out["episodes"]) == json.dumps(ref_out["episodes"])
     assert new_out["summary"] == ref_out["summary"]
+
+
+def test_mujoco_cpu_rollout_refuses_a_robot_as_a_config_error():
+    with pytest.raises(
+        ConfigError, match=r"env.backend=mujoco_cpu runs the built-in simulated tasks.*gym_vector"
+    ):
+        make_rollout_vec_env(EnvConfig(backend="mujoco_cpu", robot=RobotConfig(driver="sim")))

@@ -7,7 +7,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from robot_rl import keys
-from robot_rl.config import EnvConfig
+from robot_rl.config import ConfigError, EnvConfig
 
 # Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses seeds from
 # EVAL_SEED_OFFSET on, shared by every method and training seed so comparisons are paired.
@@ -24,8 +24,9 @@ def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None):
     :class:`robot_rl.sim.batched_rollout.RolloutView`; the same episodes for the same seeds and actions.
 
     Raises:
-        ValueError: what ``make_vector_env`` / ``make_batched_env`` raise (e.g. ``mujoco_cpu`` with a
-            foreign ``env.id`` or a robot).
+        ValueError: what ``make_vector_env`` raises.
+        ConfigError: what ``make_batched_env`` refuses (e.g. ``mujoco_cpu`` with a foreign ``env.id`` or a
+            robot), naming ``env.backend``; the CLI prints it as one line with exit code 2.
     """
     if cfg.backend == "gym_vector":
         from robot_rl.sim import make_vector_env
@@ -34,7 +35,11 @@ def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None):
     from robot_rl.sim import make_batched_env
     from robot_rl.sim.batched_rollout import RolloutView
 
-    return RolloutView(make_batched_env(cfg, num_envs))
+    try:
+        env = make_batched_env(cfg, num_envs)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    return RolloutView(env)
 
 
 def dataset_features(
