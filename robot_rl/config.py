@@ -273,8 +273,9 @@ class EnvConfig:
     are passed to the env constructor (``gym.make`` for a foreign id), with their YAML types. ``robot``
     (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`). ``backend`` picks
     the batched simulator of :func:`robot_rl.sim.batched_factory.make_batched_env`: ``gym_vector``
-    (gymnasium's vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); the
-    rollout, collect, eval and online code does not use it yet. ``robot_type`` is the robot model that
+    (gymnasium's vector env, any id) or ``mujoco_cpu`` (the built-in task, in-process threads); collect,
+    eval and pipeline roll out on it (:func:`robot_rl.cli.envs.make_rollout_vec_env`), the online actor
+    does not use it yet. ``robot_type`` is the robot model that
     ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:
     ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot
     (``so101``, ``ur``, ...), the env id for a foreign env. The task suite's ids

@@ -7,7 +7,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from robot_rl import keys
-from robot_rl.config import EnvConfig
+from robot_rl.config import ConfigError, EnvConfig
 
 # Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses seeds from
 # EVAL_SEED_OFFSET on, shared by every method and training seed so comparisons are paired.
@@ -15,12 +15,31 @@ EVAL_SEED_OFFSET = 1_000_000
 DEMO_SEED_STRIDE = 100_000
 
 
-def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None) -> gym.vector.VectorEnv:
-    """The sim's vector env with autoreset disabled, so robot_rl.rollout resets each sub-env with an exact
-    seed."""
-    from robot_rl.sim import make_vector_env
+def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None):
+    """The envs robot_rl.rollout drives (autoreset disabled, so it resets each sub-env with an exact seed),
+    on the simulator ``cfg.backend`` names.
 
-    return make_vector_env(cfg, num_envs, autoreset_mode=AutoresetMode.DISABLED)
+    ``gym_vector``: gymnasium's vector env (``make_vector_env``, any env id, a robot). ``mujoco_cpu``: the
+    in-process batched env (:class:`robot_rl.sim.batched_mujoco.MujocoCpuBatchedEnv`) behind
+    :class:`robot_rl.sim.batched_rollout.RolloutView`; the same episodes for the same seeds and actions.
+
+    Raises:
+        ValueError: what ``make_vector_env`` raises.
+        ConfigError: what ``make_batched_env`` refuses (e.g. ``mujoco_cpu`` with a foreign ``env.id`` or a
+            robot), naming ``env.backend``; the CLI prints it as one line with exit code 2.
+    """
+    if cfg.backend == "gym_vector":
+        from robot_rl.sim import make_vector_env
+
+        return make_vector_env(cfg, num_envs, autoreset_mode=AutoresetMode.DISABLED)
+    from robot_rl.sim import make_batched_env
+    from robot_rl.sim.batched_rollout import RolloutView
+
+    try:
+        env = make_batched_env(cfg, num_envs)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    return RolloutView(env)
 
 
 def dataset_features(
