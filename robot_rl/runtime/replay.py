@@ -61,11 +61,19 @@ def final_spec(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
     }
 
 
+SOURCE_KEYS = ("index",)
+"""Batch keys that locate rows in one source (a training split's chunk starts, read by RECAP), meaningless
+in a batch mixed from several sources: :func:`concat_batches` leaves them out."""
+
+
 def concat_batches(parts: list[dict]) -> dict:
-    """Concatenate chunk batches along the batch axis (nested observation dicts included)."""
+    """Concatenate chunk batches along the batch axis (nested observation dicts included), without the
+    per-source :data:`SOURCE_KEYS`."""
     parts = [p for p in parts if p]
     out = {}
     for key, value in parts[0].items():
+        if key in SOURCE_KEYS:
+            continue
         if isinstance(value, dict):
             out[key] = {k: np.concatenate([p[key][k] for p in parts]) for k in value}
         else:
