@@ -16,6 +16,11 @@ from robot_rl.data.normalize import FeatureStats
 from robot_rl.keys import TASK, is_image_key
 
 
+class UnknownTaskError(ValueError):
+    """A task-conditioned policy was given an instruction it never saw in training (names it and the
+    known ones); the CLI prints it as one line."""
+
+
 def conv_layers(channels: int) -> list[nn.Module]:
     """Three 3x3 stride-2 convs (3 -> ``channels`` -> ``channels``) with GELUs: (B, 3, H, W) float ->
     (B, channels, H/8, W/8); a list, so that callers' ``nn.Sequential`` keep flat parameter names."""
@@ -126,7 +131,10 @@ class ObservationEncoder(nn.Module):
         index = {t: i for i, t in enumerate(self.tasks)}
         unknown = [t for t in obs[TASK] if t not in index]
         if unknown:
-            raise ValueError(f"task {unknown[0]!r} was not in the training data; known tasks: {self.tasks}")
+            raise UnknownTaskError(
+                f"task {unknown[0]!r} was not in the training data; known tasks: {self.tasks} (record"
+                " demos of it, or evaluate on seeds whose instructions the policy was trained on)"
+            )
         device = self.task_embedding.weight.device
         return torch.tensor([index[t] for t in obs[TASK]], dtype=torch.long, device=device)
 

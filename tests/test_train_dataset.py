@@ -12,12 +12,14 @@ import pytest
 import torch
 
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.cli.errors import explain
 from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.data.training.frames import ZarrFrameCache
 from robot_rl.data.training.loader import batches
 from robot_rl.data.training.training_set import TrainingSet, horizon_from_seconds
+from robot_rl.policies.encoders import UnknownTaskError
 from robot_rl.training.loop import load_agent
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
@@ -174,8 +176,10 @@ def test_two_camera_dataset_trains_bc_and_offline_rl(tmp_path):
     pick = agent.act({**obs, "task": ["pick the cube"] * 2}, noise)
     push = agent.act({**obs, "task": ["push the cube"] * 2}, noise)
     assert not torch.allclose(pick, push)
-    with pytest.raises(ValueError, match="'stack the cube' was not in the training data"):
+    with pytest.raises(UnknownTaskError, match="'stack the cube' was not in the training data") as err:
         agent.act({**obs, "task": ["stack the cube"] * 2})
+    # the CLI prints it as one line instead of a traceback (a pipeline whose demos lack an instruction)
+    assert explain(err.value) == (f"robot-rl: policy error: {err.value}", 1)
 
 
 def test_bad_training_configs_exit_with_a_clear_message(tmp_path, capsys):

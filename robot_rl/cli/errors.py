@@ -22,6 +22,7 @@ from collections.abc import Callable
 KNOWN = (
     ("robot_rl.config", "ConfigError", "config error", 2),
     ("robot_rl.policies.checkpoint", "CheckpointError", "checkpoint error", 1),
+    ("robot_rl.policies.encoders", "UnknownTaskError", "policy error", 1),
     ("robot_rl.data.errors", "DatasetError", "dataset error", 1),
     ("robot_rl.rewards.base", "CriticInputError", "critic error", 1),
     ("robot_rl.rewards.base", "CriticScoreError", "critic error", 1),
