@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
-from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
+from robot_rl.algos.critic import ChunkCritic, actor_step, make_target, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
 from robot_rl.algos.targets import TERMINAL_CHUNKS, prefix_targets, reward_affine
 
@@ -229,11 +229,7 @@ class CORFTAgent(Agent):
         opt.step()
 
         losses = self.actor_losses(obs, actions_norm, valid)
-        opt = self.optimizers["actor"]
-        opt.zero_grad(set_to_none=True)
-        losses["actor_loss"].backward()
-        opt.step()
-        self.optimizers["critic"].zero_grad(set_to_none=True)  # drop actor-loss grads on the critic
+        actor_step(self.optimizers, losses["actor_loss"])
 
         polyak_update(self.target_critic, self.critic, self.cfg.tau)
         out = {k: float(v.detach()) for k, v in losses.items()}

@@ -131,6 +131,16 @@ def make_target(module: nn.Module) -> nn.Module:
     return target
 
 
+def actor_step(optimizers: dict[str, torch.optim.Optimizer], loss: torch.Tensor) -> None:
+    """One step of ``optimizers["actor"]`` on ``loss``, then the gradients the loss left on the critic (its
+    Q(s, pi(s)) term backpropagates through it) are dropped, so the next critic step starts clean."""
+    opt = optimizers["actor"]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    optimizers["critic"].zero_grad(set_to_none=True)
+
+
 @torch.no_grad()
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """theta_bar <- (1 - tau) theta_bar + tau theta for parameters; buffers are copied."""

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
-from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
+from robot_rl.algos.critic import ChunkCritic, actor_step, make_target, polyak_update
 from robot_rl.algos.protocols import Obs
 from robot_rl.algos.targets import critic_td_step
 
@@ -195,11 +195,7 @@ class SACAgent(Agent):
         actions, log_prob = self.policy(obs)
         q_pi = self.critic(obs, actions).mean(0)  # mean over the ensemble (SERL)
         actor_loss = (alpha * log_prob - q_pi).mean()
-        opt = self.optimizers["actor"]
-        opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        opt.step()
-        self.optimizers["critic"].zero_grad(set_to_none=True)  # drop actor-loss grads on the critic
+        actor_step(self.optimizers, actor_loss)
 
         entropy = -log_prob.detach().mean()
         temperature_loss = self.temperature() * (entropy - self.target_entropy)
