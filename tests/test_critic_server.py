@@ -271,7 +271,9 @@ def test_killed_server_fails_fast_and_restart_reconnects(served, local):
     assert time.monotonic() - start < 3.0
     served.restart()  # same port
     deadline = time.monotonic() + 60.0  # the client's 1 s timeout is short for a restart on loaded cores
+    attempts = 0
     while True:
+        attempts += 1
         try:
             out = remote.predict(obs_i, obs_j, "stack")  # the same client reconnects by itself
             break
@@ -279,7 +281,9 @@ def test_killed_server_fails_fast_and_restart_reconnects(served, local):
             if time.monotonic() > deadline:
                 raise
     _assert_same(out, expected)
-    assert remote.stats()["requests"] == 1  # a fresh server answered
+    # A fresh server answered: its count starts at 0; an attempt the client gave up on may still have been
+    # answered late, so it counts between 1 and the attempts made.
+    assert 1 <= remote.stats()["requests"] <= attempts
     remote.close()
 
 

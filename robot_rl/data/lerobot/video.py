@@ -15,6 +15,7 @@ codec thread, so the thread count is the decoder's own; every frame is decoded e
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,9 @@ from robot_rl.data.errors import DatasetError
 
 # SVT-AV1 prints a banner and warnings to stderr for every encoder; keep only its errors unless asked.
 os.environ.setdefault("SVT_LOG", "1")
+
+ENCODE_ATTEMPTS = 3  # encoder-library errors are retried: see encode_video
+log = logging.getLogger(__name__)
 
 # Ordered by preference: (encoder name, name written to info.json's video.codec).
 _CODEC_PREFERENCE = (("libsvtav1", "av1"), ("libx264", "h264"), ("h264", "h264"), ("mpeg4", "mpeg4"))
@@ -75,7 +79,10 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
     keyframe every 2 frames (as LeRobot) for cheap random access.
 
     Written to a temporary name and renamed into place, so ``path`` is either absent or complete.
-    H and W must be even (yuv420p). Raises DatasetError naming ``path`` on bad input or encoder failure.
+    H and W must be even (yuv420p). An error returned by the encoder library itself is retried
+    ``ENCODE_ATTEMPTS`` times in all (libsvtav1 once returned EINVAL for one episode of a dataset under heavy
+    load and not on the rerun), so a transient failure does not end a recording. Raises DatasetError naming
+    ``path`` on bad input or when every attempt failed.
     """
     path = Path(path)
     frames = np.asarray(frames)
@@ -89,7 +96,14 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
         options.update(crf="30", preset="12")
     elif codec in ("libx264", "h264"):
         options.update(crf="23", preset="veryfast")
-    encode_stream(path, iter(frames), fps, frames.shape[1], frames.shape[2], codec, options)
+    for attempt in range(1, ENCODE_ATTEMPTS + 1):
+        try:
+            encode_stream(path, iter(frames), fps, frames.shape[1], frames.shape[2], codec, options)
+            return
+        except DatasetError as err:
+            if attempt == ENCODE_ATTEMPTS or not isinstance(err.__cause__, av.FFmpegError):
+                raise
+            log.warning("%s; encoding it again (attempt %d of %d)", err, attempt + 1, ENCODE_ATTEMPTS)
 
 
 def encode_stream(
