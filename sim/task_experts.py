@@ -14,8 +14,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.sim.assets import CUBE_HALF_SIZE_M
-from robot_rl.sim.expert import APPROACH_HEIGHT_M, CLOSE_STEPS, PickCubeExpert
-from robot_rl.sim.panda_base import MAX_DELTA_M
+from robot_rl.sim.expert import APPROACH, APPROACH_HEIGHT_M, LIFT, PhasedExpert, PickCubeExpert
 from robot_rl.sim.panda_tasks import BIN_FLOOR_M, COLOURS
 
 CARRY_HEIGHT_M = 0.14
@@ -52,51 +51,10 @@ class PickColourExpert(PickCubeExpert):
         return super().act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: cubes[found[0]]})
 
 
-class _PhasedExpert:
-    """Shared noise, per-episode mistakes and the proportional step towards a goal of the suite experts."""
-
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        if noise < 0:
-            raise ValueError(f"noise must be >= 0, got {noise}")
-        self.noise = float(noise)
-        self.rng = np.random.default_rng(seed)
-        self.low = np.array([-MAX_DELTA_M] * 3 + [0.0], dtype=np.float32)
-        self.high = np.array([MAX_DELTA_M] * 3 + [1.0], dtype=np.float32)
-        self.reset()
-
-    def reset(self, seed: int | list[int] | None = None) -> None:
-        """Start a new episode (phase 0) and draw its mistakes; ``seed`` reseeds the noise generator
-        (``None`` continues the current stream)."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        n, rng = self.noise, self.rng
-        self.phase, self.phase_steps = 0, 0
-        self.offset = rng.normal(0.0, 1.0, size=2) * n * 0.06
-        self.grasp_z = rng.uniform(0.035, 0.06) if rng.random() < 0.5 * n else 0.0
-        self.hesitate_steps = int(rng.integers(5, 16)) if rng.random() < 0.5 * n else 0
-
-    def _enter(self, phase: int) -> None:
-        self.phase, self.phase_steps = phase, 0
-
-    def _action(self, goal: np.ndarray, pinch: np.ndarray, grip: float) -> np.ndarray:
-        self.phase_steps += 1
-        delta = np.clip(0.8 * (goal - pinch), -MAX_DELTA_M, MAX_DELTA_M)
-        action = np.concatenate([delta, [grip]])
-        if self.noise > 0:
-            action += self.rng.normal(0.0, self.noise, 4) * np.array([MAX_DELTA_M] * 3 + [0.5])
-        return np.clip(action, self.low, self.high).astype(np.float32)
-
-    def _hesitate(self) -> bool:
-        if self.hesitate_steps > 0:
-            self.hesitate_steps -= 1
-            return True
-        return False
+CARRY, LOWER, RELEASE, RETREAT = range(LIFT + 1, LIFT + 5)
 
 
-APPROACH, DESCEND, CLOSE, LIFT, CARRY, LOWER, RELEASE, RETREAT = range(8)
-
-
-class _PickPlaceExpert(_PhasedExpert):
+class _PickPlaceExpert(PhasedExpert):
     """Pick a cube, carry it above a place point, lower it until its centre is at the place height, open,
     retreat; start over when the cube is dropped. Subclasses give the cube and the place point."""
 
@@ -110,24 +68,10 @@ class _PickPlaceExpert(_PhasedExpert):
         cube, place = self._cube_and_place(np.asarray(obs[keys.ENV_STATE], dtype=np.float64))
         above = cube.copy()
         above[:2] += self.offset
-        grip, held = 0.0, np.linalg.norm(cube - pinch) < LOST_DISTANCE_M
+        held = np.linalg.norm(cube - pinch) < LOST_DISTANCE_M
         if self.phase in (LIFT, CARRY, LOWER) and self.phase_steps > 3 and not held:
             self._enter(APPROACH)
-        if self.phase == APPROACH:
-            goal = above + [0.0, 0.0, APPROACH_HEIGHT_M]
-            if np.linalg.norm(goal[:2] - pinch[:2]) < 0.01 and abs(goal[2] - pinch[2]) < 0.03:
-                if self._hesitate():
-                    goal = pinch.copy()
-                else:
-                    self._enter(DESCEND)
-        if self.phase == DESCEND:
-            goal = above + [0.0, 0.0, self.grasp_z]
-            if abs(goal[2] - pinch[2]) < 0.01:
-                self._enter(CLOSE)
-        if self.phase == CLOSE:
-            goal, grip = pinch.copy(), 1.0
-            if self.phase_steps >= CLOSE_STEPS:
-                self._enter(LIFT)
+        goal, grip = self._grasp(above, pinch)
         if self.phase == LIFT:
             goal, grip = np.array([pinch[0], pinch[1], CARRY_HEIGHT_M]), 1.0
             if pinch[2] > CARRY_HEIGHT_M - 0.02:
@@ -169,15 +113,13 @@ class StackExpert(_PickPlaceExpert):
 RAISE, ABOVE, DOWN, PUSH = range(4)
 
 
-class PushExpert(_PhasedExpert):
+class PushExpert(PhasedExpert):
     """Push-to-target with the gripper closed: go above a point behind the cube (away from the target),
     descend, push the cube along the cube-to-target line; lift and line up again when the pinch drifts off
     the line. ``environment_state`` (10,): cube pose (7,) and target centre (3,). ``grasp_z`` (closing too
     high) does not apply; the xy offset shifts the push start point."""
 
-    def reset(self, seed: int | list[int] | None = None) -> None:
-        super().reset(seed)
-        self.phase = ABOVE
+    first_phase = ABOVE
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Action float32 (4,) from ``observation.state`` (22,) and ``environment_state`` (10,)."""
@@ -220,15 +162,13 @@ HOOK_GAP_M = 0.022
 PULL_STEP_M = 0.02
 
 
-class OpenDrawerExpert(_PhasedExpert):
+class OpenDrawerExpert(PhasedExpert):
     """Open-drawer with the gripper closed: go above the gap between the handle bar and the drawer, go down
     into it, pull towards the robot (-x) until the drawer is open. ``environment_state`` (4,): handle
     centre (3,), opening (1,). ``grasp_z`` (closing too high) makes it hook too high (it may slip over
     the bar); the xy offset shifts the hook point."""
 
-    def reset(self, seed: int | list[int] | None = None) -> None:
-        super().reset(seed)
-        self.phase = ABOVE
+    first_phase = ABOVE
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Action float32 (4,) from ``observation.state`` (22,) and ``environment_state`` (4,)."""
