@@ -45,10 +45,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from robot_rl.algos.base import Agent, check_finite, prepare_actions
-from robot_rl.algos.critic import ChunkCritic, actor_step, make_target, polyak_update
+from robot_rl.algos.base import prepare_actions
+from robot_rl.algos.critic import ChunkCritic, actor_step, polyak_update
+from robot_rl.algos.one_step import OneStepAgent
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import TERMINAL_CHUNKS, prefix_targets, reward_affine
+from robot_rl.algos.targets import TERMINAL_CHUNKS, prefix_targets
 
 PREFIX_KEYS = ("step_rewards", "step_dones", "prefix_observations", "prefix_critic_valid")
 
@@ -115,7 +116,7 @@ def _flatten_prefixes(obs: Obs) -> Obs:
     return out
 
 
-class CORFTAgent(Agent):
+class CORFTAgent(OneStepAgent):
     """CO-RFT agent (module docstring).
 
     Args:
@@ -145,18 +146,8 @@ class CORFTAgent(Agent):
                 raise ValueError(f"corft.{key}={value}: must be >= 0")
         if cfg.terminal_chunks not in TERMINAL_CHUNKS:
             raise ValueError(f"offline.terminal_chunks={cfg.terminal_chunks!r}; expected {TERMINAL_CHUNKS}")
-        self.policy, self.critic, self.one_step = policy, critic, one_step_policy
-        self.cfg, self.corft_cfg = cfg, corft_cfg
-        self.target_critic = make_target(critic)
-        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
-        actor_params = list(policy.parameters()) + list(one_step_policy.parameters())
-        self.optimizers = {
-            "actor": torch.optim.Adam([p for p in actor_params if p.requires_grad], lr=cfg.lr),
-            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
-        }
-
-    def _noise(self, b: int) -> torch.Tensor:
-        return torch.randn(b, self.policy.horizon, self.policy.action_dim, device=self.device)
+        super().__init__(policy, critic, one_step_policy, cfg)
+        self.corft_cfg = corft_cfg
 
     def _pi(self, obs: Obs, b: int) -> torch.Tensor:
         return self.policy.clip_normalized(self.one_step(obs, self._noise(b)))
@@ -244,19 +235,3 @@ class CORFTAgent(Agent):
         if "cal_ql" in closs:
             out["cal_ql"] = float(closs["cal_ql"].detach())
         return out
-
-    @torch.no_grad()
-    def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """``clip(μ_ω(s, z))`` unnormalised -> (B, h, d) robot units; ``noise``: optional (B, h, d)."""
-        if noise is None:
-            noise = self._noise(len(next(iter(obs.values()))))
-        chunk = self.policy.clip_normalized(self.one_step(obs, noise))
-        return check_finite(self.policy.unnormalize_actions(chunk, obs))
-
-    def modules(self) -> dict[str, nn.Module]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "one_step": self.one_step,
-        }

@@ -9,15 +9,15 @@ Euler flow under no_grad (teacher). Critic target uses ``mu_omega`` at s'.
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from robot_rl.algos.base import Agent, check_finite, prepare_actions
-from robot_rl.algos.critic import ChunkCritic, actor_step, make_target, polyak_update
-from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import critic_td_step, reward_affine
+from robot_rl.algos.base import prepare_actions
+from robot_rl.algos.critic import actor_step, polyak_update
+from robot_rl.algos.one_step import OneStepAgent
+from robot_rl.algos.protocols import Obs
+from robot_rl.algos.targets import critic_td_step
 
 
-class QCFQLAgent(Agent):
+class QCFQLAgent(OneStepAgent):
     """Args:
     policy: behaviour flow (FlowPolicy) trained by flow BC (warm-startable from BC).
     critic: :class:`ChunkCritic`; a Polyak target copy is made here.
@@ -27,22 +27,12 @@ class QCFQLAgent(Agent):
 
     Raises:
         ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
+
+    Construction, acting (``clip(mu_omega(s, z))``) and modules:
+    :class:`~robot_rl.algos.one_step.OneStepAgent`.
     """
 
     method = "qc_fql"
-
-    def __init__(self, policy: FlowPolicy, critic: ChunkCritic, one_step_policy: OneStepPolicy, cfg):
-        self.policy, self.critic, self.one_step, self.cfg = policy, critic, one_step_policy, cfg
-        self.target_critic = make_target(critic)
-        self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
-        actor_params = list(policy.parameters()) + list(one_step_policy.parameters())
-        self.optimizers = {
-            "actor": torch.optim.Adam(actor_params, lr=cfg.lr),
-            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
-        }
-
-    def _noise(self, b: int) -> torch.Tensor:
-        return torch.randn(b, self.policy.horizon, self.policy.action_dim, device=self.device)
 
     def actor_losses(
         self, obs: Obs, actions_norm: torch.Tensor, valid: torch.Tensor
@@ -93,21 +83,3 @@ class QCFQLAgent(Agent):
         out = {k: float(v.detach()) for k, v in losses.items()}
         out.update(critic_loss=float(critic_loss.detach()), q_mean=float(q.detach().mean()))
         return out
-
-    @torch.no_grad()
-    def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """``mu_omega(s, z)`` clipped to the normalised action box, unnormalised -> (B, h, d) robot units;
-        ``noise``: (B, h, d)."""
-        if noise is None:
-            feat_b = next(iter(obs.values())).shape[0]
-            noise = self._noise(feat_b)
-        chunk = self.policy.clip_normalized(self.one_step(obs, noise))
-        return check_finite(self.policy.unnormalize_actions(chunk, obs))
-
-    def modules(self) -> dict[str, nn.Module]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "one_step": self.one_step,
-        }
