@@ -329,7 +329,7 @@ class RobotEnv(gym.Env):
                 f"{self.robot.name}: reset the scene (episode seed {seed}), then press Enter to start... "
             )
         self.rate.restart()
-        obs = self._guard(self._observe)
+        obs = self._guard(lambda: self._observe(frames_after=time.monotonic()))
         self._steps = self._held = 0
         if isinstance(self._success, CriticSuccess):
             self._success.reset(obs)
@@ -428,14 +428,19 @@ class RobotEnv(gym.Env):
         except HardwareError as again:
             log.error("robot %s: hold failed too: %s", self.robot.name, again)
 
-    def _observe(self) -> dict[str, np.ndarray]:
+    def _observe(self, frames_after: float = -np.inf) -> dict[str, np.ndarray]:
+        """The observation now; every camera frame captured at or after ``frames_after`` (monotonic s; the
+        reset passes the time the scene was ready, so no camera shows the previous scene)."""
         state = self.robot.read()
         self._state = state
         obs = {keys.STATE: self._state_vector(state)}
         if self._has_env_state:
             obs[keys.ENV_STATE] = np.asarray(state.extra["environment_state"], dtype=np.float32)
         for name, cam in self.cameras.items():
-            obs[keys.image_key(name)] = resize_image(cam.read(CAMERA_TIMEOUT_S).image, self.image_size)
+            frame = cam.read(CAMERA_TIMEOUT_S)
+            while frame.timestamp < frames_after:
+                frame = cam.read(CAMERA_TIMEOUT_S)
+            obs[keys.image_key(name)] = resize_image(frame.image, self.image_size)
         self._last_obs = obs
         return obs
 

@@ -117,9 +117,11 @@ class Ros2Config:
     delta_twist_cmds; empty: no end-effector commands), stamped in ``twist_frame``; ``gripper_topic``
     (Float64MultiArray [closure in 0..1]; empty: none); ``sim_prefix``: topics of ``sim_robot_node``'s extras
     (``<prefix>/lifted`` Bool, ``<prefix>/environment_state`` Float64MultiArray, ``<prefix>/reset_scene``
-    String; empty on a real arm). Messages older than ``stale_s`` (s, by header stamp) are rejected.
-    ``connect_wait_s``: how long connecting waits for the first joint state (s; a launch file starts the
-    driver and its consumers together, in no order).
+    String, answered on ``<prefix>/scene_reset`` Header; empty on a real arm). Messages older than
+    ``stale_s`` (s, by header stamp) are rejected. ``connect_wait_s``: how long connecting waits for the
+    first joint state (s; a launch file starts the driver and its consumers together, in no order).
+    ``reset_wait_s``: how long a scene reset waits for the simulator's answer and its first state after
+    the reset (s), so an episode never starts from the previous scene's observation.
     """
 
     transport: str = "auto"
@@ -148,6 +150,7 @@ class Ros2Config:
     sim_prefix: str = ""
     stale_s: float = 0.5
     connect_wait_s: float = 30.0
+    reset_wait_s: float = 5.0
 
 
 @dataclass

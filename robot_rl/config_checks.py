@@ -421,6 +421,7 @@ ROS2_RULES: dict[str, Range | Choice] = {
     "joint_command": Choice(("position", "trajectory", "none")),
     "stale_s": POSITIVE,
     "connect_wait_s": POSITIVE,
+    "reset_wait_s": POSITIVE,
 }
 """Rules of ``env.robot.ros2`` (checked when ``env.robot.driver`` is ``ros2``)."""
 ROS2_JOINT_LISTS = ("joint_low", "joint_high", "joint_vel_max", "joint_acc_max")

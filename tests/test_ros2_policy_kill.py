@@ -43,6 +43,7 @@ def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path):
             "cameras:=[front]",
             "control_hz:=10.0",
             "command_timeout_s:=0.3",
+            "twist_mode:=servo",  # the watchdog is what holds a Servo-style arm
         ],
         log,
     )

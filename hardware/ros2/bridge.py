@@ -147,7 +147,10 @@ class RosRobot(Robot):
         )
         self._shared: SpinningNode | None = None
         self._joints: tuple[np.ndarray, np.ndarray, float] | None = None  # pos, vel, gripper
-        self._joint_time = 0.0
+        self._joint_time = 0.0  # receipt (monotonic s) of the latest joint state
+        self._joint_stamp = 0.0  # its header stamp (s since the epoch)
+        self._extra_time: dict[str, float] = {}  # receipt (monotonic s) of each extra
+        self._reset_ack: tuple[str, float] | None = None  # (request, stamp s) of the last scene_reset
         self._pose = (np.full(3, np.nan), np.array([1.0, 0, 0, 0]))
         self._extra: dict[str, np.ndarray] = {}
         self._pubs: dict[str, Any] = {}
@@ -171,15 +174,19 @@ class RosRobot(Robot):
         return {} if self._shared is None else dict(self._shared.rejected)
 
     # -- callbacks ------------------------------------------------------------------------------------
-    def _on_joints(self, value: tuple[np.ndarray, np.ndarray, float]) -> None:
-        self._joints, self._joint_time = value, time.monotonic()
+    def _on_joints(self, value: tuple[np.ndarray, np.ndarray, float, float]) -> None:
+        *joints, stamp = value
+        self._joints, self._joint_stamp, self._joint_time = tuple(joints), stamp, time.monotonic()
 
-    def _check_joints(self, msg: msgs.JointState) -> tuple[np.ndarray, np.ndarray, float]:
+    def _check_joints(self, msg: msgs.JointState) -> tuple[np.ndarray, np.ndarray, float, float]:
         pos, vel = validate.joint_state(msg, self.cfg.joint_names, time.time(), self.cfg.stale_s)
         grip = 0.0
         if "gripper" in msg.name:
             grip = float(np.clip(msg.position[list(msg.name).index("gripper")], 0.0, 1.0))
-        return pos, vel, grip
+        return pos, vel, grip, msgs.seconds(msg.header.stamp)
+
+    def _on_extra(self, key: str, value: np.ndarray) -> None:
+        self._extra[key], self._extra_time[key] = value, time.monotonic()
 
     def _check_pose(self, msg: msgs.PoseStamped) -> tuple[np.ndarray, np.ndarray]:
         validate.check_stamp(msg.header, time.time(), self.cfg.stale_s)
@@ -209,14 +216,20 @@ class RosRobot(Robot):
             shared.subscribe(
                 msgs.Bool,
                 f"{cfg.sim_prefix}/lifted",
-                lambda v: self._extra.__setitem__("lifted", v),
+                lambda v: self._on_extra("lifted", v),
                 lambda m: np.array([float(m.data)]),
             )
             shared.subscribe(
                 msgs.Float64MultiArray,
                 f"{cfg.sim_prefix}/environment_state",
-                lambda v: self._extra.__setitem__("environment_state", v),
+                lambda v: self._on_extra("environment_state", v),
                 lambda m: np.asarray(m.data, dtype=np.float64),
+            )
+            shared.subscribe(
+                msgs.Header,
+                f"{cfg.sim_prefix}/scene_reset",
+                lambda v: setattr(self, "_reset_ack", v),
+                lambda m: (m.frame_id, msgs.seconds(m.stamp)),
             )
             self._pubs["reset"] = shared.publisher(msgs.String, f"{cfg.sim_prefix}/reset_scene")
         if cfg.joint_command == "position":
@@ -311,14 +324,47 @@ class RosRobot(Robot):
             self.command(Command(CommandMode.JOINT_POSITION, self.read().joint_pos.copy()))
 
     def reset_scene(self, seed: int | None = None) -> None:
-        """Ask ``sim_robot_node`` to re-place the cube (``<sim_prefix>/reset_scene``).
+        """Ask ``sim_robot_node`` to re-place the cube (``<sim_prefix>/reset_scene``) and wait, up to
+        ``cfg.reset_wait_s``, for its answer on ``<sim_prefix>/scene_reset`` and then for a joint state
+        stamped after it and the extras received after that joint state: the next :meth:`read` shows the
+        new scene, not the previous episode's end (which the first action chunk would otherwise be
+        computed from).
 
         Raises:
             RobotConnectionError: not connected, or no ``sim_prefix`` (a real arm: a human resets).
+            RobotTimeoutError: no answer, or no state after it, within ``reset_wait_s`` (names the topic).
         """
         if "reset" not in self._pubs:
             raise RobotConnectionError("ros2: reset_scene needs env.robot.ros2.sim_prefix (sim_robot_node)")
-        self._pubs["reset"].publish(msgs.String("" if seed is None else str(seed)))
+        request, prefix = "" if seed is None else str(seed), self.cfg.sim_prefix
+        self._reset_ack = None
+        self._pubs["reset"].publish(msgs.String(request))
+        deadline = time.monotonic() + self.cfg.reset_wait_s
+
+        def wait(done, what: str) -> None:
+            while not done():
+                if time.monotonic() > deadline:
+                    raise RobotTimeoutError(
+                        f"ros2: reset_scene {request!r}: no {what} within {self.cfg.reset_wait_s} s "
+                        "(env.robot.ros2.reset_wait_s); is sim_robot_node running?"
+                    )
+                time.sleep(0.002)
+
+        wait(
+            lambda: self._reset_ack is not None and self._reset_ack[0] == request,
+            f"answer on {prefix}/scene_reset",
+        )
+        stamp = self._reset_ack[1]
+        wait(
+            lambda: self._joint_stamp >= stamp,
+            f"joint state on {self.cfg.joint_states_topic} after the reset",
+        )
+        after = self._joint_time
+        extras = ("lifted", "environment_state")
+        wait(
+            lambda: all(self._extra_time.get(k, -1.0) >= after for k in extras),
+            f"{prefix}/environment_state after the reset",
+        )
 
 
 class RosCamera(Camera):
