@@ -167,7 +167,9 @@ def _eval_summary(cfg, algo: str, seed: int, result: dict) -> str:
     from robot_rl.eval.summary import eval_summary
     from robot_rl.run_dir import RunDir
 
-    return eval_summary(algo, seed, result["summary"], str(RunDir(cfg.run_dir).eval_file(algo, seed)))
+    path = RunDir(cfg.run_dir).eval_file(algo, seed, cfg.eval.name)
+    groups = {"task": result.get("per_task", {}), "instruction": result.get("per_instruction", {})}
+    return eval_summary(algo, seed, result["summary"], str(path), groups)
 
 
 if __name__ == "__main__":

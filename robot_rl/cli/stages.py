@@ -19,6 +19,7 @@ from robot_rl.cli.envs import (
 )
 from robot_rl.cli.train_inputs import print_train_inputs
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
+from robot_rl.eval.instructions import ParaphraseSource, summarize_groups
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.progress import progress
@@ -185,6 +186,12 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     the run's checkpoint (``robot_rl.sources.policy_source``); ``algo`` and ``seed`` then only name the
     result. The eval file's ``policy`` names the checkpoint, or the server and its model id.
 
+    Language and generalisation splits: the file holds each episode's ``task`` (the env's instruction) and
+    ``instruction`` (what the policy read), ``per_task`` and ``per_instruction`` summaries, and the
+    ``conditions`` (``eval.name``, ``env.spawn_region``, ``eval.paraphrases``); with ``eval.paraphrases`` each
+    instruction is replaced by a paraphrase (:class:`robot_rl.eval.instructions.ParaphraseSource`), and
+    ``eval.name`` keeps the variant's file and stage apart from the default evaluation's.
+
     Raises OSError naming the path when the run dir is not writable (checked before any episode runs),
     CheckpointError when the checkpoint is corrupt or does not fit the env, PolicyServerUnavailable when
     the server does not answer, ConfigError when the served model does not fit the env.
@@ -192,7 +199,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     from robot_rl.sim import resolve_control_hz
 
     run = RunDir(cfg.run_dir)
-    stage = f"eval_{algo}_seed{seed}"
+    stage = f"eval_{algo}_seed{seed}" + (f"_{cfg.eval.name}" if cfg.eval.name else "")
     if run.is_done(stage):
         return run.result(stage)
     run.check_writable()
@@ -205,14 +212,20 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         vec.close()
         raise
 
+    source = None
+
     def on_episode(ep: RecordedEpisode) -> None:
         cycle = ep.success_step / hz if ep.success_step is not None else None
-        results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
+        given = getattr(source, "given", {}).get(ep.env_seed, ep.task)
+        results.append(
+            EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle, ep.task, given)
+        )
 
-    source = None
     try:
         space = (vec.single_observation_space, vec.single_action_space)
         source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs)
+        if cfg.eval.paraphrases:
+            source = ParaphraseSource(source, cfg.eval.paraphrases)
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
         with progress(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
@@ -221,8 +234,20 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
             source.close()
         vec.close()
     results.sort(key=lambda e: e.env_seed)
-    out = {"summary": summarize(results), "episodes": episodes_to_json(results), "policy": policy}
-    write_json_atomic(run.eval_file(algo, seed), out)
+    out = {
+        "summary": summarize(results),
+        "per_task": summarize_groups(results, "task"),
+        "per_instruction": summarize_groups(results, "instruction"),
+        "conditions": {
+            "name": cfg.eval.name,
+            "env_id": cfg.env.id,
+            "spawn_region": list(cfg.env.spawn_region),
+            "paraphrases": dict(cfg.eval.paraphrases),
+        },
+        "episodes": episodes_to_json(results),
+        "policy": policy,
+    }
+    write_json_atomic(run.eval_file(algo, seed, cfg.eval.name), out)
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
     return out
