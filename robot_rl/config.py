@@ -921,13 +921,19 @@ def load_config(
     return cfg
 
 
+ALIASES: dict[str, str] = {"policy.vlm": "policy.vla.vlm"}
+"""Command-line spellings of config keys: ``--policy.vlm=<id or path>`` sets ``policy.vla.vlm``."""
+
+
 def parse_overrides(args: list[str]) -> dict[str, object]:
-    """Parse ``--a.b=value`` or ``--a.b value`` pairs; values are read as YAML (``[1, 2]``, ``true``).
+    """Parse ``--a.b=value`` or ``--a.b value`` pairs; values are read as YAML (``[1, 2]``, ``true``). A key
+    of :data:`ALIASES` is returned under the key it stands for.
 
     Raises:
-        ConfigError: an argument is not of that form.
+        ConfigError: an argument is not of that form, or a key is given both as itself and by its alias.
     """
     out: dict[str, object] = {}
+    spellings: dict[str, str] = {}  # key -> how the command line spelled it
     i = 0
     while i < len(args):
         arg = args[i]
@@ -942,9 +948,13 @@ def parse_overrides(args: list[str]) -> dict[str, object]:
         else:
             raise ConfigError(f"config override {arg!r} has no value")
         try:
-            out[key] = yaml.safe_load(raw)
+            value = yaml.safe_load(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"override --{key}: cannot parse value {raw!r}: {err}") from err
+        spelling, key = key, ALIASES.get(key, key)
+        if spellings.setdefault(key, spelling) != spelling:
+            raise ConfigError(f"--{spellings[key]} and --{spelling} set the same key {key}; give one")
+        out[key] = value
     return out
 
 

@@ -207,12 +207,14 @@ def _with_prev_action(space):
     return gym.spaces.Dict({**obs_space.spaces, keys.PREV_ACTION: box}), action_space
 
 
-def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
+def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: dict | None = None) -> tuple:
     """The chunk source that evaluates a policy, and a dict naming it for the eval report.
 
     Without ``cfg.deploy.server``: ``checkpoint`` loaded in this process (:class:`AgentSource`, execution
     ``cfg.policy.execution``, sampling seeded per episode from ``seed`` and its env seed); names
-    ``{"checkpoint": path}``. With it: the policy server at that address (``robot-rl serve``,
+    ``{"checkpoint": path, "inference": {knob: value in effect}}``, after ``inference`` (dotted key -> value
+    given on the command line, :func:`robot_rl.eval.inference.apply_inference`) is set on the agent.
+    With it: the policy server at that address (``robot-rl serve``,
     :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read), whose chunks are
     clipped to the action box and seeded from ``seed`` and each episode's env seed; executed open loop, by
     temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0 (:class:`StepwiseSource`);
@@ -225,7 +227,8 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         ``(source, policy)``: a ``robot_rl.rollout.ChunkSource`` with a ``close()``, and the dict.
     Raises:
         PolicyServerUnavailable: no answer from ``deploy.server`` within ``deploy.timeout_s``.
-        ConfigError: the served model does not fit the env (action dim, observation keys).
+        ConfigError: the served model does not fit the env (action dim, observation keys), or
+            ``inference`` is given for a served model (set it where the checkpoint is served).
         FileNotFoundError / CheckpointError: as :func:`robot_rl.training.loop.load_agent` (in process).
     """
     low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
@@ -236,9 +239,11 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         from pathlib import Path
 
         from robot_rl.data.prev_action import prev_action_start
+        from robot_rl.eval.inference import apply_inference
         from robot_rl.training.loop import load_agent
 
         agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
+        used = apply_inference(agent, inference or {})
         p = cfg.policy
         source = AgentSource(
             agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs, seed=seed
@@ -246,7 +251,14 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         if keys.PREV_ACTION in obs_keys:
             start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
             source = PrevActionSource(source, start, action_dim, num_envs)
-        return source, {"checkpoint": str(checkpoint)}
+        return source, {"checkpoint": str(checkpoint), "inference": used}
+    if inference:
+        from robot_rl.config import ConfigError
+
+        raise ConfigError(
+            f"--{', --'.join(inference)}: the policy server at deploy.server={cfg.deploy.server!r} acts with "
+            "its checkpoint's values; evaluate the checkpoint in process to change them"
+        )
     from robot_rl.hardware.remote_policy import RemotePolicy
 
     remote = RemotePolicy.from_config(cfg, low, high, seed=seed)

@@ -179,7 +179,7 @@ def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     return score_checkpoint(cfg, algo, seed, run)
 
 
-def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
+def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None = None) -> dict:
     """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs.
 
     With ``cfg.deploy.server`` set, the chunks come from that policy server (``robot-rl serve``) instead of
@@ -190,7 +190,10 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     ``instruction`` (what the policy read), ``per_task`` and ``per_instruction`` summaries, and the
     ``conditions`` (``eval.name``, ``env.spawn_region``, ``eval.paraphrases``); with ``eval.paraphrases`` each
     instruction is replaced by a paraphrase (:class:`robot_rl.eval.instructions.ParaphraseSource`), and
-    ``eval.name`` keeps the variant's file and stage apart from the default evaluation's.
+    ``eval.name`` keeps the variant's file and stage apart from the default evaluation's. ``inference``:
+    inference-time knobs given on the command line (:mod:`robot_rl.eval.inference`), set on the agent and
+    recorded as ``policy.inference``. A finished evaluation of the same name is reused, unless it ran under
+    other conditions or knobs: then a ConfigError asks for another ``eval.name``.
 
     Raises OSError naming the path when the run dir is not writable (checked before any episode runs),
     CheckpointError when the checkpoint is corrupt or does not fit the env, PolicyServerUnavailable when
@@ -200,8 +203,16 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
 
     run = RunDir(cfg.run_dir)
     stage = f"eval_{algo}_seed{seed}" + (f"_{cfg.eval.name}" if cfg.eval.name else "")
+    conditions = {
+        "name": cfg.eval.name,
+        "env_id": cfg.env.id,
+        "spawn_region": list(cfg.env.spawn_region),
+        "paraphrases": dict(cfg.eval.paraphrases),
+    }
     if run.is_done(stage):
-        return run.result(stage)
+        done = run.result(stage)
+        _check_same_eval(stage, done, conditions, inference or {})
+        return done
     run.check_writable()
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
@@ -223,7 +234,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
 
     try:
         space = (vec.single_observation_space, vec.single_action_space)
-        source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs)
+        source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs, inference)
         if cfg.eval.paraphrases:
             source = ParaphraseSource(source, cfg.eval.paraphrases)
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
@@ -238,12 +249,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         "summary": summarize(results),
         "per_task": summarize_groups(results, "task"),
         "per_instruction": summarize_groups(results, "instruction"),
-        "conditions": {
-            "name": cfg.eval.name,
-            "env_id": cfg.env.id,
-            "spawn_region": list(cfg.env.spawn_region),
-            "paraphrases": dict(cfg.eval.paraphrases),
-        },
+        "conditions": conditions,
         "episodes": episodes_to_json(results),
         "policy": policy,
     }
@@ -251,6 +257,25 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
     return out
+
+
+def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) -> None:
+    """Raise ConfigError when the finished evaluation ``done`` ran under other ``conditions`` (paraphrases,
+    spawn region) or inference knobs than this request; a result from before conditions were recorded
+    counts as the default ones."""
+    before = done.get("conditions", {})
+    differs = [
+        k
+        for k in ("spawn_region", "paraphrases")
+        if before.get(k, [] if k == "spawn_region" else {}) != conditions[k]
+    ]
+    used = done.get("policy", {}).get("inference", {})
+    differs += [k for k, v in inference.items() if used.get(k, v) != v]
+    if differs:
+        raise ConfigError(
+            f"stage {stage} already ran with other {', '.join(differs)}; give this evaluation its own "
+            "--eval.name=<name> (or delete that eval's stage marker to redo it)"
+        )
 
 
 def _trained_fps(checkpoint) -> float | None:
