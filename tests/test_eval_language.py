@@ -126,3 +126,37 @@ def test_named_eval_variant_records_instructions_groups_and_conditions(tiny_offl
     default = stages.evaluate(load_config(None, overrides(run)), "bc", 0)
     assert (run / "eval" / "bc_seed0.json").is_file()
     assert {e["instruction"] for e in default["episodes"]} == {task}
+
+
+def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
+    """Multi-task training on the suite: place-in-bin and push-to-target share their features (cube pose and
+    a goal centre), so ``dataset merge`` joins their demos; one policy is conditioned on both instructions and
+    each task's evaluation (``--env.id=<task> --eval.name=<name>``) reports that task."""
+    from robot_rl.data.lerobot.ops import merge
+
+    tiny = ["--env.max_episode_steps=8", "--env.num_envs=1", "--env.backend=mujoco_cpu", "--seeds=[0]"]
+    tasks = {"bin": "robot_rl/PandaPlaceInBin-v0", "push": "robot_rl/PandaPushToTarget-v0"}
+    for name, task_id in tasks.items():
+        stages.collect(
+            load_config(
+                None,
+                [f"--run_dir={tmp_path / name}", f"--env.id={task_id}", "--collect.num_episodes=2", *tiny],
+            )
+        )
+    merge([tmp_path / "bin" / "dataset", tmp_path / "push" / "dataset"], tmp_path / "merged")
+    run = [
+        f"--run_dir={tmp_path / 'mt'}",
+        f"--data.path={tmp_path / 'merged'}",
+        "--data.num_workers=0",
+        *tiny,
+    ]
+    run += ["--bc.steps=2", "--bc.batch_size=8", "--policy.hidden_dims=[16]", "--eval.episodes_per_seed=1"]
+    stages.train(load_config(None, run), "bc", 0)
+    config = json.loads((tmp_path / "mt" / "checkpoints" / "bc_seed0" / "config.json").read_text())
+    instructions = ["Put the cube in the bin.", "Push the cube onto the green target."]
+    assert sorted(config["policy"]["tasks"]) == sorted(instructions)
+    for (name, task_id), instruction in zip(tasks.items(), instructions, strict=True):
+        out = stages.evaluate(
+            load_config(None, [*run, f"--env.id={task_id}", f"--eval.name={name}"]), "bc", 0
+        )
+        assert list(out["per_task"]) == [instruction] and out["conditions"]["env_id"] == task_id
