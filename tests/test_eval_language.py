@@ -126,6 +126,9 @@ def test_named_eval_variant_records_instructions_groups_and_conditions(tiny_offl
     default = stages.evaluate(load_config(None, overrides(run)), "bc", 0)
     assert (run / "eval" / "bc_seed0.json").is_file()
     assert {e["instruction"] for e in default["episodes"]} == {task}
+    # the same name under other conditions is refused, not answered with the earlier result
+    with pytest.raises(ConfigError, match="already ran with other env_id"):
+        stages.evaluate(load_config(None, overrides(run, "--env.id=robot_rl/PandaPushToTarget-v0")), "bc", 0)
 
 
 def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):

@@ -260,15 +260,16 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
 
 
 def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) -> None:
-    """Raise ConfigError when the finished evaluation ``done`` ran under other ``conditions`` (paraphrases,
-    spawn region) or inference knobs than this request; a result from before conditions were recorded
-    counts as the default ones."""
-    before = done.get("conditions", {})
-    differs = [
-        k
-        for k in ("spawn_region", "paraphrases")
-        if before.get(k, [] if k == "spawn_region" else {}) != conditions[k]
-    ]
+    """Raise ConfigError when the finished evaluation ``done`` ran under other ``conditions`` (env id,
+    paraphrases, spawn region) or inference knobs than this request; a result from before conditions were
+    recorded counts as the default ones (its env id unknown)."""
+    before = {
+        "env_id": conditions["env_id"],
+        "spawn_region": [],
+        "paraphrases": {},
+        **done.get("conditions", {}),
+    }
+    differs = [k for k in ("env_id", "spawn_region", "paraphrases") if before[k] != conditions[k]]
     used = done.get("policy", {}).get("inference", {})
     differs += [k for k, v in inference.items() if used.get(k, v) != v]
     if differs:
