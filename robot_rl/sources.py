@@ -244,6 +244,12 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
 
         agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
         used = apply_inference(agent, inference or {})
+        unread = [k for k in inference or {} if k not in used]
+        if unread:
+            print(
+                f"note: a {agent.method} checkpoint does not read --{', --'.join(unread)}; ignored",
+                flush=True,
+            )
         p = cfg.policy
         source = AgentSource(
             agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs, seed=seed

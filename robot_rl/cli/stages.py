@@ -270,8 +270,11 @@ def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) 
         **done.get("conditions", {}),
     }
     differs = [k for k in ("env_id", "spawn_region", "paraphrases") if before[k] != conditions[k]]
-    used = done.get("policy", {}).get("inference", {})
-    differs += [k for k, v in inference.items() if used.get(k, v) != v]
+    policy = done.get("policy", {})
+    if "inference" not in policy:  # recorded before knobs could be overridden: the checkpoint's values
+        differs += list(inference)
+    else:  # a knob the agent does not read was ignored then and is now
+        differs += [k for k, v in inference.items() if policy["inference"].get(k, v) != v]
     if differs:
         raise ConfigError(
             f"stage {stage} already ran with other {', '.join(differs)}; give this evaluation its own "
