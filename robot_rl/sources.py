@@ -214,8 +214,9 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     ``cfg.policy.execution``, sampling seeded per episode from ``seed`` and its env seed); names
     ``{"checkpoint": path, "inference": {knob: value in effect}}``, after ``inference`` (dotted key -> value
     given on the command line, :func:`robot_rl.eval.inference.apply_inference`) is set on the agent.
-    With it: the policy server at that address (``robot-rl serve``,
-    :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read), whose chunks are
+    With it (``inference`` is then ignored, with a printed note): the policy server at that address
+    (``robot-rl serve``, :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read),
+    whose chunks are
     clipped to the action box and seeded from ``seed`` and each episode's env seed; executed open loop, by
     temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0 (:class:`StepwiseSource`);
     names ``{"server": address, "model_id": ...}``.
@@ -227,8 +228,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
         ``(source, policy)``: a ``robot_rl.rollout.ChunkSource`` with a ``close()``, and the dict.
     Raises:
         PolicyServerUnavailable: no answer from ``deploy.server`` within ``deploy.timeout_s``.
-        ConfigError: the served model does not fit the env (action dim, observation keys), or
-            ``inference`` is given for a served model (set it where the checkpoint is served).
+        ConfigError: the served model does not fit the env (action dim, observation keys).
         FileNotFoundError / CheckpointError: as :func:`robot_rl.training.loop.load_agent` (in process).
     """
     low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
@@ -258,12 +258,11 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
             start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
             source = PrevActionSource(source, start, action_dim, num_envs)
         return source, {"checkpoint": str(checkpoint), "inference": used}
-    if inference:
-        from robot_rl.config import ConfigError
-
-        raise ConfigError(
-            f"--{', --'.join(inference)}: the policy server at deploy.server={cfg.deploy.server!r} acts with "
-            "its checkpoint's values; evaluate the checkpoint in process to change them"
+    if inference:  # the same flags as training's are often passed along: a note, not an error
+        print(
+            f"note: the policy server at deploy.server={cfg.deploy.server!r} acts with its checkpoint's "
+            f"values; --{', --'.join(inference)} ignored (evaluate the checkpoint in process to change them)",
+            flush=True,
         )
     from robot_rl.hardware.remote_policy import RemotePolicy
 
