@@ -286,6 +286,10 @@ class EnvConfig:
     ``PandaPushToTarget-v0``, ``PandaOpenDrawer-v0``) are built-in tasks too: scripted experts for
     ``collect``, ``mujoco_cpu``. ``randomize`` (:class:`RandomizeConfig`, default all off) randomises the
     built-in tasks' dynamics, timing and visuals per episode (sim-to-real); foreign envs and robots ignore it.
+    ``spawn_region``: ``[x_lo, x_hi, y_lo, y_hi]`` (m, world) the built-in task draws its objects' xy from;
+    empty: the task's own region (``PandaTaskEnv.spawn_default``). Collect in one region and evaluate in a
+    disjoint one (``robot-rl eval --env.spawn_region=... --eval.name=heldout_pos``) for held-out object
+    positions; a foreign env or a robot refuses it.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -304,6 +308,7 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     robot: RobotConfig | None = None
     randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
+    spawn_region: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -491,11 +496,24 @@ class CORFTConfig:
 @dataclass
 class EvalConfig:
     """Evaluation: ``episodes_per_seed`` episodes for each training seed, on env seeds disjoint from the
-    demonstration seeds and shared by every method so the comparison is paired."""
+    demonstration seeds and shared by every method so the comparison is paired.
+
+    ``name``: names a variant of the evaluation (letters, digits, ``_``, ``-``): its results go to
+    ``eval/<algo>_seed<s>_<name>.json`` (stage ``eval_<algo>_seed<s>_<name>``), so a paraphrase or
+    held-out-position evaluation neither overwrites nor is skipped for the default one (empty: the default).
+    ``paraphrases``: instruction -> list of paraphrases (unseen wordings); each episode whose env
+    instruction is a key is given ``paraphrases[instruction][env_seed % n]`` instead (an episode's wording
+    is a function of its env seed), an instruction without an entry is an error; empty: the env's own
+    instructions. The eval JSON records each episode's ``task`` (the env's instruction) and
+    ``instruction`` (what the policy read) and the success per task and per instruction
+    (:mod:`robot_rl.eval.instructions`).
+    """
 
     episodes_per_seed: int = 50
     num_videos: int = 2
     video_camera: str = "front"
+    name: str = ""
+    paraphrases: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -906,13 +924,19 @@ def load_config(
     return cfg
 
 
+ALIASES: dict[str, str] = {"policy.vlm": "policy.vla.vlm"}
+"""Command-line spellings of config keys: ``--policy.vlm=<id or path>`` sets ``policy.vla.vlm``."""
+
+
 def parse_overrides(args: list[str]) -> dict[str, object]:
-    """Parse ``--a.b=value`` or ``--a.b value`` pairs; values are read as YAML (``[1, 2]``, ``true``).
+    """Parse ``--a.b=value`` or ``--a.b value`` pairs; values are read as YAML (``[1, 2]``, ``true``). A key
+    of :data:`ALIASES` is returned under the key it stands for.
 
     Raises:
-        ConfigError: an argument is not of that form.
+        ConfigError: an argument is not of that form, or a key is given both as itself and by its alias.
     """
     out: dict[str, object] = {}
+    spellings: dict[str, str] = {}  # key -> how the command line spelled it
     i = 0
     while i < len(args):
         arg = args[i]
@@ -927,9 +951,13 @@ def parse_overrides(args: list[str]) -> dict[str, object]:
         else:
             raise ConfigError(f"config override {arg!r} has no value")
         try:
-            out[key] = yaml.safe_load(raw)
+            value = yaml.safe_load(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"override --{key}: cannot parse value {raw!r}: {err}") from err
+        spelling, key = key, ALIASES.get(key, key)
+        if spellings.setdefault(key, spelling) != spelling:
+            raise ConfigError(f"--{spellings[key]} and --{spelling} set the same key {key}; give one")
+        out[key] = value
     return out
 
 

@@ -123,6 +123,7 @@ RULES: dict[str, Range | Choice] = {
     "env.lift_height_m": POSITIVE,
     "env.num_envs": COUNT,
     "env.backend": Choice(("gym_vector", "mujoco_cpu")),  # robot_rl.sim.batched_factory.BACKENDS
+    "env.spawn_region": ANY,
     **{f"env.randomize.{k}": r for k, r in RANDOMIZE_RULES.items()},
     "collect.num_episodes": COUNT,
     "collect.expert_noise": NONNEG,
@@ -347,10 +348,30 @@ def problems(cfg: Any) -> list[str]:
         out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
     if cfg.env.adapter is not None:
         out += adapter_problems(cfg.env.adapter)
-    out += randomize_problems(cfg.env.randomize)
+    out += randomize_problems(cfg.env.randomize) + eval_problems(cfg)
     if cfg.env.robot is not None and any(getattr(cfg.env.randomize, k) for k in RANDOMIZE_RULES):
         out.append("env.randomize: randomises the simulator only; unset it with env.robot")
     return out + deploy_problems(cfg)
+
+
+_EVAL_NAME = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def eval_problems(cfg: Any) -> list[str]:
+    """Problems of ``env.spawn_region`` (4 numbers, low <= high, simulator only) and of ``eval.name`` and
+    ``eval.paraphrases`` (each instruction maps to a non-empty list of non-empty strings)."""
+    out = []
+    region = cfg.env.spawn_region
+    if region and (len(region) != 4 or region[0] > region[1] or region[2] > region[3]):
+        out.append(f"env.spawn_region={region!r}: must be [] or [x_lo, x_hi, y_lo, y_hi] (m) with lo <= hi")
+    if region and cfg.env.robot is not None:
+        out.append("env.spawn_region: places the simulator's objects only; unset it with env.robot")
+    if not _EVAL_NAME.fullmatch(cfg.eval.name):
+        out.append(f"eval.name={cfg.eval.name!r}: only letters, digits, _ and - (it names a file)")
+    for task, wordings in cfg.eval.paraphrases.items():
+        if not wordings or not all(isinstance(w, str) and w.strip() for w in wordings):
+            out.append(f"eval.paraphrases[{task!r}]={wordings!r}: must be a list of non-empty texts")
+    return out
 
 
 ADAPTER_RULES: dict[str, Range | Choice] = {

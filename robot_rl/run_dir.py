@@ -33,8 +33,9 @@ class RunDir:
         """Stem of the open-loop report (``.json`` and ``.png``) of a checkpoint on held-out episodes."""
         return self.root / "open_loop" / f"{algo}_seed{seed}"
 
-    def eval_file(self, algo: str, seed: int) -> Path:
-        return self.root / "eval" / f"{algo}_seed{seed}.json"
+    def eval_file(self, algo: str, seed: int, name: str = "") -> Path:
+        """The eval JSON of a checkpoint; ``name`` (``eval.name``) names a variant of the evaluation."""
+        return self.root / "eval" / f"{algo}_seed{seed}{'_' + name if name else ''}.json"
 
     @property
     def videos(self) -> Path:

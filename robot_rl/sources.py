@@ -207,13 +207,16 @@ def _with_prev_action(space):
     return gym.spaces.Dict({**obs_space.spaces, keys.PREV_ACTION: box}), action_space
 
 
-def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
+def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: dict | None = None) -> tuple:
     """The chunk source that evaluates a policy, and a dict naming it for the eval report.
 
     Without ``cfg.deploy.server``: ``checkpoint`` loaded in this process (:class:`AgentSource`, execution
     ``cfg.policy.execution``, sampling seeded per episode from ``seed`` and its env seed); names
-    ``{"checkpoint": path}``. With it: the policy server at that address (``robot-rl serve``,
-    :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read), whose chunks are
+    ``{"checkpoint": path, "inference": {knob: value in effect}}``, after ``inference`` (dotted key -> value
+    given on the command line, :func:`robot_rl.eval.inference.apply_inference`) is set on the agent.
+    With it (``inference`` is then ignored, with a printed note): the policy server at that address
+    (``robot-rl serve``, :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read),
+    whose chunks are
     clipped to the action box and seeded from ``seed`` and each episode's env seed; executed open loop, by
     temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0 (:class:`StepwiseSource`);
     names ``{"server": address, "model_id": ...}``.
@@ -236,9 +239,17 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         from pathlib import Path
 
         from robot_rl.data.prev_action import prev_action_start
+        from robot_rl.eval.inference import apply_inference
         from robot_rl.training.loop import load_agent
 
         agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
+        used = apply_inference(agent, inference or {})
+        unread = [k for k in inference or {} if k not in used]
+        if unread:
+            print(
+                f"note: a {agent.method} checkpoint does not read --{', --'.join(unread)}; ignored",
+                flush=True,
+            )
         p = cfg.policy
         source = AgentSource(
             agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs, seed=seed
@@ -246,7 +257,13 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int) -> tuple:
         if keys.PREV_ACTION in obs_keys:
             start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
             source = PrevActionSource(source, start, action_dim, num_envs)
-        return source, {"checkpoint": str(checkpoint)}
+        return source, {"checkpoint": str(checkpoint), "inference": used}
+    if inference:  # the same flags as training's are often passed along: a note, not an error
+        print(
+            f"note: the policy server at deploy.server={cfg.deploy.server!r} acts with its checkpoint's "
+            f"values; --{', --'.join(inference)} ignored (evaluate the checkpoint in process to change them)",
+            flush=True,
+        )
     from robot_rl.hardware.remote_policy import RemotePolicy
 
     remote = RemotePolicy.from_config(cfg, low, high, seed=seed)

@@ -27,7 +27,8 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
     Raises:
         ValueError: invalid built-in env settings (rates, cameras, render mode, ``cfg.randomize``),
-            ``cfg.robot`` with a foreign id, or ``cfg.randomize`` set for a foreign id.
+            ``cfg.robot`` with a foreign id, or ``cfg.randomize`` or ``cfg.spawn_region`` set for a
+            foreign id.
         HardwareError: the robot or a camera cannot be reached (names it).
         AdapterError: the adapter does not fit the foreign env (unknown key, wrong shape; a ConfigError).
         gymnasium.error.Error: an unregistered id.
@@ -48,6 +49,8 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
     if is_enabled(cfg.randomize):
         raise ValueError(f"env.randomize randomises the built-in tasks only, not env.id={cfg.id!r}; unset it")
+    if cfg.spawn_region:
+        raise ValueError(f"env.spawn_region places the built-in tasks' objects only, not env.id={cfg.id!r}")
     from robot_rl.sim.adapter import make_foreign_env
 
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)

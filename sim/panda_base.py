@@ -90,6 +90,25 @@ def check_action(
     return a
 
 
+def check_spawn_region(region) -> tuple[tuple[float, float], tuple[float, float]]:
+    """``(x_lo, x_hi, y_lo, y_hi)`` (m, world) -> ``((x_lo, x_hi), (y_lo, y_hi))``.
+
+    Raises:
+        ValueError: not 4 finite numbers, a low above its high, or outside the workspace's xy
+            (:data:`WORKSPACE_LOW`, :data:`WORKSPACE_HIGH`); names ``env.spawn_region``.
+    """
+    r = np.asarray(region, dtype=np.float64).reshape(-1)
+    lo, hi = WORKSPACE_LOW[:2], WORKSPACE_HIGH[:2]
+    if r.size != 4 or not np.isfinite(r).all() or r[0] > r[1] or r[2] > r[3]:
+        raise ValueError(f"env.spawn_region={list(region)}: must be [x_lo, x_hi, y_lo, y_hi] (m), lo <= hi")
+    if r[0] < lo[0] or r[1] > hi[0] or r[2] < lo[1] or r[3] > hi[1]:
+        raise ValueError(
+            f"env.spawn_region={r.tolist()}: must lie in the workspace x [{lo[0]}, {hi[0]}], "
+            f"y [{lo[1]}, {hi[1]}] (m)"
+        )
+    return (float(r[0]), float(r[1])), (float(r[2]), float(r[3]))
+
+
 class PandaTaskEnv(gym.Env):
     """A Panda task on the shared scene; see the module docstring for spaces, reward and termination.
 
@@ -109,9 +128,13 @@ class PandaTaskEnv(gym.Env):
         torque_every: physics steps per controller torque update (1 = every physics step).
         reward: one of :attr:`reward_modes` (``"sparse"``: 1 on success).
         randomize: ``env.randomize`` ranges (:mod:`robot_rl.sim.randomize`); ``None``: none.
+        spawn_region: ``(x_lo, x_hi, y_lo, y_hi)`` (m, world) the task draws its objects' xy from
+            (``env.spawn_region``); ``None`` or empty: the task's :attr:`spawn_default`. A region outside
+            the training one evaluates held-out object positions.
 
     Raises:
-        ValueError: bad rates, unknown camera, render mode or reward, non-positive sizes or step counts.
+        ValueError: bad rates, unknown camera, render mode or reward, non-positive sizes or step counts,
+            a ``spawn_region`` that is not 4 finite numbers with low <= high inside the workspace's xy.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -120,6 +143,8 @@ class PandaTaskEnv(gym.Env):
     instruction: ClassVar[str]
     """The task's instruction (a task whose instruction changes per episode sets ``self.task`` at reset)."""
     reward_modes: ClassVar[tuple[str, ...]] = ("sparse",)
+    spawn_default: ClassVar[tuple[float, float, float, float]]
+    """Region ``(x_lo, x_hi, y_lo, y_hi)`` (m, world) the task places its objects in by default."""
 
     def __init__(
         self,
@@ -134,7 +159,9 @@ class PandaTaskEnv(gym.Env):
         torque_every: int = 1,
         reward: str = "sparse",
         randomize: RandomizeConfig | None = None,
+        spawn_region: list[float] | tuple[float, ...] | None = None,
     ) -> None:
+        self.spawn_x, self.spawn_y = check_spawn_region(spawn_region or self.spawn_default)
         if reward not in self.reward_modes:
             raise ValueError(f"reward must be one of {self.reward_modes}, got {reward!r}")
         self.reward_mode = reward

@@ -56,7 +56,7 @@ __all__ = [
 TASK = "Pick up the cube and lift it."
 CUBE_X_RANGE = (0.38, 0.55)
 CUBE_Y_RANGE = (-0.15, 0.15)
-"""Cube spawn region (m, world)."""
+"""Cube spawn region (m, world; ``env.spawn_region`` replaces it)."""
 ENV_STATE_DIM = 7
 REWARD_MODES = ("sparse", "dense")
 DENSE_REWARD_MAX = 10.0
@@ -94,6 +94,7 @@ class PandaPickCubeEnv(PandaTaskEnv):
     env_state_dim = ENV_STATE_DIM
     instruction = TASK
     reward_modes = REWARD_MODES
+    spawn_default = (*CUBE_X_RANGE, *CUBE_Y_RANGE)
 
     def _setup_objects(self) -> None:
         self._cube_qpos = self.model.joint("block").qposadr[0]
@@ -101,8 +102,8 @@ class PandaPickCubeEnv(PandaTaskEnv):
         self._cube_rest_z = CUBE_HALF_SIZE_M
 
     def _place_objects(self) -> None:
-        x = self.np_random.uniform(*CUBE_X_RANGE)
-        y = self.np_random.uniform(*CUBE_Y_RANGE)
+        x = self.np_random.uniform(*self.spawn_x)
+        y = self.np_random.uniform(*self.spawn_y)
         self.data.qpos[self._cube_qpos : self._cube_qpos + 7] = [x, y, CUBE_HALF_SIZE_M, 1.0, 0.0, 0.0, 0.0]
 
     def _env_state(self) -> np.ndarray:

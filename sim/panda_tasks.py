@@ -29,7 +29,9 @@ COLOURS = {"red": ".8 .2 .2 1", "green": ".2 .7 .2 1", "blue": ".2 .3 .8 1"}
 """Cube colours (MJCF rgba) of the pick-colour task, in ``observation.environment_state`` order."""
 SPAWN_X = (0.38, 0.55)
 SPAWN_Y = (-0.18, 0.18)
-"""Region (m, world) the cubes and fixtures are drawn from."""
+"""Default region (m, world) the cubes and fixtures are drawn from (``env.spawn_region`` replaces it)."""
+SPREAD_TRIES = 10_000
+"""Rejection-sampling draws :func:`spread_xy` makes before it calls the region too small."""
 ON_TABLE_Z = H + 0.01
 """Highest centre height (m) of a cube that counts as resting on the table."""
 BIN_HALF_M = 0.06
@@ -76,14 +78,23 @@ def _cube_named(name: str, rgba: str, x: float) -> str:
     return cube_xml(name, rgba, f"{x} -0.3 {H}")
 
 
-def spread_xy(rng: np.random.Generator, n: int, min_dist: float) -> np.ndarray:
-    """(n, 2) xy positions (m) in the spawn region, pairwise at least ``min_dist`` apart (rejection
-    sampling from ``rng``)."""
-    while True:
-        xy = np.stack([rng.uniform(*SPAWN_X, size=n), rng.uniform(*SPAWN_Y, size=n)], axis=1)
+def spread_xy(
+    rng: np.random.Generator, n: int, min_dist: float, xs: tuple = SPAWN_X, ys: tuple = SPAWN_Y
+) -> np.ndarray:
+    """(n, 2) xy positions (m) in the region ``xs`` x ``ys`` (default: the spawn region), pairwise at least
+    ``min_dist`` apart (rejection sampling from ``rng``).
+
+    Raises:
+        ValueError: no draw of :data:`SPREAD_TRIES` fits (the region is too small for n objects).
+    """
+    for _ in range(SPREAD_TRIES):
+        xy = np.stack([rng.uniform(*xs, size=n), rng.uniform(*ys, size=n)], axis=1)
         gaps = np.linalg.norm(xy[:, None] - xy[None], axis=-1) + np.eye(n) * min_dist
         if (gaps >= min_dist).all():
             return xy
+    raise ValueError(
+        f"env.spawn_region x {list(xs)}, y {list(ys)} (m): too small to place {n} objects {min_dist} m apart"
+    )
 
 
 class _CubesMixin:
@@ -117,6 +128,7 @@ class PandaPickColourEnv(_CubesMixin, PandaTaskEnv):
     env_state_dim = 21
     instructions = tuple(f"Pick up the {c} cube and lift it." for c in COLOURS)
     instruction = instructions[0]
+    spawn_default = (*SPAWN_X, *SPAWN_Y)
 
     def _setup_objects(self) -> None:
         self._setup_cubes()
@@ -125,7 +137,7 @@ class PandaPickColourEnv(_CubesMixin, PandaTaskEnv):
     def _place_objects(self) -> None:
         self.target = int(self.np_random.integers(len(COLOURS)))
         self.task = self.instructions[self.target]
-        for i, xy in enumerate(spread_xy(self.np_random, len(COLOURS), 0.1)):
+        for i, xy in enumerate(spread_xy(self.np_random, len(COLOURS), 0.1, self.spawn_x, self.spawn_y)):
             self._set_cube(i, xy)
 
     def _env_state(self) -> np.ndarray:
@@ -143,13 +155,14 @@ class PandaPlaceInBinEnv(_CubesMixin, PandaTaskEnv):
     objects = _cube_named("block", COLOURS["red"], 0.4) + _bin_xml()
     env_state_dim = 10
     instruction = "Put the cube in the bin."
+    spawn_default = (*SPAWN_X, *SPAWN_Y)
 
     def _setup_objects(self) -> None:
         self._setup_cubes()
         self._bin = self.model.body_mocapid[self.model.body("bin").id]
 
     def _place_objects(self) -> None:
-        cube, tray = spread_xy(self.np_random, 2, 0.15)
+        cube, tray = spread_xy(self.np_random, 2, 0.15, self.spawn_x, self.spawn_y)
         self._set_cube(0, cube)
         self.data.mocap_pos[self._bin] = [tray[0], tray[1], 0.0]
 
@@ -171,12 +184,13 @@ class PandaStackEnv(_CubesMixin, PandaTaskEnv):
     objects = _cube_named("cube_red", COLOURS["red"], 0.4) + _cube_named("cube_blue", COLOURS["blue"], 0.5)
     env_state_dim = 14
     instruction = "Stack the red cube on the blue cube."
+    spawn_default = (*SPAWN_X, *SPAWN_Y)
 
     def _setup_objects(self) -> None:
         self._setup_cubes()
 
     def _place_objects(self) -> None:
-        for i, xy in enumerate(spread_xy(self.np_random, 2, 0.1)):
+        for i, xy in enumerate(spread_xy(self.np_random, 2, 0.1, self.spawn_x, self.spawn_y)):
             self._set_cube(i, xy)
 
     def _env_state(self) -> np.ndarray:
@@ -196,6 +210,8 @@ class PandaPushToTargetEnv(_CubesMixin, PandaTaskEnv):
     objects = _cube_named("block", COLOURS["red"], 0.4) + _target_xml()
     env_state_dim = 10
     instruction = "Push the cube onto the green target."
+    spawn_default = (0.40, 0.52, -0.12, 0.12)
+    """The cube's region; the target is drawn 10-18 cm from it."""
 
     def _setup_objects(self) -> None:
         self._setup_cubes()
@@ -203,7 +219,7 @@ class PandaPushToTargetEnv(_CubesMixin, PandaTaskEnv):
 
     def _place_objects(self) -> None:
         rng = self.np_random
-        cube = np.array([rng.uniform(0.40, 0.52), rng.uniform(-0.12, 0.12)])
+        cube = np.array([rng.uniform(*self.spawn_x), rng.uniform(*self.spawn_y)])
         while True:
             angle, dist = rng.uniform(-np.pi, np.pi), rng.uniform(0.10, 0.18)
             goal = cube + dist * np.array([np.cos(angle), np.sin(angle)])
@@ -277,6 +293,8 @@ class PandaOpenDrawerEnv(PandaTaskEnv):
     objects = _drawer_xml()
     env_state_dim = 4
     instruction = "Open the drawer."
+    spawn_default = (0.66, 0.70, -0.12, 0.12)
+    """The cabinet's region."""
 
     def _setup_objects(self) -> None:
         self._cabinet = self.model.body_mocapid[self.model.body("cabinet").id]
@@ -285,8 +303,8 @@ class PandaOpenDrawerEnv(PandaTaskEnv):
 
     def _place_objects(self) -> None:
         self.data.mocap_pos[self._cabinet] = [
-            self.np_random.uniform(0.66, 0.70),
-            self.np_random.uniform(-0.12, 0.12),
+            self.np_random.uniform(*self.spawn_x),
+            self.np_random.uniform(*self.spawn_y),
             0.0,
         ]
         self.data.qpos[self._slide] = 0.0

@@ -85,11 +85,12 @@ def make_expert(task_id: str, noise: float = 0.0, seed: int = 0):
 
 def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list[str] | None = None):
     """The suite env ``cfg.id`` with the rates, horizon, success rule and cameras of ``cfg`` (``cameras``
-    overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``; so is
-    ``cfg.randomize``).
+    overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``; so are
+    ``cfg.randomize`` and ``cfg.spawn_region``).
 
     Raises:
-        ValueError: ``cfg.id`` is not a suite task, or invalid env settings (rates, cameras, render mode).
+        ValueError: ``cfg.id`` is not a suite task, or invalid env settings (rates, cameras, render mode,
+            ``spawn_region``).
     """
     cls = task_env_class(cfg.id)
     return cls(
@@ -102,5 +103,6 @@ def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list
         image_size=cfg.image_size,
         render_mode=render_mode,
         randomize=cfg.randomize,
+        spawn_region=cfg.spawn_region or None,
         **cfg.kwargs,
     )

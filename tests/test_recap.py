@@ -27,6 +27,7 @@ from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, PolicyConfig, RecapConfig, load_config
 from robot_rl.data.normalize import FeatureStats
 from robot_rl.data.training.training_set import TrainingSet
+from robot_rl.eval.inference import apply_inference
 from robot_rl.policies.encoders import ObservationEncoder
 from robot_rl.policies.factory import build_agent, load_agent
 
@@ -189,6 +190,9 @@ def test_train_and_eval_recap_from_the_cli(tiny_offline_run, tmp_path):
     ckpt = run / "checkpoints" / "offline_seed0"
     config = json.loads((ckpt / "config.json").read_text())
     assert config["method"] == "recap" and config["recap"]["value_bins"] == 201
+    # the train report lists next.success, RECAP's episode success label, as read (not ignored)
+    assert "next.success" in config["features"]["targets"]
+    assert "next.success" not in config["features"]["ignored"]
     agent, _, _ = load_agent(ckpt)
     assert type(agent).__name__ == "RECAPAgent" and float(agent.value.fitted) == 1.0
     # a restored agent (resume, or a larger budget) relabels with its saved value instead of refitting it
@@ -202,6 +206,19 @@ def test_train_and_eval_recap_from_the_cli(tiny_offline_run, tmp_path):
     assert main(["eval", "--algo", "offline", *args]) == 0
     result = json.loads((run / "eval" / "offline_seed0.json").read_text())
     assert len(result["episodes"]) == 2
+    assert result["policy"]["inference"] == {"recap.cfg_beta": 1.5}  # the checkpoint's
+    # an explicit eval override of the guidance weight takes effect and is recorded; reusing the default
+    # evaluation's name for it is refused instead of returning that evaluation's result
+    assert main(["eval", "--algo", "offline", *args, "--recap.cfg_beta=3.0"]) == 2
+    assert main(["eval", "--algo", "offline", *args, "--recap.cfg_beta=3.0", "--eval.name=beta3"]) == 0
+    result = json.loads((run / "eval" / "offline_seed0_beta3.json").read_text())
+    assert result["policy"]["inference"] == {"recap.cfg_beta": 3.0}
+    table = data.dataset.load_tabular()  # a demo frame: in distribution, so the chunk is not clipped
+    obs = {k: torch.as_tensor(np.asarray(table[k][:1]), dtype=torch.float32) for k in config["obs_shapes"]}
+    noise = torch.randn(1, config["policy"]["horizon"], config["action_dim"])
+    default = agent.act(obs, noise)
+    assert apply_inference(agent, {"recap.cfg_beta": 3.0}) == {"recap.cfg_beta": 3.0}
+    assert not torch.allclose(agent.act(obs, noise), default)
 
 
 @pytest.mark.parametrize(

@@ -37,13 +37,17 @@ def prepare_actions(
 class Agent:
     """Base: ``update(batch) -> metrics``, ``act(obs) -> (B, h, d)`` robot units, ``modules()``.
 
-    Subclasses set ``self.method`` and ``self.optimizers`` (name -> torch optimizer).
+    Subclasses set ``self.method`` and ``self.optimizers`` (name -> torch optimizer), and
+    ``inference_knobs`` when ``act`` reads a config value an evaluation may change.
     ``batches_per_update``: how many independently drawn batches one update consumes, passed as
     ``update(*batches)``; 1 for every agent except SAC with critic-only updates.
     """
 
     method: str = ""
     batches_per_update: int = 1
+    inference_knobs: tuple[str, ...] = ()
+    """Config keys (``section.field`` of ``self.cfg``) that ``act`` reads and an evaluation may override
+    (:mod:`robot_rl.eval.inference`)."""
     optimizers: dict[str, torch.optim.Optimizer]
     policy: nn.Module
 

@@ -78,6 +78,7 @@ class QCAgent(Agent):
     """
 
     method = "qc"
+    inference_knobs = ("offline.best_of_n",)
 
     def __init__(self, policy: FlowPolicy, critic: ChunkCritic, cfg):
         self.policy, self.critic, self.cfg = policy, critic, cfg

@@ -167,6 +167,7 @@ class RECAPAgent(Agent):
     """
 
     method = "recap"
+    inference_knobs = ("recap.cfg_beta",)
 
     def __init__(
         self, policy: FlowPolicy, value: DistributionalValue, conditioner: IndicatorConditioner, cfg

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     with errors.ThreadErrors(args.debug) as background:
         try:
             cfg = load_config(args.config, overrides, quick=args.quick)
-            _run(args, cfg)
+            _run(args, cfg, overrides)
             if background.errors:  # e.g. a metrics writer thread that hit a full disk
                 raise background.errors[0]
         except Exception as err:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, cfg) -> None:
+def _run(args: argparse.Namespace, cfg, overrides: list[str]) -> None:
     if args.command == "hardware":  # no torch: a quick check on the robot's own computer
         hardware_check.run(args, cfg)
         return
@@ -148,8 +148,12 @@ def _run(args: argparse.Namespace, cfg) -> None:
             elif args.command == "open-loop":
                 print(stages.open_loop(cfg, args.algo, seed))
             else:
+                from robot_rl.config import parse_overrides
+                from robot_rl.eval.inference import given_inference
+
                 algo = {"online": online_name(cfg), "ppo": f"ppo_{cfg.ppo.method}"}.get(args.algo, args.algo)
-                print(_eval_summary(cfg, algo, seed, stages.evaluate(cfg, algo, seed)), flush=True)
+                knobs = given_inference(cfg, parse_overrides(overrides))
+                print(_eval_summary(cfg, algo, seed, stages.evaluate(cfg, algo, seed, knobs)), flush=True)
 
 
 def _train_summary(cfg, algo: str, seed: int, result: dict) -> str:
@@ -167,7 +171,9 @@ def _eval_summary(cfg, algo: str, seed: int, result: dict) -> str:
     from robot_rl.eval.summary import eval_summary
     from robot_rl.run_dir import RunDir
 
-    return eval_summary(algo, seed, result["summary"], str(RunDir(cfg.run_dir).eval_file(algo, seed)))
+    path = RunDir(cfg.run_dir).eval_file(algo, seed, cfg.eval.name)
+    groups = {"task": result.get("per_task", {}), "instruction": result.get("per_instruction", {})}
+    return eval_summary(algo, seed, result["summary"], str(path), groups)
 
 
 if __name__ == "__main__":

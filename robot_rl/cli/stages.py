@@ -19,6 +19,7 @@ from robot_rl.cli.envs import (
 )
 from robot_rl.cli.train_inputs import print_train_inputs
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_config
+from robot_rl.eval.instructions import ParaphraseSource, summarize_groups
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
 from robot_rl.progress import progress
@@ -178,12 +179,21 @@ def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     return score_checkpoint(cfg, algo, seed, run)
 
 
-def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
+def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None = None) -> dict:
     """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs.
 
     With ``cfg.deploy.server`` set, the chunks come from that policy server (``robot-rl serve``) instead of
     the run's checkpoint (``robot_rl.sources.policy_source``); ``algo`` and ``seed`` then only name the
     result. The eval file's ``policy`` names the checkpoint, or the server and its model id.
+
+    Language and generalisation splits: the file holds each episode's ``task`` (the env's instruction) and
+    ``instruction`` (what the policy read), ``per_task`` and ``per_instruction`` summaries, and the
+    ``conditions`` (``eval.name``, ``env.spawn_region``, ``eval.paraphrases``); with ``eval.paraphrases`` each
+    instruction is replaced by a paraphrase (:class:`robot_rl.eval.instructions.ParaphraseSource`), and
+    ``eval.name`` keeps the variant's file and stage apart from the default evaluation's. ``inference``:
+    inference-time knobs given on the command line (:mod:`robot_rl.eval.inference`), set on the agent and
+    recorded as ``policy.inference``. A finished evaluation of the same name is reused, unless it ran under
+    other conditions or knobs: then a ConfigError asks for another ``eval.name``.
 
     Raises OSError naming the path when the run dir is not writable (checked before any episode runs),
     CheckpointError when the checkpoint is corrupt or does not fit the env, PolicyServerUnavailable when
@@ -192,9 +202,17 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     from robot_rl.sim import resolve_control_hz
 
     run = RunDir(cfg.run_dir)
-    stage = f"eval_{algo}_seed{seed}"
+    stage = f"eval_{algo}_seed{seed}" + (f"_{cfg.eval.name}" if cfg.eval.name else "")
+    conditions = {
+        "name": cfg.eval.name,
+        "env_id": cfg.env.id,
+        "spawn_region": list(cfg.env.spawn_region),
+        "paraphrases": dict(cfg.eval.paraphrases),
+    }
     if run.is_done(stage):
-        return run.result(stage)
+        done = run.result(stage)
+        _check_same_eval(stage, done, conditions, inference or {})
+        return done
     run.check_writable()
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
@@ -205,14 +223,20 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
         vec.close()
         raise
 
+    source = None
+
     def on_episode(ep: RecordedEpisode) -> None:
         cycle = ep.success_step / hz if ep.success_step is not None else None
-        results.append(EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle))
+        given = getattr(source, "given", {}).get(ep.env_seed, ep.task)
+        results.append(
+            EpisodeResult(ep.env_seed, ep.success, ep.episode_return, ep.steps, cycle, ep.task, given)
+        )
 
-    source = None
     try:
         space = (vec.single_observation_space, vec.single_action_space)
-        source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs)
+        source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs, inference)
+        if cfg.eval.paraphrases:
+            source = ParaphraseSource(source, cfg.eval.paraphrases)
         seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
         with progress(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
@@ -221,11 +245,41 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int) -> dict:
             source.close()
         vec.close()
     results.sort(key=lambda e: e.env_seed)
-    out = {"summary": summarize(results), "episodes": episodes_to_json(results), "policy": policy}
-    write_json_atomic(run.eval_file(algo, seed), out)
+    out = {
+        "summary": summarize(results),
+        "per_task": summarize_groups(results, "task"),
+        "per_instruction": summarize_groups(results, "instruction"),
+        "conditions": conditions,
+        "episodes": episodes_to_json(results),
+        "policy": policy,
+    }
+    write_json_atomic(run.eval_file(algo, seed, cfg.eval.name), out)
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
     return out
+
+
+def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) -> None:
+    """Raise ConfigError when the finished evaluation ``done`` ran under other ``conditions`` (env id,
+    paraphrases, spawn region) or inference knobs than this request; a result from before conditions were
+    recorded counts as the default ones (its env id unknown)."""
+    before = {
+        "env_id": conditions["env_id"],
+        "spawn_region": [],
+        "paraphrases": {},
+        **done.get("conditions", {}),
+    }
+    differs = [k for k in ("env_id", "spawn_region", "paraphrases") if before[k] != conditions[k]]
+    policy = done.get("policy", {})
+    if "inference" not in policy:  # recorded before knobs could be overridden: the checkpoint's values
+        differs += list(inference)
+    else:  # a knob the agent does not read was ignored then and is now
+        differs += [k for k, v in inference.items() if policy["inference"].get(k, v) != v]
+    if differs:
+        raise ConfigError(
+            f"stage {stage} already ran with other {', '.join(differs)}; give this evaluation its own "
+            "--eval.name=<name> (or delete that eval's stage marker to redo it)"
+        )
 
 
 def _trained_fps(checkpoint) -> float | None:

@@ -10,13 +10,17 @@ import numpy as np
 
 @dataclass
 class EpisodeResult:
-    """One evaluation episode. ``steps`` are control steps; ``cycle_time_s`` is seconds to success."""
+    """One evaluation episode. ``steps`` are control steps; ``cycle_time_s`` is seconds to success.
+    ``task``: the env's instruction for the episode; ``instruction``: the one the policy read (a paraphrase
+    under ``eval.paraphrases``, else ``task``); both "" for an env without instructions."""
 
     env_seed: int
     success: bool
     episode_return: float
     steps: int
     cycle_time_s: float | None
+    task: str = ""
+    instruction: str = ""
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -40,15 +40,28 @@ def train_summary(algo: str, seed: int, result: dict, log: str, val_log: str | N
     return "\n".join(lines)
 
 
-def eval_summary(algo: str, seed: int, summary: dict, path: str) -> str:
-    """Two lines: success rate with its 95% interval, mean return, mean cycle time and episode count, then
-    the eval JSON's path (per-episode results). ``summary`` is :func:`robot_rl.eval.metrics.summarize`'s."""
+def eval_summary(algo: str, seed: int, summary: dict, path: str, groups: dict | None = None) -> str:
+    """Success rate with its 95% interval, mean return, mean cycle time and episode count; then, for each
+    grouping in ``groups`` (``{"task": per_task, "instruction": per_instruction}`` of the eval JSON) with
+    more than one group, a line per group (success, interval, episodes); then the eval JSON's path.
+    ``summary`` and each group's value are :func:`robot_rl.eval.metrics.summarize`'s."""
     lo, hi = summary["success_ci95"]
     cycle = summary.get("cycle_time_s")
     cycle_text = f"{cycle:.2f} s" if cycle is not None else "n/a (no success)"
-    return (
+    lines = [
         f"eval {algo} seed {seed}: success {summary['success_rate']:.0%} "
         f"(95% CI {lo:.0%}-{hi:.0%}) over {summary['num_episodes']} episodes, "
-        f"mean return {summary['mean_return']:.4g}, cycle time {cycle_text}\n"
-        f"  results: {path}"
-    )
+        f"mean return {summary['mean_return']:.4g}, cycle time {cycle_text}"
+    ]
+    shown: list[dict] = []
+    for field, per in (groups or {}).items():
+        if len(per) > 1 and per not in shown:  # per_instruction equals per_task without paraphrases
+            shown.append(per)
+            for name, s in per.items():
+                glo, ghi = s["success_ci95"]
+                lines.append(
+                    f"  {field} {name!r}: success {s['success_rate']:.0%} ({glo:.0%}-{ghi:.0%}), "
+                    f"{s['num_episodes']} episodes"
+                )
+    lines.append(f"  results: {path}")
+    return "\n".join(lines)

@@ -74,6 +74,8 @@ def train_agent(
 
     budget = cfg.bc if algo == "bc" else cfg.offline
     data = _training_set(cfg, run, algo)
+    if algo == "offline" and cfg.offline.method == "recap":
+        data.feature_use.read_labels([keys.SUCCESS])  # episode success labels (RecapAgent.prepare)
     if on_features is not None:
         on_features(data.feature_use)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on

@@ -39,7 +39,7 @@ def extra_inputs(names: list[str], features: dict[str, dict], video_keys: list[s
         if spec.get("dtype") not in NUMERIC_DTYPES:
             dtype = spec.get("dtype")
             raise ConfigError(f"{where} of {root} has dtype {dtype!r}; only numeric columns can be inputs")
-        if name in DEFAULT_FEATURES or name in (keys.ACTION, keys.REWARD, keys.DONE):
+        if name in DEFAULT_FEATURES or name in (keys.ACTION, keys.REWARD, keys.DONE, keys.SUCCESS):
             raise ConfigError(f"{where} of {root} is a bookkeeping or target column, not an input")
         if not name.startswith("observation.") and name not in out:
             out.append(name)
@@ -52,7 +52,8 @@ class FeatureUse:
 
     ``inputs``: ``{key: per-sample shape}`` fed to the policy (vectors, cameras at the training size,
     derived ``observation.prev_action``, ``task`` for a multi-task dataset). ``targets``: columns trained
-    on (``action``; ``next.reward``/``next.done`` and interventions for offline RL). ``ignored``:
+    on (``action``; ``next.reward``/``next.done`` and interventions for offline RL; ``next.success`` for
+    RECAP, :meth:`read_labels`). ``ignored``:
     ``{key: reason}`` for every other non-bookkeeping column.
     """
 
@@ -85,11 +86,23 @@ class FeatureUse:
                 ignored[key] = "camera not in data.cameras" if images else "data.images is false"
             elif key in (keys.REWARD, keys.DONE, keys.INTERVENTION):
                 ignored[key] = "behaviour cloning trains on actions only"
+            elif key == keys.SUCCESS:  # a label of the next step, never an input
+                ignored[key] = (
+                    "only offline.method=recap reads it" if for_rl else "behaviour cloning ignores it"
+                )
             elif features[key].get("dtype") in NUMERIC_DTYPES:
                 ignored[key] = "not an observation.* column; add it with data.features"
             else:
                 ignored[key] = f"dtype {features[key].get('dtype')!r} is not numeric"
         return cls(inputs, targets, ignored)
+
+    def read_labels(self, names: list[str]) -> None:
+        """Record that the training method also reads the label columns ``names`` (RECAP: ``next.success``):
+        those present move from ``ignored`` to ``targets``."""
+        for name in names:
+            if name in self.ignored:
+                del self.ignored[name]
+                self.targets.append(name)
 
     def lines(self) -> list[str]:
         """Human-readable lines: inputs with shapes, targets, ignored columns with reasons."""

@@ -1,0 +1,37 @@
+"""Inference-time knobs of a trained agent that an evaluation may change: RECAP's guidance weight
+``recap.cfg_beta`` (ALGORITHMS.md §7) and QC's best-of-N sample count ``offline.best_of_n`` (§3).
+
+Precedence: a checkpoint acts with the values it was trained with (its saved config), unless the command
+that evaluates it gives the key on its command line (``robot-rl eval --recap.cfg_beta=2``): that value is
+set on the loaded agent. A YAML value alone does not override (the checkpoint already holds what the run's
+YAML said when it trained). The eval JSON records the values in effect (``policy.inference``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+INFERENCE_KEYS = ("offline.best_of_n", "recap.cfg_beta")
+"""Every inference-time knob; an agent lists those its ``act`` reads in ``inference_knobs``."""
+
+
+def given_inference(cfg, overrides: dict[str, object]) -> dict[str, object]:
+    """The inference knobs among the command line's ``overrides`` (dotted key -> raw value), with their
+    validated values read from ``cfg`` (a PipelineConfig)."""
+    out = {}
+    for key in INFERENCE_KEYS:
+        if key in overrides:
+            section, name = key.split(".")
+            out[key] = getattr(getattr(cfg, section), name)
+    return out
+
+
+def apply_inference(agent, given: dict[str, object]) -> dict[str, object]:
+    """Set the knobs of ``given`` (dotted key -> value) that ``agent`` reads (``agent.inference_knobs``) on
+    its config, and return each knob it reads with the value now in effect (``{}`` for an agent without
+    any, e.g. flow BC)."""
+    knobs = tuple(getattr(agent, "inference_knobs", ()))
+    updates = {k.split(".")[1]: v for k, v in given.items() if k in knobs}
+    if updates:
+        agent.cfg = replace(agent.cfg, **updates)
+    return {k: getattr(agent.cfg, k.split(".")[1]) for k in knobs}
