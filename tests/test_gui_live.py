@@ -424,8 +424,11 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     page.keyboard.press("Space")  # take over
     page.wait_for_function("document.querySelector('#actor-0').dataset.acting === 'human'", polling=100)
     for key in ("ArrowDown", "ArrowUp"):  # -x then +x while held: +x then has room below WORKSPACE_HIGH
-        before = int(page.locator("#actor-0").get_attribute("data-steps"))
+        n = page.evaluate("window.gui.keyLatency.length")
         page.keyboard.down(key)
+        page.wait_for_function(f"window.gui.keyLatency.length > {n}", polling=100)  # the actor applied it
+        before = _live(url)["status"]["0"]["total_steps"]  # the server's newest step: the page's panel
+        # is redrawn at most every 200 ms, so its count may be older than the key
         page.wait_for_function(
             f"Number(document.querySelector('#actor-0').dataset.steps) >= {before + 6}", polling=100
         )
@@ -489,9 +492,10 @@ def test_gamepad_takeover_drives_the_arm_is_recorded_and_hands_back_then_success
     failed = episodes.episode(episodes.num_episodes - 1)
     assert len(failed[keys.ACTION]) < 200 and not failed[keys.SUCCESS][-1]  # ended by the label
 
-    before = int(page.locator("#actor-1").get_attribute("data-steps"))
     _pad(page, {LEFT_X: -0.6}, intervene=True)  # RB + left stick 60 % left: +y
     page.wait_for_function(f"{panel}.acting === 'human'", polling=100)
+    before = int(page.locator("#actor-1").get_attribute("data-steps"))  # drawn with 'human': every step
+    # after it is driven (read before the take-over, the panel's count could be 200 ms old: 7 driven once)
     page.wait_for_function(f"Number({panel}.steps) >= {before + 8}", polling=100)
     _pad(page, {LEFT_X: 0.0}, intervene=False)  # hand back: the policy drives again from a new chunk
     page.wait_for_function(
