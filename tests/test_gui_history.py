@@ -143,17 +143,33 @@ def test_episode_page_shows_frames_and_curve_and_its_relabel_and_exclusion_reach
     rows = page.locator("#episode-list tbody tr")
     expect(rows).to_have_count(3)
     expect(rows.nth(1).locator("td").nth(2)).to_have_text("success")
+    requested: list[int] = []  # the steps of the frame requests the page makes
+    frame = re.compile(r"/frames/front/(\d+)\.jpg")
+    page.on("request", lambda r: (m := frame.search(r.url)) and requested.append(int(m.group(1))))
     rows.nth(0).click()
     expect(page.locator("#detail")).to_have_attribute("data-episode", "0")
-    frames = page.locator("#frames")
-    expect(frames).to_have_attribute("data-loaded", str(LENGTHS[0]))  # every frame of its one camera
-    assert page.locator("#cam-front").evaluate("img => img.naturalWidth") == 16
+    frames, camera = page.locator("#frames"), page.locator("#cam-front")
+    page.wait_for_function("document.getElementById('cam-front').naturalWidth === 16", polling=100)
+    assert requested == [0]  # the shown step's frame, not every frame of the episode up front (that
+    # starved the live GUI server, which also relays the e-stop)
     expect(page.locator("#curve polyline")).to_have_count(1)
     expect(page.locator("#curve")).to_have_attribute("data-points", str(LENGTHS[0]))
     expect(page.locator("#curve rect.span")).to_have_count(1)  # the human's steps 2-4
+    last = LENGTHS[0] - 1
+    page.evaluate(  # scrubbing from the last step back to step 1 within one task: no pile of requests,
+        # the frame in flight and then the newest step asked for
+        """n => { const s = document.getElementById("step");
+                  for (let i = n; i >= 1; i--) { s.value = i; s.dispatchEvent(new Event("input")); } }""",
+        last,
+    )
+    expect(camera).to_have_attribute("src", re.compile(r"/1\.jpg"))
+    expect(camera).to_have_attribute("data-loaded", "3")
+    assert requested == [0, last, 1]
     page.locator("#play").click()
-    expect(frames).to_have_attribute("data-step", str(LENGTHS[0] - 1))  # played through
-    expect(page.locator("#cam-front")).to_have_attribute("src", re.compile(rf"/{LENGTHS[0] - 1}\.jpg"))
+    expect(frames).to_have_attribute("data-step", str(last))  # played through
+    expect(camera).to_have_attribute("src", re.compile(rf"/{last}\.jpg"))
+    assert len(requested) <= 3 + last - 1  # steps 2 .. last, each at most once (a frame loaded before may
+    # come from the page's image cache)
 
     page.locator("#label-success").click()
     expect(page.locator("#outcome")).to_contain_text("success (recorded failure)")

@@ -39,10 +39,28 @@ async function loadEpisodes() {
 
 function frameUrl(camera, step) { return withToken(`${base()}/${detail.episode}/frames/${camera}/${step}.jpg`); }
 
+// Frames are fetched one request per camera at a time: a step asked for while that camera's frame still
+// loads is fetched after it (only the newest such step), and the player waits for the shown frames. So
+// scrubbing, playing or opening an episode never piles requests up on the GUI server, which also serves
+// the live page and relays the e-stop (fetching every frame of an episode up front once starved it).
+function showFrame(img, url) {
+  if (img.dataset.loading) { img.wanted = url; return; }
+  img.dataset.loading = "1";
+  img.src = url;
+}
+
+function frameDone(img) {
+  delete img.dataset.loading;
+  img.dataset.loaded = Number(img.dataset.loaded || 0) + 1;
+  const next = img.wanted;
+  img.wanted = null;
+  if (next) showFrame(img, next);
+}
+
 function showStep(step) {
   $("step").value = step;
   $("step-label").textContent = `step ${step + 1} / ${detail.steps}`;
-  for (const camera of detail.cameras) $(`cam-${camera}`).src = frameUrl(camera, step);
+  for (const camera of detail.cameras) showFrame($(`cam-${camera}`), frameUrl(camera, step));
   if (plot) plot.moveCursor(step);
   $("frames").dataset.step = step;
 }
@@ -75,19 +93,10 @@ async function openEpisode(episode) {
   frames.replaceChildren(...detail.cameras.map(camera => {
     const fig = document.createElement("figure");
     fig.innerHTML = `<img id="cam-${camera}" alt="${camera}"><figcaption>${camera}</figcaption>`;
+    const img = fig.querySelector("img");
+    img.onload = img.onerror = () => frameDone(img);  // data-loaded: its finished frame requests
     return fig;
   }));
-  // every frame is fetched once up front (the player then shows cached frames); data-loaded counts them
-  let loaded = 0;
-  frames.dataset.loaded = 0;
-  frames.dataset.frames = detail.cameras.length * detail.steps;
-  for (const camera of detail.cameras) {
-    for (let step = 0; step < detail.steps; step++) {
-      const img = new Image();
-      img.onload = () => { frames.dataset.loaded = ++loaded; };
-      img.src = frameUrl(camera, step);
-    }
-  }
   $("step").max = detail.steps - 1;
   render();
   showStep(0);
@@ -100,6 +109,7 @@ function play() {
   if (timer) return stop();
   $("play").textContent = "pause";
   timer = setInterval(() => {
+    if (detail.cameras.some(camera => $(`cam-${camera}`).dataset.loading)) return;  // the shown frames first
     const next = +$("step").value + 1;
     if (next >= detail.steps) return stop();
     showStep(next);
