@@ -143,7 +143,26 @@ class StepwiseSource:
         self.policy.close()
 
 
-class PrevActionSource:
+class SourceWrapper:
+    """Base of the chunk-source wrappers: a wrapper is a ``robot_rl.rollout.ChunkSource`` around ``inner``,
+    whose other attributes (``agent``, ...) stay reachable; :meth:`reset` and :meth:`close` reach it too."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (e.g. while unpickling)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.inner.reset(env_id, env_seed)
+
+    def close(self) -> None:
+        getattr(self.inner, "close", lambda: None)()
+
+
+class PrevActionSource(SourceWrapper):
     """Feeds ``observation.prev_action`` (``data.prev_action``) to the wrapped chunk source, with the
     definition training uses (:mod:`robot_rl.data.prev_action`): at an episode's first query the start value
     ``start`` (``data.prev_action_start`` of the checkpoint: zeros or an observation key), afterwards the
@@ -164,16 +183,12 @@ class PrevActionSource:
     """
 
     def __init__(self, inner, start: str, action_dim: int, num_envs: int = 1) -> None:
-        self.inner, self.start, self.action_dim = inner, start, action_dim
+        super().__init__(inner)
+        self.start, self.action_dim = start, action_dim
         self.prev: list[np.ndarray | None] = [None] * num_envs
 
-    def __getattr__(self, name: str):
-        if name == "inner":  # not set yet (e.g. while unpickling)
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     def reset(self, env_id: int, env_seed: int) -> None:
-        self.inner.reset(env_id, env_seed)
+        super().reset(env_id, env_seed)
         self.prev[env_id] = None
 
     def executed(self, env_id: int, action: np.ndarray) -> None:
@@ -192,9 +207,6 @@ class PrevActionSource:
         for i, chunk in zip(env_ids, chunks, strict=True):
             self.executed(int(i), chunk[-1])
         return chunks
-
-    def close(self) -> None:
-        getattr(self.inner, "close", lambda: None)()
 
 
 def _with_prev_action(space):

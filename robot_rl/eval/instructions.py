@@ -12,9 +12,10 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.eval.metrics import EpisodeResult, summarize
+from robot_rl.sources import SourceWrapper
 
 
-class ParaphraseSource:
+class ParaphraseSource(SourceWrapper):
     """Wraps a ``robot_rl.rollout.ChunkSource``: each episode's instruction ``obs["task"]`` is replaced by a
     paraphrase before the wrapped source (the policy) reads it.
 
@@ -33,17 +34,13 @@ class ParaphraseSource:
     """
 
     def __init__(self, inner, paraphrases: dict[str, list[str]]) -> None:
-        self.inner, self.paraphrases = inner, paraphrases
+        super().__init__(inner)
+        self.paraphrases = paraphrases
         self.seeds: dict[int, int] = {}
         self.given: dict[int, str] = {}
 
-    def __getattr__(self, name: str):
-        if name == "inner":  # not set yet (e.g. while unpickling)
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     def reset(self, env_id: int, env_seed: int) -> None:
-        self.inner.reset(env_id, env_seed)
+        super().reset(env_id, env_seed)
         self.seeds[int(env_id)] = int(env_seed)
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
