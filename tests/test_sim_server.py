@@ -290,12 +290,15 @@ def test_camera_without_gl_names_the_camera_and_the_fix(monkeypatch):
     monkeypatch.delenv("MUJOCO_GL", raising=False)
     monkeypatch.delenv("PYOPENGL_PLATFORM", raising=False)
     monkeypatch.setenv("ROBOT_RL_GL", "nonexistent")  # the server finds no GL backend
-    with serve_in_subprocess() as srv, SimServerCamera("front", srv.address, "front", 32) as cam:
-        for _ in range(2):  # every frame gets the error, not a timeout
-            with pytest.raises(CameraError, match="'front'.*no offscreen OpenGL backend.*libegl1"):
-                cam.read(timeout_s=5.0)
-        with SimServerRobot(srv.address) as robot:
-            assert robot.read().joint_pos.shape == (7,)  # the robot side keeps serving
+    with serve_in_subprocess() as srv:
+        cam = SimServerCamera("front", srv.address, "front", 32)
+        cam.connect(timeout_s=30.0)  # the default 1 s 'hello' timed out once on a loaded CI machine
+        with cam:
+            for _ in range(2):  # every frame gets the error, not a timeout
+                with pytest.raises(CameraError, match="'front'.*no offscreen OpenGL backend.*libegl1"):
+                    cam.read(timeout_s=5.0)
+            with SimServerRobot(srv.address) as robot:
+                assert robot.read().joint_pos.shape == (7,)  # the robot side keeps serving
 
 
 def test_curve_keys_admit_only_known_clients(tmp_path):

@@ -58,7 +58,7 @@ def test_train_reports_used_and_ignored_columns(dataset, tmp_path, capsys) -> No
     assert "policy inputs: observation.state (3,)" in out
     assert "trained on: action" in out
     assert "ignored: gripper_force (not an observation.* column; add it with data.features)" in out
-    assert "ignored: next.success (not an observation.* column; add it with data.features)" in out
+    assert "ignored: next.success (behaviour cloning ignores it)" in out  # a label of the next step
     saved = _features_saved(tmp_path / "run")
     assert saved["inputs"] == {keys.STATE: [3]} and saved["targets"] == [keys.ACTION]
     assert "gripper_force" in saved["ignored"]
