@@ -100,23 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 actor_node [--ros-args -p name:=value ...]``; returns 0 when the run's budget is
     spent, 1 on a fault, 2 for bad input."""
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import (
-        NodeArgs,
-        ParameterError,
-        check_declared,
-        log_to_stderr,
-        parse_args,
-        robot_run_config,
-    )
+    from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
     from robot_rl.run_dir import RunDir
     from robot_rl.sim import resolve_control_hz
 
-    log_to_stderr()
-    argv = sys.argv[1:] if argv is None else argv
     try:
-        args: NodeArgs = parse_args(argv, "actor_node")
-        p = check_declared("actor_node", args.params, PARAMETERS)
-        cfg = robot_run_config(args, p)
+        p, cfg = robot_node_setup(argv, "actor_node", PARAMETERS)
         ros2 = cfg.env.robot.ros2
         if p["address"]:
             cfg.online.address = p["address"]

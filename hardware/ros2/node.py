@@ -220,6 +220,24 @@ def robot_run_config(args: NodeArgs, params: dict[str, Any]) -> PipelineConfig:
     return cfg
 
 
+def robot_node_setup(
+    argv: list[str] | None, node: str, declared: dict[str, Any]
+) -> tuple[dict[str, Any], PipelineConfig]:
+    """Start-up of a node process that drives a robot (``policy_node``, ``actor_node``): ROS-style logging on
+    stderr, then its command line (``argv``; None: ``sys.argv[1:]``) parsed, its parameters typed against
+    ``declared`` (:func:`check_declared`) and the run config built (:func:`robot_run_config`).
+
+    Returns:
+        (parameters, config).
+    Raises:
+        ParameterError: a bad argument or parameter. ValueError: a bad config file or override.
+    """
+    log_to_stderr()
+    args = parse_args(sys.argv[1:] if argv is None else argv, node)
+    params = check_declared(node, args.params, declared)
+    return params, robot_run_config(args, params)
+
+
 class Publisher(abc.ABC):
     """Publishes one message type on one topic."""
 

@@ -39,23 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     from gymnasium.vector import AutoresetMode
 
     from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import (
-        NodeArgs,
-        ParameterError,
-        check_declared,
-        log_to_stderr,
-        parse_args,
-        robot_run_config,
-    )
+    from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
     from robot_rl.rollout import rollout
     from robot_rl.sim import make_vector_env
 
-    log_to_stderr()
-    argv = sys.argv[1:] if argv is None else argv
     try:
-        args: NodeArgs = parse_args(argv, "policy_node")
-        p = check_declared("policy_node", args.params, PARAMETERS)
-        cfg = robot_run_config(args, p)
+        p, cfg = robot_node_setup(argv, "policy_node", PARAMETERS)
         ros2 = cfg.env.robot.ros2
         episodes, seed = p["episodes"], p["seed"]
     except (ParameterError, ValueError) as err:
