@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -109,6 +110,14 @@ def release(cfg: Ros2Config) -> None:
             if shared.users <= 0:
                 del _nodes[key]
                 shared.close()
+
+
+def _until(done: Callable[[], bool], deadline: float, poll_s: float = 0.002) -> bool:
+    """Poll ``done`` (set by subscription callbacks on the spinning thread) every ``poll_s`` s until it is
+    true or ``time.monotonic()`` passes ``deadline``; returns ``done()``."""
+    while not done() and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    return done()
 
 
 class RosRobot(Robot):
@@ -241,9 +250,7 @@ class RosRobot(Robot):
         if cfg.gripper_topic:
             self._pubs["gripper"] = shared.publisher(msgs.Float64MultiArray, cfg.gripper_topic)
         deadline = time.monotonic() + cfg.connect_wait_s
-        while self._joints is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if self._joints is None:
+        if not _until(lambda: self._joints is not None, deadline):
             self.disconnect()
             raise RobotConnectionError(
                 f"ros2: no valid sensor_msgs/JointState on {cfg.joint_states_topic} within"
@@ -252,8 +259,7 @@ class RosRobot(Robot):
             )
         # the simulator's extras arrive on their own topics: the first read must already hold them
         extras = ("lifted", "environment_state") if cfg.sim_prefix else ()
-        while any(k not in self._extra for k in extras) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _until(lambda: all(k in self._extra for k in extras), deadline)
 
     def disconnect(self) -> None:
         if self._shared is not None:
@@ -342,13 +348,11 @@ class RosRobot(Robot):
         deadline = time.monotonic() + self.cfg.reset_wait_s
 
         def wait(done, what: str) -> None:
-            while not done():
-                if time.monotonic() > deadline:
-                    raise RobotTimeoutError(
-                        f"ros2: reset_scene {request!r}: no {what} within {self.cfg.reset_wait_s} s "
-                        "(env.robot.ros2.reset_wait_s); is sim_robot_node running?"
-                    )
-                time.sleep(0.002)
+            if not _until(done, deadline):
+                raise RobotTimeoutError(
+                    f"ros2: reset_scene {request!r}: no {what} within {self.cfg.reset_wait_s} s "
+                    "(env.robot.ros2.reset_wait_s); is sim_robot_node running?"
+                )
 
         wait(
             lambda: self._reset_ack is not None and self._reset_ack[0] == request,
