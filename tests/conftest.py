@@ -47,16 +47,21 @@ def xvfb_display(monkeypatch):
     server.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     """A real headless Chromium (Debian's ``chromium``, driven by Playwright's Python API); yields a
     ``playwright.sync_api.Browser``. Playwright's own browser download cannot work offline, so the system
-    binary is used (setup.sh installs it as root)."""
+    binary is used (setup.sh installs it as root). One browser and one Playwright driver per test module:
+    a browser that crashed or hung under load takes only its own module's tests with it (a session-wide
+    one once left a busy driver with no browser, hanging a CI run). ``--disable-dev-shm-usage`` keeps
+    Chromium off ``/dev/shm``, which is 64 MB in many CI containers."""
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         pytest.skip("needs Debian's chromium (apt-get install chromium; setup.sh installs it as root)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (test extra)")
     with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
+        chromium = p.chromium.launch(
+            executable_path=path, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         yield chromium
         chromium.close()
