@@ -451,7 +451,9 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
         f"\nbrowser key press -> actuator command latency over {len(latencies)} key events (control "
         f"20 Hz): p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
-    page.keyboard.press("Space")  # hand back: the policy drives again from a new chunk
+    hand_back = page.locator("#actor-0 .takeover")  # the panel's button, the Space key's twin
+    assert hand_back.inner_text() == "Hand back"
+    hand_back.click()  # the policy drives again from a new chunk
     page.wait_for_function(
         "document.querySelector('#actor-0').dataset.acting === 'policy'"
         " && document.querySelector('#actor-0 .chunk').textContent !== '-'",
@@ -653,6 +655,12 @@ def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload
         timeout_s=60,
         what="actors acting again after the reset",
     )
+    other.locator("#estop").click()  # the button, the Escape key's twin, latches every actor too
+    wait_for(
+        lambda: all(_live(url)["status"][str(a)]["estop"] for a in (0, 1)), timeout_s=30, what="latched again"
+    )
+    page.locator("#reset").click()
+    page.wait_for_function("document.body.dataset.estop === 'clear'", polling=100)
 
 
 @pytest.mark.slow

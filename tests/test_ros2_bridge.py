@@ -228,7 +228,10 @@ def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node):
             lobs, *_ = local.step(a[None])
             gaps.append(np.linalg.norm(obs["observation.state"][14:17] - lobs["observation.state"][0, 14:17]))
         moved = np.linalg.norm(lobs["observation.state"][0, 14:17] - start)
-        assert moved > 0.1 and max(gaps) < 0.01, gaps  # m; each step moves the pinch 2-3 cm
+        # m; each step moves the pinch 2-3 cm: a ramp lagging about one step (twist_mode=servo) has a median
+        # gap of 1.3 cm; one step's state may be read before the node applied it on a loaded machine (1.6 cm
+        # once in CI)
+        assert moved > 0.1 and np.median(gaps) < 0.008 and sorted(gaps)[-2] < 0.01, gaps
     finally:
         env.close()
         local.close()

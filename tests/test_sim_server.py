@@ -371,7 +371,7 @@ def test_config_keys_reach_the_robot_and_camera_clients_off_loopback(tmp_path):
         finally:
             env.close()
         camera = SimServerCamera.from_config("front", robot.cameras["front"], robot)
-        camera.connect()  # the hello exchange is CURVE-encrypted too
+        camera.connect(timeout_s=30.0)  # CURVE-encrypted hello too; 1 s timed out on a loaded CI machine
         camera.disconnect()
         with pytest.raises(ConfigError, match=rf"env.robot.address={address} connects to a non-loopback "):
             SimServerRobot.from_config(RobotConfig(driver="sim_server", address=address)).connect()
