@@ -291,6 +291,30 @@ def test_merge_refuses_mismatched_fps_and_features(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c", "d"]
 
 
+def test_merge_drops_the_features_the_sources_disagree_on(tmp_path):
+    """``drop`` leaves a feature out of the merge (its column, video and statistics): sources whose state
+    sizes differ merge into a dataset that validates and holds every frame of what was kept."""
+    a = _write(tmp_path / "a", [3], _features())
+    c = _write(tmp_path / "c", [4], _features(state_dim=4))
+    out = merge([a, c], tmp_path / "ac", drop=[keys.STATE, CAM])
+    assert validate_dataset(out) == []
+    ds, src = LeRobotDataset(out), LeRobotDataset(c)
+    try:
+        assert keys.STATE not in ds.features and CAM not in ds.features and not ds.video_keys
+        assert not (out / "videos").exists()
+        assert ds.num_episodes == 2 and ds.num_frames == 7
+        assert keys.STATE not in json.loads((out / "meta" / "stats.json").read_text())
+        np.testing.assert_array_equal(ds.load_tabular()[keys.ACTION][3:], src.load_tabular()[keys.ACTION])
+    finally:
+        ds.close()
+        src.close()
+    with pytest.raises(DatasetError, match="cannot drop 'timestamp': every LeRobot dataset has it"):
+        merge([a, c], tmp_path / "x", drop=["timestamp"])
+    with pytest.raises(DatasetError, match="cannot drop 'observation.nope': no source has it") as err:
+        merge([a, c], tmp_path / "x", drop=["observation.nope"])
+    assert str(a) in str(err.value) and not (tmp_path / "x").exists()
+
+
 def test_filter_without_success_or_reward_names_the_file(tmp_path):
     with pytest.raises(DatasetError, match="next.success") as err:
         filter_success(V30, tmp_path / "out")
@@ -362,6 +386,7 @@ def test_cli_merge_split_filter_convert(tmp_path, capsys):
     ("argv", "message"),
     [
         (["merge", "{src}", "{nowhere}", "--out", "{tmp}/m"], "{nowhere}/meta/info.json: file not found"),
+        (["merge", "{src}", "{src}", "--out", "{tmp}/m", "--drop", "index"], "cannot drop 'index'"),
         (["split", "{src}", "--out", "{tmp}/p", "--episodes", "0,x"], "bad episode list '0,x'"),
         (["split", "{src}", "--out", "{tmp}/p", "--episodes", "7"], "{src}: episode 7 out of range"),
         (["filter", "{src}", "--out", "{src}", "--success"], "{src}: destination already exists"),

@@ -132,13 +132,16 @@ def test_named_eval_variant_records_instructions_groups_and_conditions(tiny_offl
 
 
 def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
-    """Multi-task training on the suite: place-in-bin and push-to-target share their features (cube pose and
-    a goal centre), so ``dataset merge`` joins their demos; one policy is conditioned on both instructions and
-    each task's evaluation (``--env.id=<task> --eval.name=<name>``) reports that task."""
+    """Multi-task training on the suite: place-in-bin and stack differ in ``observation.environment_state``
+    (10 and 14), so ``dataset merge`` refuses them as they are (naming the key) and joins them with it
+    dropped; one policy is conditioned on both instructions and each task's evaluation (``--env.id=<task>
+    --eval.name=<name>``) reports that task, its env's environment_state left unread."""
+    from robot_rl.data.errors import DatasetError
     from robot_rl.data.lerobot.ops import merge
+    from robot_rl.data.lerobot.reader import LeRobotDataset
 
     tiny = ["--env.max_episode_steps=8", "--env.num_envs=1", "--env.backend=mujoco_cpu", "--seeds=[0]"]
-    tasks = {"bin": "robot_rl/PandaPlaceInBin-v0", "push": "robot_rl/PandaPushToTarget-v0"}
+    tasks = {"bin": "robot_rl/PandaPlaceInBin-v0", "stack": "robot_rl/PandaStack-v0"}
     for name, task_id in tasks.items():
         stages.collect(
             load_config(
@@ -146,7 +149,16 @@ def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
                 [f"--run_dir={tmp_path / name}", f"--env.id={task_id}", "--collect.num_episodes=2", *tiny],
             )
         )
-    merge([tmp_path / "bin" / "dataset", tmp_path / "push" / "dataset"], tmp_path / "merged")
+    sources = [tmp_path / "bin" / "dataset", tmp_path / "stack" / "dataset"]
+    with pytest.raises(DatasetError, match=keys.ENV_STATE):
+        merge(sources, tmp_path / "merged")
+    merge(sources, tmp_path / "merged", drop=[keys.ENV_STATE])
+    merged = LeRobotDataset(tmp_path / "merged")
+    try:
+        assert keys.ENV_STATE not in merged.features and keys.STATE in merged.features
+        assert keys.ENV_STATE not in merged.load_tabular() and merged.num_episodes == 4
+    finally:
+        merged.close()
     run = [
         f"--run_dir={tmp_path / 'mt'}",
         f"--data.path={tmp_path / 'merged'}",
@@ -156,7 +168,7 @@ def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
     run += ["--bc.steps=2", "--bc.batch_size=8", "--policy.hidden_dims=[16]", "--eval.episodes_per_seed=1"]
     stages.train(load_config(None, run), "bc", 0)
     config = json.loads((tmp_path / "mt" / "checkpoints" / "bc_seed0" / "config.json").read_text())
-    instructions = ["Put the cube in the bin.", "Push the cube onto the green target."]
+    instructions = ["Put the cube in the bin.", "Stack the red cube on the blue cube."]
     assert sorted(config["policy"]["tasks"]) == sorted(instructions)
     for (name, task_id), instruction in zip(tasks.items(), instructions, strict=True):
         out = stages.evaluate(

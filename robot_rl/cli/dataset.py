@@ -124,12 +124,19 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("sources", nargs="+", help="dataset roots (v3.0 or v2.1; same fps and features)")
     p.add_argument("--out", required=True, help="the merged v3.0 dataset's folder")
     p.add_argument("--overwrite", action="store_true", help=_OVERWRITE_HELP)
+    p.add_argument(
+        "--drop",
+        nargs="+",
+        default=[],
+        metavar="KEY",
+        help="features to leave out (e.g. observation.environment_state: its size differs per suite task)",
+    )
 
 
 def _merge(args: argparse.Namespace) -> int:
     from robot_rl.data.lerobot.ops import merge
 
-    _wrote(merge(args.sources, args.out, args.overwrite))
+    _wrote(merge(args.sources, args.out, args.overwrite, args.drop))
     return 0
 
 

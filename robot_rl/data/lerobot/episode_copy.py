@@ -57,7 +57,11 @@ _TIME_TOLERANCE_S = 1e-4  # the reader's default tolerance for matching video fr
 
 
 def copy_episodes(
-    selection: Selection, dst: str | Path, overwrite: bool = False, sizes: FileSizes | None = None
+    selection: Selection,
+    dst: str | Path,
+    overwrite: bool = False,
+    sizes: FileSizes | None = None,
+    drop: Sequence[str] = (),
 ) -> Path:
     """Write the selected episodes as a new LeRobot v3.0 dataset at ``dst``.
 
@@ -69,20 +73,25 @@ def copy_episodes(
             LeRobot datasets is ever replaced). ``dst`` may be one of the sources: everything is read
             before the swap.
         sizes: target data and video file sizes (default: LeRobot's 100 / 200 MB).
+        drop: feature keys left out of the copy (their columns, videos and statistics): e.g.
+            ``observation.environment_state`` to merge tasks whose object states differ in size. Sources
+            need to agree only on the features kept.
     Returns: ``dst``. Its info.json (robot type, feature names) follows the first source; episodes of a
     source without a ``source`` column are tagged ``DEFAULT_SOURCE`` when another source has one.
     Raises:
         DatasetError: a source cannot be read, sources differ in fps or features (naming both roots and
             the key), an episode index is out of range (naming the root), nothing is selected, or ``dst``
-            exists, or a float feature holds NaN or inf (naming the root and key). On any error ``dst``
-            is left as it was.
+            exists, or a float feature holds NaN or inf (naming the root and key), or a ``drop`` key is a
+            LeRobot index column or in no source. On any error ``dst`` is left as it was.
     """
     with fmt.staged_destination(dst, overwrite) as tmp:
-        write_episodes(selection, tmp, sizes)
+        write_episodes(selection, tmp, sizes, drop)
     return Path(dst)
 
 
-def write_episodes(selection: Selection, folder: str | Path, sizes: FileSizes | None = None) -> None:
+def write_episodes(
+    selection: Selection, folder: str | Path, sizes: FileSizes | None = None, drop: Sequence[str] = ()
+) -> None:
     """Write the selected episodes as a LeRobot v3.0 dataset into ``folder`` (new or empty), in place.
 
     The non-staged core of :func:`copy_episodes` (same arguments and errors), for callers that stage
@@ -93,8 +102,10 @@ def write_episodes(selection: Selection, folder: str | Path, sizes: FileSizes | 
     try:
         if not any(eps for _, eps in sources):
             raise DatasetError(f"{folder}: no episodes selected")
-        _check_compatible([ds for ds, _ in sources])
-        _Builder(folder, sources, sizes or FileSizes()).run()
+        datasets = [ds for ds, _ in sources]
+        _check_droppable(datasets, drop)
+        _check_compatible(datasets, set(drop))
+        _Builder(folder, sources, sizes or FileSizes(), set(drop)).run()
     finally:
         for ds, _ in sources:
             ds.close()
@@ -120,22 +131,40 @@ def _signature(feat: dict) -> tuple:
     return feat.get("dtype"), list(feat.get("shape", [])), codec
 
 
-def _check_compatible(datasets: list[LeRobotDataset]) -> None:
-    """Every source must have the first one's fps and feature keys, dtypes, shapes and video codecs."""
+def _check_droppable(datasets: list[LeRobotDataset], drop: Sequence[str]) -> None:
+    for key in drop:
+        if key in fmt.DEFAULT_FEATURES:
+            raise DatasetError(
+                f"cannot drop {key!r}: every LeRobot dataset has it ({sorted(fmt.DEFAULT_FEATURES)})"
+            )
+        if not any(key in ds.features for ds in datasets):
+            roots = ", ".join(str(ds.root) for ds in datasets)
+            raise DatasetError(f"cannot drop {key!r}: no source has it ({roots})")
+
+
+def _kept(features: dict[str, dict], drop: set[str]) -> dict[str, dict]:
+    return {k: v for k, v in features.items() if k not in drop}
+
+
+def _check_compatible(datasets: list[LeRobotDataset], drop: set[str]) -> None:
+    """Every source must have the first one's fps and feature keys, dtypes, shapes and video codecs, the
+    ``drop`` keys aside."""
     first = datasets[0]
     first_info = first.root / fmt.INFO
-    for key, feat in first.features.items():
+    first_features = _kept(first.features, drop)
+    for key, feat in first_features.items():
         if feat.get("dtype") not in fmt.DTYPES or feat.get("dtype") == "image":
             raise DatasetError(f"{first_info}: feature {key!r} has dtype {feat.get('dtype')!r}, not copyable")
     for ds in datasets[1:]:
         info = ds.root / fmt.INFO
         if ds.fps != first.fps:
             raise DatasetError(f"{first_info} has fps {first.fps} but {info} has fps {ds.fps}")
-        for key in sorted(set(first.features) | set(ds.features)):
-            if key not in ds.features or key not in first.features:
-                has, lacks = (first_info, info) if key in first.features else (info, first_info)
+        features = _kept(ds.features, drop)
+        for key in sorted(set(first_features) | set(features)):
+            if key not in features or key not in first_features:
+                has, lacks = (first_info, info) if key in first_features else (info, first_info)
                 raise DatasetError(f"feature {key!r} is in {has} but not in {lacks}")
-            a, b = _signature(first.features[key]), _signature(ds.features[key])
+            a, b = _signature(first_features[key]), _signature(features[key])
             if a != b:
                 raise DatasetError(
                     f"feature {key!r} differs: (dtype, shape, codec) {a} in {first_info} but {b} in {info}"
@@ -146,17 +175,18 @@ class _Builder:
     """Writes the data, videos and metadata of the selected episodes into a fresh folder."""
 
     def __init__(
-        self, folder: Path, sources: list[tuple[LeRobotDataset, list[int]]], sizes: FileSizes
+        self, folder: Path, sources: list[tuple[LeRobotDataset, list[int]]], sizes: FileSizes, drop: set[str]
     ) -> None:
         self.folder = folder
         self.sizes = sizes
         self.sources = sources
         self.first = sources[0][0]
-        self.features = copy.deepcopy(self.first.features)
+        self.features = copy.deepcopy(_kept(self.first.features, drop))
         for feat in self.features.values():
             if feat["dtype"] != "video":
                 feat["fps"] = self.first.fps
-        self.tabular = [k for k in self.features if k not in self.first.video_keys]
+        self.video_keys = [k for k in self.first.video_keys if k not in drop]
+        self.tabular = [k for k in self.features if k not in self.video_keys]
         self.has_source = any(ds.episode_sources is not None for ds, _ in sources)
         self.tasks: list[str] = []
         self.rows: list[dict[str, Any]] = []
@@ -167,10 +197,10 @@ class _Builder:
         """Write every selected episode to files of its own, pack them, then write the metadata."""
         for ds, eps in self.sources:
             columns = ds.load_tabular()
-            whole_files = {key: _single_episode_files(ds, key) for key in ds.video_keys}
+            whole_files = {key: _single_episode_files(ds, key) for key in self.video_keys}
             for ep in eps:
                 self._episode(ds, ep, columns, whole_files)
-        pack(self.folder, self.rows, self.first.video_keys, self.sizes, lambda _: None, everything=True)
+        pack(self.folder, self.rows, self.video_keys, self.sizes, lambda _: None, everything=True)
         self._write_meta()
 
     def _episode(
@@ -195,7 +225,7 @@ class _Builder:
             if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
                 raise DatasetError(f"{ds.root}: episode {ep}: feature {key!r} holds NaN or inf")
         stats = compute_stats(arrays)
-        for key in ds.video_keys:
+        for key in self.video_keys:
             out = self.folder / fmt.VIDEO_PATH_V30.format(video_key=key, chunk_index=chunk, file_index=file)
             _write_video(ds, ep, key, out, whole_files[key], arrays[keys.TIMESTAMP].astype(np.float64))
             frames = ds.video_frames(key, _stats_rows(lo, hi, ds.fps))

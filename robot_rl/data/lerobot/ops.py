@@ -18,16 +18,20 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 SELECTED, REST = "selected", "rest"  # the two datasets a split by episodes writes
 
 
-def merge(sources: Sequence[str | Path], dst: str | Path, overwrite: bool = False) -> Path:
+def merge(
+    sources: Sequence[str | Path], dst: str | Path, overwrite: bool = False, drop: Sequence[str] = ()
+) -> Path:
     """Concatenate every episode of ``sources`` (v3.0 or v2.1, same fps and features), in order, into a
-    new v3.0 dataset at ``dst``. Returns ``dst``.
+    new v3.0 dataset at ``dst``, leaving out the features in ``drop`` (e.g. the suite's
+    ``observation.environment_state``, whose size differs per task). Returns ``dst``.
 
-    Raises DatasetError: no sources, a source unreadable, fps or features differ (naming both roots and
-    the key), or ``dst`` exists and not ``overwrite``.
+    Raises DatasetError: no sources, a source unreadable, fps or kept features differ (naming both roots
+    and the key), a ``drop`` key that is a LeRobot index column or in no source, or ``dst`` exists and not
+    ``overwrite``.
     """
     if not sources:
         raise DatasetError(f"{dst}: merge needs at least one source dataset")
-    return copy_episodes([(src, None) for src in sources], dst, overwrite)
+    return copy_episodes([(src, None) for src in sources], dst, overwrite, drop=drop)
 
 
 def split(
