@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
@@ -55,6 +56,23 @@ def test_append_reopen_and_sample(tmp_path: Path) -> None:
     sampler = ChunkSampler(buf.arrays(), buf.episode_index, [keys.STATE], horizon=3, gamma=0.9)
     batch = sampler.sample(8, np.random.default_rng(0))
     assert batch["actions"].shape == (8, 3, 2) and batch["is_intervention"].shape == (8, 3)
+
+
+def test_camera_keys_get_chunks_of_a_few_megabytes_and_round_trip(tmp_path: Path) -> None:
+    """zarr rewrites a whole chunk per append and decodes one per frame read: a 480x640 camera in the
+    1,024-frame chunks of the state keys would be 943 MB a chunk. Large keys get ~4 MiB chunks, small
+    keys keep ``chunk_frames``, a resumed store keeps its chunks, and the frames read back unchanged."""
+    cam = keys.image_key("front")
+    spec = {**SPEC, cam: ((480, 640, 3), np.uint8)}
+    buf = ZarrReplayBuffer(tmp_path / "rb", spec, episode_spec={f"final.{cam}": ((480, 640, 3), np.uint8)})
+    arrays = buf.zarr_arrays()
+    assert arrays[cam].chunks == (4, 480, 640, 3) and arrays[keys.STATE].chunks[0] == 1024
+    assert zarr.open_group(str(tmp_path / "rb"))[f"final.{cam}"].chunks[0] == 4
+    ep = {**episode(6, 1), cam: np.random.default_rng(2).integers(0, 256, (6, 480, 640, 3), np.uint8)}
+    buf.add_episode({**ep, f"final.{cam}": ep[cam][-1]}, source="online")
+    again = ZarrReplayBuffer(tmp_path / "rb", spec, chunk_frames=2)
+    assert again.zarr_arrays()[cam].chunks[0] == 4
+    np.testing.assert_array_equal(again.episode(0)[cam], ep[cam])
 
 
 def test_spec_and_frame_errors(tmp_path: Path) -> None:

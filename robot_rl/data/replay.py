@@ -4,6 +4,10 @@ Layout under ``path`` (a zarr v3 group): one array per per-frame key, shape (cap
 along frames; ``_episode_ends`` int64 (episode capacity,) with each episode's exclusive end frame;
 ``_episode_source`` int8 with each episode's source code (index into ``robot_rl.keys.SOURCES``); and one
 array per per-episode key (``episode_spec``, e.g. the final observation), shape (episode capacity, *shape).
+A chunk holds at most ``chunk_frames`` frames and about ``CHUNK_BYTES`` of one key: zarr rewrites a whole
+chunk on every append into it and decodes a whole chunk to read one frame, so a 480x640 camera key in
+1,024-frame chunks (943 MB each) cost 9.4 s per 100-frame episode append and 1.1 s per frame read; in
+4-frame chunks 0.75 s and 3 ms (benchmarks/README "Replay chunking").
 The group attribute ``committed = {"frames": n, "episodes": e}`` is written last by every
 :meth:`ZarrReplayBuffer.add_episode`; everything beyond it is ignored on reopen and overwritten by the
 next append. zarr 3's LocalStore replaces each chunk and metadata file atomically, so a process killed
@@ -25,6 +29,16 @@ Spec = dict[str, tuple[tuple[int, ...], np.dtype]]
 _ENDS = "_episode_ends"
 _SOURCE = "_episode_source"
 _MIN_CAPACITY = 1024
+CHUNK_BYTES = 4 << 20  # the uncompressed size a chunk of one key aims at (zarr's docs: 1 MB and up)
+
+
+def chunk_frames_for(shape: tuple[int, ...], dtype: np.dtype, most: int, chunk_bytes: int | None) -> int:
+    """Frames per chunk for a key with per-frame ``shape`` and ``dtype``: as many as fit in
+    ``chunk_bytes`` (None: no byte limit), at least 1 and at most ``most``."""
+    if chunk_bytes is None:
+        return most
+    frame_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return max(1, min(most, chunk_bytes // max(1, frame_bytes)))
 
 
 class ZarrReplayBuffer:
@@ -38,7 +52,10 @@ class ZarrReplayBuffer:
             may be None or must equal the stored spec.
         episode_spec: ``{key: (per-episode shape, dtype)}`` of values stored once per episode (the final
             observation ``final.<key>``); same rules as ``spec``.
-        chunk_frames: frames per zarr chunk.
+        chunk_frames: most frames per zarr chunk; a key whose frames are large gets fewer
+            (:func:`chunk_frames_for`). Only used when creating; a resumed store keeps its chunks.
+        chunk_bytes: the uncompressed bytes a chunk of one key aims at (None: ``chunk_frames`` for every
+            key, the layout before 2026-11-24, kept for the benchmark).
 
     Raises DatasetError naming the path (and key) for a missing spec, a spec mismatch, or an unreadable
     store.
@@ -50,6 +67,7 @@ class ZarrReplayBuffer:
         spec: Spec | None = None,
         episode_spec: Spec | None = None,
         chunk_frames: int = 1024,
+        chunk_bytes: int | None = CHUNK_BYTES,
     ) -> None:
         self.path = Path(path)
         if (self.path / "zarr.json").exists():
@@ -77,9 +95,11 @@ class ZarrReplayBuffer:
             self.spec, self.episode_spec = self._normalise(spec), self._normalise(episode_spec or {})
             self._group = zarr.open_group(str(self.path), mode="w")
             for key, (shape, dtype) in self.spec.items():
-                self._group.create_array(key, shape=(0, *shape), chunks=(chunk_frames, *shape), dtype=dtype)
+                frames = chunk_frames_for(shape, dtype, chunk_frames, chunk_bytes)
+                self._group.create_array(key, shape=(0, *shape), chunks=(frames, *shape), dtype=dtype)
             for key, (shape, dtype) in self.episode_spec.items():
-                self._group.create_array(key, shape=(0, *shape), chunks=(256, *shape), dtype=dtype)
+                frames = chunk_frames_for(shape, dtype, 256, chunk_bytes)
+                self._group.create_array(key, shape=(0, *shape), chunks=(frames, *shape), dtype=dtype)
             self._group.create_array(_ENDS, shape=(0,), chunks=(4096,), dtype=np.int64)
             self._group.create_array(_SOURCE, shape=(0,), chunks=(4096,), dtype=np.int8)
             self._group.attrs["spec"] = self._encode(self.spec)
