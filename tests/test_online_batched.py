@@ -20,10 +20,10 @@ from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY, BatchedA
 BATCHED = ["--online.envs_per_actor=2", "--env.backend=mujoco_cpu"]
 
 
-def _replay_on_single_env(cfg, seed: int, frames: dict) -> tuple[bool, bool]:
+def _replay_on_single_env(cfg, seed: int, frames: dict, labelled: bool = False) -> tuple[bool, bool]:
     """Re-run a logged episode on the single env from its seed with its actions; assert every recorded
-    observation, reward and the final observation match bit for bit. Returns the env's last
-    (terminated, truncated)."""
+    observation, reward and the final observation match bit for bit (``labelled``: a human's label set the
+    last step's outcome). Returns the env's last (terminated, truncated)."""
     from robot_rl.sim import make_env
 
     env = make_env(cfg.env)
@@ -35,8 +35,9 @@ def _replay_on_single_env(cfg, seed: int, frames: dict) -> tuple[bool, bool]:
             for k in (keys.STATE, keys.ENV_STATE):
                 np.testing.assert_array_equal(frames[k][t], obs[k], err_msg=f"{k} at step {t}")
             obs, reward, terminated, truncated, _ = env.step(action)
-            assert frames[keys.REWARD][t] == np.float32(reward)
-            assert frames[keys.DONE][t] == terminated
+            if not (labelled and t == len(frames[keys.ACTION]) - 1):
+                assert frames[keys.REWARD][t] == np.float32(reward)
+                assert frames[keys.DONE][t] == terminated
             ended = (terminated, truncated)
         for k in (keys.STATE, keys.ENV_STATE):
             np.testing.assert_array_equal(frames[keys.final_key(k)], obs[k], err_msg=f"final {k}")
@@ -107,3 +108,85 @@ def test_bad_envs_per_actor_fails_naming_the_keys(tmp_path):
     cfg = load_config(None, [*base, *BATCHED, "--intervention.device=sim_human"])
     assert actor_class(cfg) is BatchedActor
     assert actor_class(load_config(None, base)) is Actor  # N = 1: the single-env actor, unchanged
+
+
+class _Operator:
+    """A scripted operator on env 0: drives polls 2-3 with ``ACTION``, presses success at poll 4, and the
+    device is unplugged at poll 12. Counts polls over episodes and keeps the states it was shown."""
+
+    ACTION = np.array([0.5, -0.5, 0.25, 1.0], np.float32)
+
+    def __init__(self) -> None:
+        self.polls, self.seen, self.resets = 0, [], []
+
+    def reset(self, env_seed: int) -> None:
+        self.resets.append(env_seed)
+
+    def poll(self, obs):
+        from robot_rl.runtime.intervention import DeviceError, HumanInput
+
+        self.polls += 1
+        if self.polls == 12:
+            raise DeviceError("gamepad 0 was disconnected")
+        self.seen.append(np.array(obs[keys.STATE]))
+        if self.polls in (2, 3):
+            return HumanInput(action=self.ACTION)
+        return HumanInput(label="success" if self.polls == 4 else None)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_run, tmp_path):
+    """The arbiter on env 0 as in the single actor (its action wins and is recorded as an intervention, a
+    label ends its episode, a device failure stops the actor with every episode in flight logged); env 1
+    runs its policy chunk to its end while env 0 waits, then both start their next chunk in one forward."""
+    from robot_rl.runtime.intervention import DeviceError
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
+    learner = Learner(cfg, 0, progress=False)
+    server = LearnerServer(learner, cfg.online.address).start()
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    operator = actor.device = _Operator()
+    try:
+        with pytest.raises(DeviceError, match="disconnected"):
+            actor.run()
+    finally:
+        server.close()
+    h = cfg.policy.horizon
+    log = actor.log
+    envs, seeds = log.episode_arrays()[ENV_INDEX_KEY], log.episode_arrays()[ENV_SEED_KEY]
+    # env 0's labelled episode, then the two episodes in flight when the device failed
+    assert envs.tolist() == [0, 0, 1] and operator.resets == [seeds[0], seeds[1]]
+    first, second, other = (log.episode(i) for i in range(3))
+    assert len(first[keys.ACTION]) == 3  # the label at the 4th poll ends it before a 4th step
+    assert first[keys.INTERVENTION].tolist() == [False, True, True]
+    human = np.clip(_Operator.ACTION, actor.low, actor.high)  # clipped to the action box, as the policy's
+    np.testing.assert_array_equal(first[keys.ACTION][1:], [human] * 2)
+    assert first[keys.SUCCESS][-1] and first[keys.DONE][-1] and first[keys.REWARD][-1] == 1.0
+    assert len(second[keys.ACTION]) == 7 and not second[keys.INTERVENTION].any()  # polls 5-11
+    # env 1 finished its first chunk (h steps) while env 0 waited, then stepped with env 0 again
+    assert len(other[keys.ACTION]) == h + 7 and not other[keys.INTERVENTION].any()
+    # the device saw env 0's observations, one per step it polled
+    seen = np.stack(operator.seen)
+    np.testing.assert_array_equal(
+        seen[:4], np.concatenate([first[keys.STATE], first[keys.final_key(keys.STATE)][None]])
+    )
+    np.testing.assert_array_equal(seen[4:], second[keys.STATE])
+    assert actor.counters["interventions"] == 2
+    for index, frames in enumerate((first, second, other)):
+        _replay_on_single_env(cfg, int(seeds[index]), frames, labelled=index == 0)
+    # a restarted actor goes on with each env's seeds; one with another N is refused, naming the key
+    link = ZmqLearnerLink(server.address)
+    again = BatchedActor(cfg, 0, 0, link)
+    assert again._episodes_per_env() == [2, 1]
+    again.env.close()
+    three = overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED, "--online.envs_per_actor=3")
+    wider = BatchedActor(load_config(None, three), 0, 0, link)
+    with pytest.raises(ValueError, match="another online.envs_per_actor than 3"):
+        wider._episodes_per_env()
+    wider.env.close()
+    link.close()

@@ -115,11 +115,7 @@ class BatchedActor(Actor):
     # -- acting --------------------------------------------------------------------------------------
     def _act(self) -> None:
         n = self.num_envs
-        with self._log_lock:
-            done_per_env = np.bincount(
-                np.asarray(self.log.episode_arrays()[ENV_INDEX_KEY], np.int64), minlength=n
-            )[:n]
-        self._next = [int(c) for c in done_per_env]  # each env's next episode number
+        self._next = self._episodes_per_env()  # each env's next episode number
         self._seeds = [0] * n
         self._steps: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         self._queues: list[list[np.ndarray]] = [[] for _ in range(n)]
@@ -163,6 +159,25 @@ class BatchedActor(Actor):
             if query and not self._query(query):
                 continue
             self._step(action0 if intervened else None)
+
+    def _episodes_per_env(self) -> list[int]:
+        """Episodes each env has logged (a restarted actor goes on with each env's seed sequence).
+
+        Raises:
+            ValueError: the log was written with another ``online.envs_per_actor``."""
+        with self._log_lock:
+            logged = self.log.episode_arrays()
+        envs = np.asarray(logged[ENV_INDEX_KEY], np.int64)
+        seeds = np.asarray(logged[ENV_SEED_KEY], np.int64)
+        counts = [0] * self.num_envs
+        for env, seed in zip(envs.tolist(), seeds.tolist(), strict=True):
+            if not (0 <= env < self.num_envs and seed == self.env_seed(env, counts[env])):
+                raise ValueError(
+                    f"{self.log.path}: its episodes were run with another online.envs_per_actor than "
+                    f"{self.num_envs}; keep it when resuming a run, or use another run_dir"
+                )
+            counts[env] += 1
+        return counts
 
     def _start(self, mask: np.ndarray) -> None:
         """Reset the envs where ``mask`` with their next seeds and start their episodes."""
