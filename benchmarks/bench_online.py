@@ -65,7 +65,11 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--ray", action="store_true", help="also time Ray with 1 and 2 actors (qc, first seed)")
     p.add_argument("overrides", nargs="*", help="extra --a.b=value config overrides")
-    args = p.parse_args()
+    args, extra = p.parse_known_args()  # --a.b=value overrides need no `--` before them
+    unknown = [e for e in extra if not (e.startswith("--") and "=" in e and "." in e.split("=", 1)[0])]
+    if unknown:
+        p.error(f"unrecognized arguments: {' '.join(unknown)} (config overrides are --section.key=value)")
+    args.overrides = [*args.overrides, *extra]
     out = Path(args.out)
     _prepare(Path(args.from_run), out, args.seeds)
     common = [
