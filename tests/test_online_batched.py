@@ -69,6 +69,7 @@ def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, 
     # the learner holds every episode of both envs, once, and counts all their steps (UTD 1)
     assert replay.num_episodes == log.num_episodes and summary["env_steps"] == len(replay) == len(log)
     assert summary["env_steps"] >= summary["env_steps_trained"] >= 120
+    assert summary["env_steps"] < 120 + 25  # less than one episode past the budget, as with one env
     assert summary["updates"] >= summary["env_steps_trained"]
     np.testing.assert_array_equal(replay.arrays()[keys.ACTION], log.arrays()[keys.ACTION])
     np.testing.assert_array_equal(

@@ -26,20 +26,24 @@ steps of all N envs. What changes:
 - a policy forward that returns NaN/inf ends every queried env's episode (logged as truncated, nothing
   unsafe executed) and counts one ``policy_nan_stops``; ``online.max_nan_stops`` such forwards in a row
   without an episode ending normally stop the actor;
-- when the learner reports the budget spent, the episodes still in flight are dropped.
+- an idle env starts its next episode only while ``online.env_steps`` has room for it with every episode
+  in flight counted at its longest, so the run ends less than one episode past the budget (as with one
+  env) instead of up to N; when the learner reports the budget spent, episodes still in flight are
+  dropped.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 import numpy as np
 
 from robot_rl import keys
 from robot_rl.config import PipelineConfig
-from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, Actor
+from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, POLL_S, Actor
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.link import LearnerLink
@@ -127,7 +131,11 @@ class BatchedActor(Actor):
             if idle.any() and (empty.any() or not self._running.any()):
                 if self._should_stop():
                     return
-                self._start(idle)
+                start = self._within_budget(idle)
+                if not start.any() and not self._running.any():
+                    time.sleep(POLL_S)  # the budget is in flight to the learner: wait for its stop
+                    continue
+                self._start(start)
             human = self._poll()
             if human is not None and human.stop:  # e-stop: nothing is executed until the device releases it
                 log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
@@ -178,6 +186,22 @@ class BatchedActor(Actor):
                 )
             counts[env] += 1
         return counts
+
+    def _within_budget(self, idle: np.ndarray) -> np.ndarray:
+        """The idle envs to start (the lowest first, env 0 included): as many as ``online.env_steps`` has
+        room for, counting the steps the learner holds, this actor's unsent steps, and each episode in
+        flight or started at its longest (``max_steps``), so the run ends less than one episode past the
+        budget, as with one env (starting all N at once could overshoot it by N episodes)."""
+        if self.sender.connected:
+            used = int(self.sender.status.get("env_steps", 0)) + self._unsent_steps()
+        else:
+            with self._log_lock:
+                used = len(self.log)
+        room = self.cfg.online.env_steps - used - int(self._running.sum()) * self.max_steps
+        count = max(0, math.ceil(room / self.max_steps))
+        start = np.zeros_like(idle)
+        start[np.flatnonzero(idle)[:count]] = True
+        return start
 
     def _start(self, mask: np.ndarray) -> None:
         """Reset the envs where ``mask`` with their next seeds and start their episodes."""
