@@ -27,9 +27,9 @@ steps of all N envs. What changes:
   unsafe executed) and counts one ``policy_nan_stops``; ``online.max_nan_stops`` such forwards in a row
   without an episode ending normally stop the actor;
 - an idle env starts its next episode only while ``online.env_steps`` has room for it with every episode
-  in flight counted at its longest, so the run ends less than one episode past the budget (as with one
-  env) instead of up to N; when the learner reports the budget spent, episodes still in flight are
-  dropped.
+  in flight counted at its longest, so one actor ends less than one episode past the budget (as with one
+  env) instead of up to N (several actors each fill the room they see: they do not see each other's
+  episodes in flight); when the learner reports the budget spent, episodes still in flight are dropped.
 """
 
 from __future__ import annotations
