@@ -118,6 +118,12 @@ class BatchedActor(Actor):
 
     # -- acting --------------------------------------------------------------------------------------
     def _act(self) -> None:
+        """Step the N envs until :meth:`_should_stop` (module docstring): each iteration starts idle envs
+        at a query moment, polls the device for env 0, queries one chunk for the envs that need one and
+        executes one control step of every running env.
+
+        Raises:
+            DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first)."""
         n = self.num_envs
         self._next = self._episodes_per_env()  # each env's next episode number
         self._seeds = [0] * n
@@ -190,8 +196,8 @@ class BatchedActor(Actor):
     def _within_budget(self, idle: np.ndarray) -> np.ndarray:
         """The idle envs to start (the lowest first, env 0 included): as many as ``online.env_steps`` has
         room for, counting the steps the learner holds, this actor's unsent steps, and each episode in
-        flight or started at its longest (``max_steps``), so the run ends less than one episode past the
-        budget, as with one env (starting all N at once could overshoot it by N episodes)."""
+        flight or started at its longest (``max_steps``), so this actor ends less than one episode past
+        the budget, as with one env (starting all N at once could overshoot it by N episodes)."""
         if self.sender.connected:
             used = int(self.sender.status.get("env_steps", 0)) + self._unsent_steps()
         else:
