@@ -111,6 +111,26 @@ def test_bad_envs_per_actor_fails_naming_the_keys(tmp_path):
     assert actor_class(load_config(None, base)) is Actor  # N = 1: the single-env actor, unchanged
 
 
+def _run_until_unplugged(run, device):
+    """Run a 2-env batched actor with ``device`` against an in-process learner until the device raises
+    DeviceError; returns (config, actor, the closed server)."""
+    from robot_rl.runtime.intervention import DeviceError
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
+    learner = Learner(cfg, 0, progress=False)
+    server = LearnerServer(learner, cfg.online.address).start()
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor.device = device
+    try:
+        with pytest.raises(DeviceError, match="disconnected"):
+            actor.run()
+    finally:
+        server.close()
+    return cfg, actor, server
+
+
 class _Operator:
     """A scripted operator on env 0: drives polls 2-3 with ``ACTION``, presses success at poll 4, and the
     device is unplugged at poll 12. Counts polls over episodes and keeps the states it was shown."""
@@ -142,21 +162,11 @@ def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_r
     """The arbiter on env 0 as in the single actor (its action wins and is recorded as an intervention, a
     label ends its episode, a device failure stops the actor with every episode in flight logged); env 1
     runs its policy chunk to its end while env 0 waits, then both start their next chunk in one forward."""
-    from robot_rl.runtime.intervention import DeviceError
-    from robot_rl.runtime.learner import Learner
-    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+    from robot_rl.runtime.link import ZmqLearnerLink
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
-    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False)
-    server = LearnerServer(learner, cfg.online.address).start()
-    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
-    operator = actor.device = _Operator()
-    try:
-        with pytest.raises(DeviceError, match="disconnected"):
-            actor.run()
-    finally:
-        server.close()
+    operator = _Operator()
+    cfg, actor, server = _run_until_unplugged(run, operator)
     h = cfg.policy.horizon
     log = actor.log
     envs, seeds = log.episode_arrays()[ENV_INDEX_KEY], log.episode_arrays()[ENV_SEED_KEY]
@@ -191,3 +201,38 @@ def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_r
         wider._episodes_per_env()
     wider.env.close()
     link.close()
+
+
+class _EStop:
+    """An operator who latches the e-stop at poll 3 and releases it at poll 7; unplugged at poll 10."""
+
+    def __init__(self) -> None:
+        self.polls, self.seen = 0, []
+
+    def reset(self, env_seed: int) -> None:
+        pass
+
+    def poll(self, obs):
+        from robot_rl.runtime.intervention import DeviceError, HumanInput
+
+        self.polls += 1
+        self.seen.append(sorted(obs))
+        if self.polls == 10:
+            raise DeviceError("gamepad 0 was disconnected")
+        return HumanInput(stop=3 <= self.polls < 7)
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_e_stop_on_env_0_holds_every_env(tiny_offline_run, tmp_path):
+    operator = _EStop()
+    cfg, actor, _ = _run_until_unplugged(copy_run(tiny_offline_run, tmp_path / "run"), operator)
+    log, h = actor.log, cfg.policy.horizon
+    assert log.episode_arrays()[ENV_INDEX_KEY].tolist() == [0, 0, 1]
+    first, second, other = (log.episode(i) for i in range(3))
+    assert len(first[keys.ACTION]) == 2  # the e-stop at the 3rd poll ends env 0's episode, unexecuted
+    assert not first[keys.DONE].any()  # ended by the operator, not the task
+    assert operator.seen[3:6] == [[]] * 3  # the hold polls with no observation, as the single actor
+    # env 1 executed nothing while held: 2 steps before, the rest of its chunk alone, then 2 with env 0
+    assert len(second[keys.ACTION]) == 2 and len(other[keys.ACTION]) == h + 2
