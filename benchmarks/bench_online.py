@@ -10,7 +10,11 @@ seeds the pipeline uses (no human), so the offline start and each method are com
         --seeds 0 1 2 --env-steps 2000
 
 Prints one row per method (success rate pooled over seeds with its Wilson interval, intervention rate and
-cycle time during training, wall time) and writes ``results.json`` in ``--out``.
+cycle time during training, wall time, and the online stage's own wall time and env steps/s) and writes
+``results.json`` in ``--out``. Config overrides pass through, e.g. batched actors (issue 19)::
+
+    python benchmarks/bench_online.py --from-run runs/panda_pick_cube --out runs/online_n8 --seeds 0 \
+        --methods qc --env-steps 1000 --online.envs_per_actor=8 --env.backend=mujoco_cpu
 """
 
 from __future__ import annotations
@@ -61,7 +65,11 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--ray", action="store_true", help="also time Ray with 1 and 2 actors (qc, first seed)")
     p.add_argument("overrides", nargs="*", help="extra --a.b=value config overrides")
-    args = p.parse_args()
+    args, extra = p.parse_known_args()  # --a.b=value overrides need no `--` before them
+    unknown = [e for e in extra if not (e.startswith("--") and "=" in e and "." in e.split("=", 1)[0])]
+    if unknown:
+        p.error(f"unrecognized arguments: {' '.join(unknown)} (config overrides are --section.key=value)")
+    args.overrides = [*args.overrides, *extra]
     out = Path(args.out)
     _prepare(Path(args.from_run), out, args.seeds)
     common = [
@@ -90,15 +98,21 @@ def main() -> None:
             summary = online(cfg, args.seeds[0])
             results[f"ray_{actors}"] = {**summary, "wall_time_s": time.time() - start}
             json.dump(results, open(out / "results.json", "w"), indent=2)
-    print(f"{'method':<12}{'success':>9}{'95% CI':>16}{'interv. rate':>14}{'train success':>15}{'wall s':>9}")
+    print(
+        f"{'method':<12}{'success':>9}{'95% CI':>16}{'interv. rate':>14}{'train success':>15}{'wall s':>9}"
+        f"{'online s':>10}{'env step/s':>12}"
+    )
     for method in args.methods:
         r = results[method]
         ev, tr = r["eval"], r["train"]
         interv = sum(t["intervention_rate"] for t in tr) / len(tr)
         train_succ = sum(t["success_rate"] for t in tr) / len(tr)
         ci = "[{:.2f}, {:.2f}]".format(*ev["success_ci95"])
+        online_s = sum(t["wall_time_s"] for t in tr)  # the online stages alone (learner start to summary)
+        rate = sum(t["env_steps"] for t in tr) / online_s
         print(
             f"{method:<12}{ev['success_rate']:>9.3f}{ci:>16}{interv:>14.3f}{train_succ:>15.3f}{r['wall_time_s']:>9.0f}"
+            f"{online_s:>10.0f}{rate:>12.1f}"
         )
     print(f"results: {out / 'results.json'}; per-run logs in {RunDir(out).root / 'logs'}")
 

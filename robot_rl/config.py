@@ -712,7 +712,10 @@ class OnlineConfig:
     ``updates / utd_ratio + max_env_steps_ahead`` (a simulation knob that keeps runs comparable on slow
     learners; 0 = never wait, as on a real robot). ``runtime``: ``local`` (processes on this machine,
     ZeroMQ on ``address``) or ``ray`` (``ray_address``; empty starts a local Ray). ``num_actors``: actor
-    processes (one env each). ``connect_timeout_s``: how long a starting actor with no cached weights waits
+    processes. ``envs_per_actor``: envs each actor steps as one batch (1: one env, as on a robot; N > 1 needs
+    ``env.backend=mujoco_cpu`` and ``reward.mode=success``: one policy forward per chunk for all N envs, the
+    intervention device drives env 0 only; robot_rl.runtime.batched_actor). ``connect_timeout_s``: how
+    long a starting actor with no cached weights waits
     for the learner before it gives up (and, at the end, for its backlog to be acknowledged).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
     with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
@@ -741,6 +744,7 @@ class OnlineConfig:
     address: str = "tcp://127.0.0.1:5560"
     ray_address: str = ""
     num_actors: int = 1
+    envs_per_actor: int = 1
     connect_timeout_s: float = 120.0
     log_every_s: float = 5.0
     max_nan_stops: int = 3

@@ -239,6 +239,7 @@ RULES: dict[str, Range | Choice] = {
     "online.max_env_steps_ahead": NONNEG_INT,
     "online.runtime": Choice(("local", "ray")),
     "online.num_actors": COUNT,
+    "online.envs_per_actor": COUNT,
     "online.connect_timeout_s": POSITIVE,
     "online.log_every_s": POSITIVE,
     "online.max_nan_stops": COUNT,
@@ -348,10 +349,38 @@ def problems(cfg: Any) -> list[str]:
         out += robot_problems(cfg.env.robot) + _one_robot_problems(cfg)
     if cfg.env.adapter is not None:
         out += adapter_problems(cfg.env.adapter)
-    out += randomize_problems(cfg.env.randomize) + eval_problems(cfg)
+    out += randomize_problems(cfg.env.randomize) + eval_problems(cfg) + batched_actor_problems(cfg)
     if cfg.env.robot is not None and any(getattr(cfg.env.randomize, k) for k in RANDOMIZE_RULES):
         out.append("env.randomize: randomises the simulator only; unset it with env.robot")
     return out + deploy_problems(cfg)
+
+
+def batched_actor_problems(cfg: Any) -> list[str]:
+    """``online.envs_per_actor`` > 1 steps the in-process batched simulator (``env.backend=mujoco_cpu``)
+    with the env's own success reward (the progress-critic reward wraps one env), no robot and no web GUI
+    (robot_rl.runtime.batched_actor)."""
+    n = cfg.online.envs_per_actor
+    if not isinstance(n, int) or n <= 1:
+        return []
+    out = []
+    if cfg.env.backend != "mujoco_cpu":
+        out.append(
+            f"online.envs_per_actor={n} needs env.backend=mujoco_cpu (the in-process batched simulator), "
+            f"not env.backend={cfg.env.backend!r}"
+        )
+    if cfg.reward.mode != "success":
+        out.append(
+            f"online.envs_per_actor={n} with reward.mode={cfg.reward.mode!r}: the critic reward runs on one "
+            "env; set reward.mode=success or online.envs_per_actor=1"
+        )
+    if cfg.env.robot is not None:
+        out.append(f"online.envs_per_actor={n}: a robot (env.robot) is one env; set online.envs_per_actor=1")
+    if cfg.intervention.device == "gui":
+        out.append(
+            f"online.envs_per_actor={n} with intervention.device=gui: the GUI's live view and relabels "
+            "address one env's episodes; use another device (it drives env 0) or online.envs_per_actor=1"
+        )
+    return out
 
 
 _EVAL_NAME = re.compile(r"[A-Za-z0-9_-]*")

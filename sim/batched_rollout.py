@@ -14,6 +14,7 @@ backend's ``_step_active``) and leaves the reset to the caller:
 - ``reset(seed=[...], options={"reset_mask": (N,) bool})`` resets the masked envs with their seeds and
   returns ``info["task"]`` (N,) object array of instructions with ``info["_task"]`` the mask, as the
   built-in tasks' reset info through a vector env;
+- ``end(mask)`` stops stepping envs whose episode the caller ended (the online actor's step limit);
 - ``num_envs``, ``single_observation_space``, ``single_action_space``, ``get_attr("task")`` and ``close()``.
 
 Episodes are those of the single env for the same seed and actions (the backends are bit-identical to it).
@@ -75,6 +76,11 @@ class RolloutView:
         reward = np.where(active, reward, 0.0).astype(np.float32)
         info = {"is_success": raw["is_success"] & active, "sim_unstable": raw["sim_unstable"] & active}
         return obs, reward, terminated & active, truncated & active, info
+
+    def end(self, mask: np.ndarray) -> None:
+        """Stop stepping the envs where ``mask`` (N,) bool is True until they are reset: episodes the
+        caller ended itself (a step limit, a human label)."""
+        self._ended |= np.asarray(mask, dtype=bool)
 
     def get_attr(self, name: str) -> list[Any]:
         """``get_attr("task")``: each env's current instruction (N strings), as a vector env's."""

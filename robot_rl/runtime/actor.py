@@ -145,22 +145,17 @@ class Actor:
         link: LearnerLink,
         parent_pid: int | None = None,
     ) -> None:
-        from robot_rl.sim import make_env
-
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
         set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
         run = RunDir(cfg.run_dir)
         self.dir = run.root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
-        self.env = make_env(cfg.env)
-        self.task = getattr(self.env.unwrapped, "task", getattr(self.env, "task", ""))
-        self.env = self._reward_hook(self.env)
-        space = self.env.observation_space.spaces
+        self.env, space, action_space = self._build_env()
         self.obs_keys = sorted(space)
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}
-        self.low = self.env.action_space.low.astype(np.float32)
-        self.high = self.env.action_space.high.astype(np.float32)
+        self.low = action_space.low.astype(np.float32)
+        self.high = action_space.high.astype(np.float32)
         self.log = ZarrReplayBuffer(
-            self.dir / "episodes", episode_spec(shapes, len(self.low)), final_spec(shapes)
+            self.dir / "episodes", episode_spec(shapes, len(self.low)), self._log_episode_spec(shapes)
         )
         self._log_lock = threading.Lock()
         self.device = self._device()
@@ -176,6 +171,27 @@ class Actor:
         self.sender = _Sender(self)
 
     # -- wiring --------------------------------------------------------------------------------------
+    num_envs = 1  # envs stepped as one batch (robot_rl.runtime.batched_actor: online.envs_per_actor)
+
+    def _build_env(self) -> tuple[Any, dict, Any]:
+        """The env (``cfg.env``, behind the reward hook), its observation spaces (key -> Box) and its
+        action space (Box (d,)); sets :attr:`task`."""
+        from robot_rl.sim import make_env
+
+        env = make_env(self.cfg.env)
+        self.task = getattr(env.unwrapped, "task", getattr(env, "task", ""))
+        env = self._reward_hook(env)
+        return env, env.observation_space.spaces, env.action_space
+
+    @staticmethod
+    def _log_episode_spec(shapes: dict[str, tuple[int, ...]]) -> dict:
+        """Per-episode keys of the episode log: the final observation."""
+        return final_spec(shapes)
+
+    def _robot(self):
+        """The robot the env drives (``env.robot``), or None in simulation."""
+        return getattr(self.env.unwrapped, "robot", None)
+
     def _reward_hook(self, env):
         """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
         if self.cfg.reward.mode == "success":
@@ -244,8 +260,9 @@ class Actor:
                 self.cfg.device,
                 self.cfg.policy.execution,
                 self.cfg.policy.ensemble_decay,
+                num_envs=self.num_envs,
             )  # observation.prev_action: the executed action (the human's too), reported in _episode
-            self.source = PrevActionSource(inner, prev_action_start(config), len(self.low))
+            self.source = PrevActionSource(inner, prev_action_start(config), len(self.low), self.num_envs)
         return self.source is not None
 
     @staticmethod
@@ -347,28 +364,7 @@ class Actor:
         self.sender.start()
         try:
             self._wait_for_policy()
-            while not self._should_stop():
-                index = self.num_logged()
-                env_seed = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE
-                env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
-                nan_stops = self.counters["policy_nan_stops"]
-                frames, error = self._episode(env_seed)
-                fault = self._nan_fault(self.counters["policy_nan_stops"] > nan_stops)
-                if frames is not None:
-                    with self._log_lock:
-                        self.log.add_episode(frames, source="online")
-                    self.versions[index] = self.version
-                    self.counters["episodes"] += 1
-                    self.counters["steps"] += len(frames[keys.ACTION])
-                    self.sender.wake.set()
-                self.live.episode_end(frames, index)
-                if error is None and self._estopped:
-                    error = self._hold_while_stopped()
-                if fault is not None:  # the recorded episodes still reach the learner, then it hears why
-                    self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
-                    raise fault
-                if error is not None:
-                    raise error
+            self._act()
             self._flush(self.cfg.online.connect_timeout_s)
         finally:
             self.sender.closed.set()
@@ -377,6 +373,34 @@ class Actor:
                 self.device.close()
             self.env.close()
         return dict(self.counters)
+
+    def _act(self) -> None:
+        """Run episodes, each logged and offered to the learner, until :meth:`_should_stop`.
+
+        Raises:
+            DeviceError, PolicyFaultError: as :meth:`run`."""
+        while not self._should_stop():
+            index = self.num_logged()
+            env_seed = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE
+            env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
+            nan_stops = self.counters["policy_nan_stops"]
+            frames, error = self._episode(env_seed)
+            fault = self._nan_fault(self.counters["policy_nan_stops"] > nan_stops)
+            if frames is not None:
+                with self._log_lock:
+                    self.log.add_episode(frames, source="online")
+                self.versions[index] = self.version
+                self.counters["episodes"] += 1
+                self.counters["steps"] += len(frames[keys.ACTION])
+                self.sender.wake.set()
+            self.live.episode_end(frames, index)
+            if error is None and self._estopped:
+                error = self._hold_while_stopped()
+            if fault is not None:  # the recorded episodes still reach the learner, then it hears why
+                self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
+                raise fault
+            if error is not None:
+                raise error
 
     def _hold_while_stopped(self) -> Exception | None:
         """After the device ended an episode with an e-stop: execute nothing while it still reports it,
@@ -396,7 +420,7 @@ class Actor:
             return err
         self._estopped = False
         log.warning("actor %d: e-stop reset; acting again", self.actor_id)
-        robot = getattr(self.env.unwrapped, "robot", None)
+        robot = self._robot()
         if hasattr(robot, "reset_estop"):
             robot.reset_estop()
         return None
@@ -404,7 +428,7 @@ class Actor:
     def _latch_robot(self) -> None:
         """Latch the robot's own e-stop at once when the env drives one that has it (``env.robot``: the
         safety layer ``SafeRobot.estop`` holds the arm within its watchdog period)."""
-        robot = getattr(self.env.unwrapped, "robot", None)
+        robot = self._robot()
         if hasattr(robot, "estop"):
             robot.estop("GUI e-stop")
 

@@ -53,10 +53,11 @@ def run_actor(
     actor_cls: type | None = None,
 ) -> dict:
     """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters.
-    ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s)."""
-    from robot_rl.runtime.actor import Actor
+    ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s);
+    default: :func:`robot_rl.runtime.batched_actor.actor_class` (batched if ``online.envs_per_actor`` > 1)."""
+    from robot_rl.runtime.batched_actor import actor_class
 
-    actor_cls = actor_cls or Actor
+    actor_cls = actor_cls or actor_class(cfg)
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=False)
     link = ZmqLearnerLink(cfg.online.address, keys=keys)

@@ -88,16 +88,17 @@ class _LearnerActor:
 
 
 class _ActorWorker:
-    """Ray actor body: one :class:`~robot_rl.runtime.actor.Actor` talking to the learner actor."""
+    """Ray actor body: one :class:`~robot_rl.runtime.actor.Actor` (batched for ``online.envs_per_actor`` > 1)
+    talking to the learner actor."""
 
     def __init__(self, cfg_tree: dict, seed: int, actor_id: int, learner) -> None:
         self.args = (_decode_config(cfg_tree), seed, actor_id, RayLearnerLink(learner))
 
     def run(self) -> dict:
-        from robot_rl.runtime.actor import Actor
+        from robot_rl.runtime.batched_actor import actor_class
 
         cfg, seed, actor_id, link = self.args
-        return Actor(cfg, seed, actor_id, link).run()
+        return actor_class(cfg)(cfg, seed, actor_id, link).run()
 
 
 def run_ray(cfg: PipelineConfig, seed: int) -> dict:

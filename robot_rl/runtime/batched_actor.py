@@ -1,0 +1,318 @@
+"""The batched online actor: ``online.envs_per_actor`` = N > 1 simulated envs stepped as one batch.
+
+Same contract as :class:`~robot_rl.runtime.actor.Actor` (DESIGN.md §4, ALGORITHMS.md §5): each finished
+episode is appended to the actor's zarr log with its own final observation (the state after its last
+executed step) and pushed to the learner as one episode, so the learner's env-step count, its UTD limit
+(``updates <= utd_ratio * (env steps - warmup_steps)``) and the ``online.env_steps`` budget count the
+steps of all N envs. What changes:
+
+- the N envs are the in-process ``mujoco_cpu`` batched env (:mod:`robot_rl.sim.batched_mujoco`, through
+  :class:`~robot_rl.sim.batched_rollout.RolloutView`: no same-step auto-reset, each env is reset with an
+  exact seed);
+- one policy forward serves every env whose chunk is used up, (B, h, d) at once. An env whose episode ends
+  inside a chunk waits (is not stepped) until the next query of the others, then starts its next episode
+  and joins that forward, so the envs stay in phase and each chunk boundary costs one forward, not N;
+- seeds: episode ``j`` of env ``i`` of actor ``k`` (training seed ``s``) resets with
+  ``2,000,000 + s * 1,000,000 + k * 100,000 + j * N + i`` (for N = 1 the single actor's seeds); the log
+  keeps each episode's env (:data:`ENV_INDEX_KEY`) and seed (:data:`ENV_SEED_KEY`), and a restarted actor
+  continues each env's seed sequence from its log;
+- the intervention device (``sim_human``, ``keyboard``, ``gamepad``, ``spacemouse``) watches and drives
+  env 0 only, with the single actor's arbiter: its action wins at once and truncates env 0's chunk, steps
+  it drove are recorded with ``complementary_info.is_intervention``, a label ends env 0's episode, an
+  e-stop ends env 0's episode and holds every env until it is released; the other envs run the policy.
+  The web GUI is refused (config check): its live view and relabels address one env's episodes;
+- the ``online.max_env_steps_ahead`` throttle counts the steps of every episode in flight, and never
+  waits while the learner has caught up with every step it holds (it could not update further);
+- a policy forward that returns NaN/inf ends every queried env's episode (logged as truncated, nothing
+  unsafe executed) and counts one ``policy_nan_stops``; ``online.max_nan_stops`` such forwards in a row
+  without an episode ending normally stop the actor;
+- an idle env starts its next episode only while ``online.env_steps`` has room for it with every episode
+  in flight counted at its longest, so one actor ends less than one episode past the budget (as with one
+  env) instead of up to N (several actors each fill the room they see: they do not see each other's
+  episodes in flight); when the learner reports the budget spent, episodes still in flight are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from robot_rl import keys
+from robot_rl.config import PipelineConfig
+from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, POLL_S, Actor
+from robot_rl.runtime.episode_edits import label_values
+from robot_rl.runtime.intervention import DeviceError
+from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.replay import final_spec
+
+log = logging.getLogger(__name__)
+ENV_INDEX_KEY = "actor.env_index"  # per-episode key of a batched actor's log: the env (0..N-1) it ran on
+ENV_SEED_KEY = "actor.env_seed"  # per-episode key: the seed its env was reset with
+
+
+def actor_class(cfg: PipelineConfig) -> type[Actor]:
+    """:class:`BatchedActor` when ``online.envs_per_actor`` > 1, else :class:`Actor`."""
+    return BatchedActor if cfg.online.envs_per_actor > 1 else Actor
+
+
+class BatchedActor(Actor):
+    """Actor ``actor_id`` stepping ``cfg.online.envs_per_actor`` simulated envs as one batch (module
+    docstring); arguments and errors as :class:`~robot_rl.runtime.actor.Actor`.
+
+    Raises:
+        ValueError: the env is not a built-in simulated task (``env.backend=mujoco_cpu`` runs those only).
+    """
+
+    def __init__(
+        self,
+        cfg: PipelineConfig,
+        seed: int,
+        actor_id: int,
+        link: LearnerLink,
+        parent_pid: int | None = None,
+    ) -> None:
+        self.num_envs = cfg.online.envs_per_actor
+        super().__init__(cfg, seed, actor_id, link, parent_pid)
+
+    def _build_env(self) -> tuple[Any, dict, Any]:
+        from robot_rl.sim import make_batched_env
+        from robot_rl.sim.batched_rollout import RolloutView
+
+        env = RolloutView(make_batched_env(self.cfg.env, self.num_envs, backend="mujoco_cpu"))
+        self.task = env.env.task
+        return env, env.single_observation_space.spaces, env.single_action_space
+
+    @staticmethod
+    def _log_episode_spec(shapes: dict[str, tuple[int, ...]]) -> dict:
+        return {**final_spec(shapes), ENV_INDEX_KEY: ((), np.int64), ENV_SEED_KEY: ((), np.int64)}
+
+    def _robot(self):
+        return None  # the batched simulator drives no robot
+
+    def env_seed(self, env: int, episode: int) -> int:
+        """The reset seed of episode ``episode`` (0, 1, ...) of env ``env`` (module docstring)."""
+        base = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE + self.actor_id * ACTOR_SEED_STRIDE
+        return base + episode * self.num_envs + env
+
+    def _throttle(self, episode_steps: int) -> None:
+        """As :meth:`Actor._throttle` with ``episode_steps`` the steps of every episode in flight, but no
+        wait while the learner has done every update the steps it holds allow (waiting could not end)."""
+        on = self.cfg.online
+        while self.sender.connected and not self.sender.closed.is_set():
+            status = self.sender.status
+            allowed = int(status.get("allowed_env_steps", -1))
+            held = int(status.get("env_steps", 0))
+            unsent = self._unsent_steps()
+            if allowed < 0 or held + unsent + episode_steps <= allowed:
+                return
+            caught_up = int(status.get("updates", 0)) >= math.floor(
+                on.utd_ratio * max(0, held - on.warmup_steps)
+            )
+            if caught_up and unsent == 0:
+                return
+            self.sender.closed.wait(0.02)
+
+    # -- acting --------------------------------------------------------------------------------------
+    def _act(self) -> None:
+        """Step the N envs until :meth:`_should_stop` (module docstring): each iteration starts idle envs
+        at a query moment, polls the device for env 0, queries one chunk for the envs that need one and
+        executes one control step of every running env.
+
+        Raises:
+            DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first)."""
+        n = self.num_envs
+        self._next = self._episodes_per_env()  # each env's next episode number
+        self._seeds = [0] * n
+        self._steps: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        self._queues: list[list[np.ndarray]] = [[] for _ in range(n)]
+        self._running = np.zeros(n, dtype=bool)  # an episode is in flight
+        self._obs: dict[str, np.ndarray] = {}
+        while True:
+            idle = ~self._running
+            empty = np.array([self._running[i] and not self._queues[i] for i in range(n)])
+            if idle.any() and (empty.any() or not self._running.any()):
+                if self._should_stop():
+                    return
+                start = self._within_budget(idle)
+                if not start.any() and not self._running.any():
+                    time.sleep(POLL_S)  # the budget is in flight to the learner: wait for its stop
+                    continue
+                self._start(start)
+            human = self._poll()
+            if human is not None and human.stop:  # e-stop: nothing is executed until the device releases it
+                log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
+                self._end(0)
+                self._estopped = True
+                error = self._hold_while_stopped()
+                if error is not None or self._estopped:  # the device failed, or link / parent gone
+                    self._end_all()
+                    if error is not None:
+                        raise error
+                    self._should_stop()  # raises the link's error
+                    return
+                continue
+            if human is not None and human.label is not None:
+                self._end(0, label=human.label)
+                continue
+            intervened = human is not None and human.action is not None
+            if intervened:
+                action0 = np.clip(np.asarray(human.action, np.float32), self.low, self.high)
+                if not np.isfinite(action0).all():
+                    self._end_all()
+                    raise DeviceError("the intervention device sent a NaN/inf action; it was not executed")
+                self._queues[0].clear()  # the human wins within this control step; the chunk is truncated
+            query = [
+                i
+                for i in range(n)
+                if self._running[i] and not self._queues[i] and not (i == 0 and intervened)
+            ]
+            if query and not self._query(query):
+                continue
+            self._step(action0 if intervened else None)
+
+    def _episodes_per_env(self) -> list[int]:
+        """Episodes each env has logged (a restarted actor goes on with each env's seed sequence).
+
+        Raises:
+            ValueError: the log was written with another ``online.envs_per_actor``."""
+        with self._log_lock:
+            logged = self.log.episode_arrays()
+        envs = np.asarray(logged[ENV_INDEX_KEY], np.int64)
+        seeds = np.asarray(logged[ENV_SEED_KEY], np.int64)
+        counts = [0] * self.num_envs
+        for env, seed in zip(envs.tolist(), seeds.tolist(), strict=True):
+            if not (0 <= env < self.num_envs and seed == self.env_seed(env, counts[env])):
+                raise ValueError(
+                    f"{self.log.path}: its episodes were run with another online.envs_per_actor than "
+                    f"{self.num_envs}; keep it when resuming a run, or use another run_dir"
+                )
+            counts[env] += 1
+        return counts
+
+    def _within_budget(self, idle: np.ndarray) -> np.ndarray:
+        """The idle envs to start (the lowest first, env 0 included): as many as ``online.env_steps`` has
+        room for, counting the steps the learner holds, this actor's unsent steps, and each episode in
+        flight or started at its longest (``max_steps``), so this actor ends less than one episode past
+        the budget, as with one env (starting all N at once could overshoot it by N episodes)."""
+        if self.sender.connected:
+            used = int(self.sender.status.get("env_steps", 0)) + self._unsent_steps()
+        else:
+            with self._log_lock:
+                used = len(self.log)
+        room = self.cfg.online.env_steps - used - int(self._running.sum()) * self.max_steps
+        count = max(0, math.ceil(room / self.max_steps))
+        start = np.zeros_like(idle)
+        start[np.flatnonzero(idle)[:count]] = True
+        return start
+
+    def _start(self, mask: np.ndarray) -> None:
+        """Reset the envs where ``mask`` with their next seeds and start their episodes."""
+        envs = np.flatnonzero(mask)
+        seeds: list[int | None] = [None] * self.num_envs
+        for i in envs:
+            self._seeds[i] = seeds[i] = self.env_seed(int(i), self._next[i])
+            self._next[i] += 1
+        obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        self._obs = obs
+        for i in envs:
+            if i == 0 and self.device is not None:
+                self.device.reset(self._seeds[0])
+            self.source.reset(int(i), self._seeds[i])
+            self._steps[i], self._queues[i] = [], []
+        self._running |= mask
+
+    def _poll(self):
+        """The device's input for env 0 (None without a device or while env 0 waits to start).
+
+        Raises:
+            DeviceError: the device failed (every episode in flight is logged first)."""
+        if self.device is None or not self._running[0]:
+            return None
+        try:
+            return self.device.poll({k: self._obs[k][0] for k in self._obs})
+        except DeviceError as err:
+            log.error("actor %d: %s; stopping every episode safely", self.actor_id, err)
+            self._end_all()
+            raise
+
+    def _query(self, envs: list[int]) -> bool:
+        """One policy forward for ``envs``; fills their queues. Returns False when it produced NaN/inf
+        (those envs' episodes are ended, nothing was executed).
+
+        Raises:
+            PolicyFaultError: ``online.max_nan_stops`` NaN/inf forwards in a row."""
+        self._load_policy()  # between chunks: swap in newer weights
+        self._throttle(sum(len(s) for s in self._steps))
+        rows = np.asarray(envs)
+        try:
+            chunks = self.source({k: self._obs[k][rows] for k in self.obs_keys}, rows)
+        except ValueError as err:  # NaN/inf from the policy: never sent to the robot
+            log.error("actor %d: %s; episodes of envs %s stopped safely", self.actor_id, err, envs)
+            self.counters["policy_nan_stops"] += 1
+            for i in envs:
+                self._end(i)
+            fault = self._nan_fault(True)
+            if fault is not None:
+                self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
+                raise fault from err
+            return False
+        for i, chunk in zip(envs, chunks, strict=True):
+            self._queues[i] = list(chunk)
+        return True
+
+    def _step(self, human_action: np.ndarray | None) -> None:
+        """One control step of every running env (env 0 takes ``human_action`` when given); records the
+        steps and ends the episodes that finished."""
+        running = np.flatnonzero(self._running)
+        actions = np.tile((self.low + self.high) / 2, (self.num_envs, 1))
+        for i in running:
+            action = human_action if (i == 0 and human_action is not None) else self._queues[i].pop(0)
+            actions[i] = action
+            self.source.executed(int(i), action)
+        next_obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.counters["interventions"] += int(human_action is not None)
+        for i in running:
+            step = {k: np.asarray(self._obs[k][i]) for k in self.obs_keys}
+            step[keys.ACTION] = actions[i].astype(np.float32)
+            step[keys.REWARD] = np.float32(reward[i])
+            step[keys.DONE] = bool(terminated[i])
+            step[keys.SUCCESS] = bool(info["is_success"][i])
+            step[keys.INTERVENTION] = bool(i == 0 and human_action is not None)
+            self._steps[i].append(step)
+        self._obs = next_obs
+        for i in running:
+            if terminated[i] or truncated[i] or len(self._steps[i]) >= self.max_steps:
+                self._end(int(i))
+                self._nan_fault(False)
+
+    def _end(self, env: int, label: str | None = None) -> None:
+        """End env ``env``'s episode: log it (with its final observation: the env's current one, the state
+        after its last executed step) and offer it to the learner; ``label`` (a human's success /
+        failure) relabels its last step. An episode without a step is not logged."""
+        self._running[env] = False
+        self.env.end(np.arange(self.num_envs) == env)
+        steps, self._steps[env], self._queues[env] = self._steps[env], [], []
+        if not steps:
+            return
+        if label is not None:  # the same rule as a recorded relabel (episode_edits)
+            steps[-1].update(label_values(label))
+        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        frames.update({keys.final_key(k): np.asarray(self._obs[k][env]) for k in self.obs_keys})
+        frames[ENV_INDEX_KEY] = np.int64(env)
+        frames[ENV_SEED_KEY] = np.int64(self._seeds[env])
+        with self._log_lock:
+            index = self.log.add_episode(frames, source="online")
+        self.versions[index] = self.version
+        self.counters["episodes"] += 1
+        self.counters["steps"] += len(steps)
+        self.sender.wake.set()
+        self.live.episode_end(frames, index)
+
+    def _end_all(self) -> None:
+        """End (log) every episode in flight, e.g. when the device failed."""
+        for i in np.flatnonzero(self._running):
+            self._end(int(i))
