@@ -46,7 +46,6 @@ from robot_rl.config import PipelineConfig
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, POLL_S, Actor
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError
-from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.replay import final_spec
 
 log = logging.getLogger(__name__)
@@ -67,16 +66,10 @@ class BatchedActor(Actor):
         ValueError: the env is not a built-in simulated task (``env.backend=mujoco_cpu`` runs those only).
     """
 
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        seed: int,
-        actor_id: int,
-        link: LearnerLink,
-        parent_pid: int | None = None,
-    ) -> None:
-        self.num_envs = cfg.online.envs_per_actor
-        super().__init__(cfg, seed, actor_id, link, parent_pid)
+    @property
+    def num_envs(self) -> int:  # type: ignore[override]
+        """N, the envs stepped as one batch (``online.envs_per_actor``)."""
+        return self.cfg.online.envs_per_actor
 
     def _build_env(self) -> tuple[Any, dict, Any]:
         from robot_rl.sim import make_batched_env
