@@ -341,6 +341,9 @@ def live(tiny_offline_run, tmp_path_factory, browser, request):
         f"--online.address={free_address()}",
         "--online.num_actors=2",
         "--online.env_steps=100000",  # runs while the tests drive it; killed at the end
+        # the learner only has to write metrics here: at the default UTD it took a whole core (90 updates/s),
+        # starving the timing tests of the other xdist worker (a CI run lost the sim-server file to it)
+        "--online.utd_ratio=0.1",
         "--env.cameras=[front,wrist]",
         "--env.control_hz=20",
         "--env.max_episode_steps=400",  # 20 s; a take-over below (~40-150 steps under load) fits in one
