@@ -722,7 +722,6 @@ class OnlineConfig:
     process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``max_weight_age_s``: an actor
     that has not reached the learner for this long stops instead of acting on ever older weights (0 = never).
     ``log_every_s``: seconds between metric rows.
-    for the learner before it gives up. ``log_every_s``: seconds between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
     records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
     cap (``zmq.MAXMSGSIZE``). ``address`` off loopback (``tcp://*:5560``) needs ``security.keys``.
