@@ -2,12 +2,54 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+
+
+@contextlib.contextmanager
+def _session_lock(tmp_path_factory, exclusive: bool):
+    """A lock shared by the xdist workers of this test session (files in its base temp folder): many
+    holders in shared mode, or one in exclusive mode. A turnstile gives the exclusive taker precedence:
+    once it waits, no new shared holder gets in, so it waits only for the tests already running."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with open(Path(root) / "turnstile.lock", "a") as turnstile, open(Path(root) / "tests.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory):
+    """The module's tests that use this run with no test of another xdist worker running meanwhile (the
+    live GUI run takes more CPU than 2 cores have; beside it, real-time tests elsewhere missed their
+    deadlines in CI). Other workers' tests wait for it, and it waits for the ones already running."""
+    with _session_lock(tmp_path_factory, exclusive=True):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _not_beside_an_alone_module(request, tmp_path_factory):
+    """Every test holds the session lock in shared mode, so a module that asks to run ``alone`` waits for
+    it and holds it back (tests under ``alone`` already hold it exclusively)."""
+    if "alone" in request.fixturenames:
+        yield
+        return
+    with _session_lock(tmp_path_factory, exclusive=False):
+        yield
 
 
 @pytest.fixture(scope="session")

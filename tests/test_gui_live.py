@@ -317,11 +317,12 @@ def _no_test_on_a_live_run_that_failed_one(request):
 
 
 @pytest.fixture(scope="module")
-def live(tiny_offline_run, tmp_path_factory, browser, request):
+def live(alone, tiny_offline_run, tmp_path_factory, browser, request):
     """A running ``robot-rl online`` with the GUI (2 actors, 2 cameras, critic reward); yields
     (url, run dir, online folder, process). Camera frames come at the default
     ``intervention.gui_camera_hz`` (the page's CPU budget: its cost on a 2-core CI machine once starved
-    the tests on the other xdist worker).
+    the tests on the other xdist worker). The module's live tests run ``alone`` (conftest.py): no test of
+    the other xdist worker runs beside them.
 
     Episodes are 400 steps (20 s at 20 Hz): a take-over must fit in one, because an episode's start hands
     control back to the policy (the device's ``reset``). With 200 steps a clean-clone CI run once timed out
