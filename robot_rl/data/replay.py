@@ -6,8 +6,8 @@ along frames; ``_episode_ends`` int64 (episode capacity,) with each episode's ex
 array per per-episode key (``episode_spec``, e.g. the final observation), shape (episode capacity, *shape).
 A chunk holds at most ``chunk_frames`` frames and about ``CHUNK_BYTES`` of one key: zarr rewrites a whole
 chunk on every append into it and decodes a whole chunk to read one frame, so a 480x640 camera key in
-1,024-frame chunks (943 MB each) cost 9.4 s per 100-frame episode append and 1.1 s per frame read; in
-4-frame chunks 0.75 s and 3 ms (benchmarks/README "Replay chunking").
+1,024-frame chunks (943 MB each) cost 15.5 s per 100-frame episode append and 1.4 s per frame read; in
+4-frame chunks 0.58 s and 5.5 ms (benchmarks/README "Replay chunking", bench_replay_chunks.py).
 The group attribute ``committed = {"frames": n, "episodes": e}`` is written last by every
 :meth:`ZarrReplayBuffer.add_episode`; everything beyond it is ignored on reopen and overwritten by the
 next append. zarr 3's LocalStore replaces each chunk and metadata file atomically, so a process killed

@@ -381,18 +381,11 @@ class Actor:
             DeviceError, PolicyFaultError: as :meth:`run`."""
         while not self._should_stop():
             index = self.num_logged()
-            env_seed = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE
-            env_seed += self.actor_id * ACTOR_SEED_STRIDE + index
             nan_stops = self.counters["policy_nan_stops"]
-            frames, error = self._episode(env_seed)
+            frames, error = self._episode(self.env_seed(0, index))
             fault = self._nan_fault(self.counters["policy_nan_stops"] > nan_stops)
             if frames is not None:
-                with self._log_lock:
-                    self.log.add_episode(frames, source="online")
-                self.versions[index] = self.version
-                self.counters["episodes"] += 1
-                self.counters["steps"] += len(frames[keys.ACTION])
-                self.sender.wake.set()
+                self._record(frames)
             self.live.episode_end(frames, index)
             if error is None and self._estopped:
                 error = self._hold_while_stopped()
@@ -401,6 +394,39 @@ class Actor:
                 raise fault
             if error is not None:
                 raise error
+
+    def env_seed(self, env: int, episode: int) -> int:
+        """The reset seed of episode ``episode`` (0, 1, ...) of env ``env`` of this actor: ``2,000,000 +
+        seed * 1,000,000 + actor_id * 100,000 + episode * num_envs + env``."""
+        base = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE + self.actor_id * ACTOR_SEED_STRIDE
+        return base + episode * self.num_envs + env
+
+    def _record(self, frames: dict[str, np.ndarray]) -> int:
+        """Append a finished episode to the log and offer it to the learner; returns its index."""
+        with self._log_lock:
+            index = self.log.add_episode(frames, source="online")
+        self.versions[index] = self.version
+        self.counters["episodes"] += 1
+        self.counters["steps"] += len(frames[keys.ACTION])
+        self.sender.wake.set()
+        return index
+
+    def _step_frame(self, obs, action, reward, terminated: bool, success: bool, intervened: bool) -> dict:
+        """One recorded step: the observation it acted on (:attr:`obs_keys` of ``obs``) and what it did."""
+        step = {k: np.asarray(obs[k]) for k in self.obs_keys}
+        step[keys.ACTION] = np.asarray(action, np.float32)
+        step[keys.REWARD] = np.float32(reward)
+        step[keys.DONE] = bool(terminated)
+        step[keys.SUCCESS] = bool(success)
+        step[keys.INTERVENTION] = bool(intervened)
+        return step
+
+    def _frames(self, steps: list[dict[str, Any]], final_obs) -> dict[str, np.ndarray]:
+        """An episode's frames: (T, ...) per step key and the final observation ``final.<key>`` (the state
+        after its last executed step)."""
+        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+        frames.update({keys.final_key(k): np.asarray(final_obs[k]) for k in self.obs_keys})
+        return frames
 
     def _hold_while_stopped(self) -> Exception | None:
         """After the device ended an episode with an e-stop: execute nothing while it still reports it,
@@ -510,13 +536,8 @@ class Actor:
             self.source.executed(0, action)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             self.counters["interventions"] += int(intervened)
-            step = {k: np.asarray(obs[k]) for k in self.obs_keys}
-            step[keys.ACTION] = np.asarray(action, np.float32)
-            step[keys.REWARD] = np.float32(reward)
-            step[keys.DONE] = bool(terminated)
-            step[keys.SUCCESS] = bool(info.get("is_success", False))
-            step[keys.INTERVENTION] = intervened
-            steps.append(step)
+            success = info.get("is_success", False)
+            steps.append(self._step_frame(obs, action, reward, terminated, success, intervened))
             obs = next_obs
             if self.observe is not None:
                 chunk_index = -1 if intervened else chunk_len - len(queue) - 1
@@ -537,6 +558,4 @@ class Actor:
                 break
         if not steps:
             return None, error
-        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
-        frames.update({keys.final_key(k): np.asarray(obs[k]) for k in self.obs_keys})  # after the last step
-        return frames, error
+        return self._frames(steps, obs), error

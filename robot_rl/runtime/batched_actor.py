@@ -41,9 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl import keys
 from robot_rl.config import PipelineConfig
-from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, POLL_S, Actor
+from robot_rl.runtime.actor import POLL_S, Actor
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.replay import final_spec
@@ -85,11 +84,6 @@ class BatchedActor(Actor):
 
     def _robot(self):
         return None  # the batched simulator drives no robot
-
-    def env_seed(self, env: int, episode: int) -> int:
-        """The reset seed of episode ``episode`` (0, 1, ...) of env ``env`` (module docstring)."""
-        base = ONLINE_SEED_OFFSET + self.seed * 10 * ACTOR_SEED_STRIDE + self.actor_id * ACTOR_SEED_STRIDE
-        return base + episode * self.num_envs + env
 
     def _throttle(self, episode_steps: int) -> None:
         """As :meth:`Actor._throttle` with ``episode_steps`` the steps of every episode in flight, but no
@@ -269,13 +263,11 @@ class BatchedActor(Actor):
         next_obs, reward, terminated, truncated, info = self.env.step(actions)
         self.counters["interventions"] += int(human_action is not None)
         for i in running:
-            step = {k: np.asarray(self._obs[k][i]) for k in self.obs_keys}
-            step[keys.ACTION] = actions[i].astype(np.float32)
-            step[keys.REWARD] = np.float32(reward[i])
-            step[keys.DONE] = bool(terminated[i])
-            step[keys.SUCCESS] = bool(info["is_success"][i])
-            step[keys.INTERVENTION] = bool(i == 0 and human_action is not None)
-            self._steps[i].append(step)
+            obs = {k: self._obs[k][i] for k in self.obs_keys}
+            success, intervened = info["is_success"][i], i == 0 and human_action is not None
+            self._steps[i].append(
+                self._step_frame(obs, actions[i], reward[i], terminated[i], success, intervened)
+            )
         self._obs = next_obs
         for i in running:
             if terminated[i] or truncated[i] or len(self._steps[i]) >= self.max_steps:
@@ -293,17 +285,10 @@ class BatchedActor(Actor):
             return
         if label is not None:  # the same rule as a recorded relabel (episode_edits)
             steps[-1].update(label_values(label))
-        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
-        frames.update({keys.final_key(k): np.asarray(self._obs[k][env]) for k in self.obs_keys})
+        frames = self._frames(steps, {k: self._obs[k][env] for k in self.obs_keys})
         frames[ENV_INDEX_KEY] = np.int64(env)
         frames[ENV_SEED_KEY] = np.int64(self._seeds[env])
-        with self._log_lock:
-            index = self.log.add_episode(frames, source="online")
-        self.versions[index] = self.version
-        self.counters["episodes"] += 1
-        self.counters["steps"] += len(steps)
-        self.sender.wake.set()
-        self.live.episode_end(frames, index)
+        self.live.episode_end(frames, self._record(frames))
 
     def _end_all(self) -> None:
         """End (log) every episode in flight, e.g. when the device failed."""
