@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import importlib.util
 import os
@@ -11,6 +12,37 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+_BACKSTOP_S = 120  # past a test's pytest-timeout limit, before the worker is ended
+_STDERR = pytest.StashKey[int]()
+
+
+def pytest_configure(config):
+    # a copy of the real stderr, taken before pytest captures fd 2: under xdist it is the run's own output
+    config.stash[_STDERR] = os.dup(2)
+
+
+def pytest_unconfigure(config):
+    os.close(config.stash[_STDERR])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item):
+    """Backstop for pytest-timeout, whose SIGALRM only acts when the main thread runs Python and fires once
+    per test: if a test (setup, call and teardown) is still running ``_BACKSTOP_S`` after its timeout, a C
+    watchdog thread writes every thread's stack to the run's stderr and ends the worker (xdist reports the
+    crash and, with ``--max-worker-restart=0``, stops the run). A CI run once hung with no output until its
+    time limit; this way a hang costs at most the limit plus two minutes and shows where it was."""
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
+    if limit <= 0:
+        yield
+        return
+    faulthandler.dump_traceback_later(limit + _BACKSTOP_S, exit=True, file=item.config.stash[_STDERR])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @contextlib.contextmanager
