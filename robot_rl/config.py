@@ -715,8 +715,8 @@ class OnlineConfig:
     processes. ``envs_per_actor``: envs each actor steps as one batch (1: one env, as on a robot; N > 1 needs
     ``env.backend=mujoco_cpu`` and ``reward.mode=success``: one policy forward per chunk for all N envs, the
     intervention device drives env 0 only; robot_rl.runtime.batched_actor). ``connect_timeout_s``: how
-    long a starting actor with no cached weights waits
-    for the learner before it gives up (and, at the end, for its backlog to be acknowledged).
+    long a starting actor with no cached weights waits for the learner before it gives up (and, at the
+    end, for its backlog to be acknowledged).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
     with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
     process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``max_weight_age_s``: an actor

@@ -5,6 +5,7 @@ reaches a learner replay opened on the run dir, and a wrong token or bad input i
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -23,7 +24,15 @@ from robot_rl.runtime.replay import OnlineReplay, episode_spec, final_spec
 
 TOKEN = "s3cret"
 SHAPES = {keys.STATE: (3,), keys.image_key("front"): (16, 16, 3)}
+# the README's screenshots are refreshed only when asked (ROBOT_RL_DOCS_SCREENSHOTS=1): a test run leaves the
+# work tree as it was
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _screenshot(page, name: str, tmp: Path) -> None:
+    folder = DOCS if os.environ.get("ROBOT_RL_DOCS_SCREENSHOTS") == "1" else tmp
+    folder.mkdir(exist_ok=True)
+    page.screenshot(path=str(folder / name))
 LENGTHS = (8, 6, 7)
 
 
@@ -177,8 +186,7 @@ def test_episode_page_shows_frames_and_curve_and_its_relabel_and_exclusion_reach
     page.locator("#note").fill("cube in the bin, detector missed it")
     page.locator("#save-note").click()
     expect(page.locator("#history li")).to_have_count(2)
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "gui_episodes.png"))
+    _screenshot(page, "gui_episodes.png", run_dir)
     rewards, masks, success = _drawn_last_step(seed_dir, 0)
     assert len(rewards) and (masks == 0).all() and (rewards == 1).all() and success
 
@@ -193,7 +201,7 @@ def test_episode_page_shows_frames_and_curve_and_its_relabel_and_exclusion_reach
     assert errors == []
 
 
-def test_learner_page_plots_the_metrics_the_learner_writes(context, server):
+def test_learner_page_plots_the_metrics_the_learner_writes(context, server, run_dir):
     from playwright.sync_api import expect
 
     page, response, errors = _page(context, f"{server}/learner?token={TOKEN}")
@@ -204,8 +212,7 @@ def test_learner_page_plots_the_metrics_the_learner_writes(context, server):
     expect(page.locator("#plot-q")).to_have_attribute("data-series", "q_mean")
     expect(page.locator("#plot-speed polyline")).to_have_count(1)
     expect(page.locator("#summary tr")).to_have_count(2)
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "gui_learner.png"))
+    _screenshot(page, "gui_learner.png", run_dir)
     assert errors == []
 
 

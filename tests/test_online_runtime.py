@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from online_setup import CODE, committed_episodes, copy_run, free_address, overrides, toy_episode
+from online_setup import CODE, committed_episodes, copy_run, free_address, overrides, toy_episode, wait_for
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, load_config
@@ -508,5 +508,37 @@ def test_unsent_steps_count_episodes_left_from_an_earlier_run(tiny_offline_run, 
         assert actor._unsent_steps() == 15
         actor.sender.acked = 1
         assert actor._unsent_steps() == 10
+    finally:
+        server.close()
+
+
+def test_throttle_never_waits_for_updates_that_cannot_come(tiny_offline_run, tmp_path):
+    """An episode longer than ``online.max_env_steps_ahead`` used to hang a single-env actor: it waited for
+    updates, and the learner, holding no unsent data of it, could make none. It waits only while an update
+    can still come (here: while it has steps the learner has not acknowledged)."""
+    learner, server, actor = _learner_and_actor(
+        copy_run(tiny_offline_run, tmp_path / "run"), "--online.max_env_steps_ahead=10"
+    )
+
+    def throttled(episode_steps: int) -> threading.Thread:
+        thread = threading.Thread(target=actor._throttle, args=(episode_steps,), daemon=True)
+        thread.start()
+        thread.join(timeout=5)
+        return thread
+
+    try:
+        wait_for(lambda: actor.sender.status.get("allowed_env_steps") == 10, timeout_s=30, what="a status")
+        assert not throttled(9).is_alive()  # within the allowance
+        assert not throttled(30).is_alive()  # past it, but the learner has caught up with all it holds
+        length = 15  # a logged episode the learner has not acknowledged: its updates can still come
+        frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
+        frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
+        actor.log.add_episode(frames)
+        actor.sender.acked = 0
+        waiting = throttled(0)
+        assert waiting.is_alive()
+        actor.sender.closed.set()  # a closing actor never waits
+        waiting.join(timeout=5)
+        assert not waiting.is_alive()
     finally:
         server.close()

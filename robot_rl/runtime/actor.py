@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -324,13 +325,24 @@ class Actor:
 
     def _throttle(self, episode_steps: int) -> None:
         """Simulation only (``online.max_env_steps_ahead`` > 0): wait while this actor is too far ahead of
-        the learner's updates. Never waits while the learner is unreachable."""
+        the learner's updates; ``episode_steps``: the steps of the episodes in flight. Never waits while the
+        learner is unreachable, nor while it has done every update the steps it holds allow and none of
+        this actor's steps are unsent: no update could come, so waiting would never end (an episode longer
+        than ``max_env_steps_ahead`` once hung a single-env actor here)."""
+        on = self.cfg.online
         while self.sender.connected and not self.sender.closed.is_set():
             status = self.sender.status
             allowed = int(status.get("allowed_env_steps", -1))
-            if allowed < 0 or status.get("env_steps", 0) + self._unsent_steps() + episode_steps <= allowed:
+            held = int(status.get("env_steps", 0))
+            unsent = self._unsent_steps()
+            if allowed < 0 or held + unsent + episode_steps <= allowed:
                 return
-            time.sleep(0.02)
+            caught_up = int(status.get("updates", 0)) >= math.floor(
+                on.utd_ratio * max(0, held - on.warmup_steps)
+            )
+            if caught_up and unsent == 0:
+                return
+            self.sender.closed.wait(0.02)
 
     def _unsent_steps(self) -> int:
         """Steps of the logged episodes the learner has not acknowledged (from the log itself, so episodes

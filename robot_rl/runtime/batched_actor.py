@@ -21,8 +21,8 @@ steps of all N envs. What changes:
   it drove are recorded with ``complementary_info.is_intervention``, a label ends env 0's episode, an
   e-stop ends env 0's episode and holds every env until it is released; the other envs run the policy.
   The web GUI is refused (config check): its live view and relabels address one env's episodes;
-- the ``online.max_env_steps_ahead`` throttle counts the steps of every episode in flight, and never
-  waits while the learner has caught up with every step it holds (it could not update further);
+- the ``online.max_env_steps_ahead`` throttle (:meth:`Actor._throttle`) counts the steps of every
+  episode in flight;
 - a policy forward that returns NaN/inf ends every queried env's episode (logged as truncated, nothing
   unsafe executed) and counts one ``policy_nan_stops``; ``online.max_nan_stops`` such forwards in a row
   without an episode ending normally stop the actor;
@@ -84,24 +84,6 @@ class BatchedActor(Actor):
 
     def _robot(self):
         return None  # the batched simulator drives no robot
-
-    def _throttle(self, episode_steps: int) -> None:
-        """As :meth:`Actor._throttle` with ``episode_steps`` the steps of every episode in flight, but no
-        wait while the learner has done every update the steps it holds allow (waiting could not end)."""
-        on = self.cfg.online
-        while self.sender.connected and not self.sender.closed.is_set():
-            status = self.sender.status
-            allowed = int(status.get("allowed_env_steps", -1))
-            held = int(status.get("env_steps", 0))
-            unsent = self._unsent_steps()
-            if allowed < 0 or held + unsent + episode_steps <= allowed:
-                return
-            caught_up = int(status.get("updates", 0)) >= math.floor(
-                on.utd_ratio * max(0, held - on.warmup_steps)
-            )
-            if caught_up and unsent == 0:
-                return
-            self.sender.closed.wait(0.02)
 
     # -- acting --------------------------------------------------------------------------------------
     def _act(self) -> None:
