@@ -33,6 +33,8 @@ def _screenshot(page, name: str, tmp: Path) -> None:
     folder = DOCS if os.environ.get("ROBOT_RL_DOCS_SCREENSHOTS") == "1" else tmp
     folder.mkdir(exist_ok=True)
     page.screenshot(path=str(folder / name))
+
+
 LENGTHS = (8, 6, 7)
 
 
