@@ -27,15 +27,13 @@ SHAPES = {keys.STATE: (3,), keys.image_key("front"): (16, 16, 3)}
 # the README's screenshots are refreshed only when asked (ROBOT_RL_DOCS_SCREENSHOTS=1): a test run leaves the
 # work tree as it was
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+LENGTHS = (8, 6, 7)
 
 
 def _screenshot(page, name: str, tmp: Path) -> None:
     folder = DOCS if os.environ.get("ROBOT_RL_DOCS_SCREENSHOTS") == "1" else tmp
     folder.mkdir(exist_ok=True)
     page.screenshot(path=str(folder / name))
-
-
-LENGTHS = (8, 6, 7)
 
 
 def _episode(ep: int) -> dict:

@@ -497,13 +497,18 @@ def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp
         server.close()
 
 
+def _log_zero_episode(actor, length: int) -> None:
+    """Append an all-zero episode of ``length`` steps to ``actor``'s own log (not sent)."""
+    frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
+    frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
+    actor.log.add_episode(frames)
+
+
 def test_unsent_steps_count_episodes_left_from_an_earlier_run(tiny_offline_run, tmp_path):
     learner, server, actor = _learner_and_actor(copy_run(tiny_offline_run, tmp_path / "run"), connect=False)
     try:
         for length in (5, 7, 3):  # as if logged by this actor before a restart
-            frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
-            frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
-            actor.log.add_episode(frames)
+            _log_zero_episode(actor, length)
         actor.sender.acked = -1  # not connected yet: nothing acknowledged
         assert actor._unsent_steps() == 15
         actor.sender.acked = 1
@@ -530,10 +535,7 @@ def test_throttle_never_waits_for_updates_that_cannot_come(tiny_offline_run, tmp
         wait_for(lambda: actor.sender.status.get("allowed_env_steps") == 10, timeout_s=30, what="a status")
         assert not throttled(9).is_alive()  # within the allowance
         assert not throttled(30).is_alive()  # past it, but the learner has caught up with all it holds
-        length = 15  # a logged episode the learner has not acknowledged: its updates can still come
-        frames = {k: np.zeros((length, *shape), dtype) for k, (shape, dtype) in actor.log.spec.items()}
-        frames.update({k: np.zeros(shape, dtype) for k, (shape, dtype) in actor.log.episode_spec.items()})
-        actor.log.add_episode(frames)
+        _log_zero_episode(actor, 15)  # not acknowledged by the learner: its updates can still come
         actor.sender.acked = 0
         waiting = throttled(0)
         assert waiting.is_alive()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -329,18 +328,13 @@ class Actor:
         learner is unreachable, nor while it has done every update the steps it holds allow and none of
         this actor's steps are unsent: no update could come, so waiting would never end (an episode longer
         than ``max_env_steps_ahead`` once hung a single-env actor here)."""
-        on = self.cfg.online
         while self.sender.connected and not self.sender.closed.is_set():
             status = self.sender.status
             allowed = int(status.get("allowed_env_steps", -1))
-            held = int(status.get("env_steps", 0))
             unsent = self._unsent_steps()
-            if allowed < 0 or held + unsent + episode_steps <= allowed:
+            if allowed < 0 or int(status.get("env_steps", 0)) + unsent + episode_steps <= allowed:
                 return
-            caught_up = int(status.get("updates", 0)) >= math.floor(
-                on.utd_ratio * max(0, held - on.warmup_steps)
-            )
-            if caught_up and unsent == 0:
+            if status.get("caught_up") and unsent == 0:  # the learner's own UTD rule (updates_allowed)
                 return
             self.sender.closed.wait(0.02)
 

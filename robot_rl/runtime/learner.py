@@ -123,6 +123,7 @@ class Learner:
             "env_steps": self.replay.num_steps,
             "updates": self.updates,
             "allowed_env_steps": allowed if on.max_env_steps_ahead > 0 else -1,
+            "caught_up": self.updates >= self.updates_allowed(),
             "stop": self._finished or self.replay.num_steps >= on.env_steps,
         }
 

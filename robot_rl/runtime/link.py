@@ -10,8 +10,9 @@ Operations (protocol :data:`PROTOCOL`), each a request from an actor answered by
 - ``bye {actor, fault}`` -> ``{status}``: the actor has stopped; ``fault`` (optional, a short text) says it
   stopped on a fault it cannot heal (a policy that keeps producing NaN/inf actions).
 
-``status`` is ``{env_steps, updates, allowed_env_steps, stop}``. Nothing is pickled: headers are JSON, arrays
-safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
+``status`` is ``{env_steps, updates, allowed_env_steps, caught_up, stop}`` (``caught_up``: the learner has
+made every update its UTD ratio allows for the steps it holds). Nothing is pickled: headers are JSON,
+arrays safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
 operations as Ray actor calls. The learner checks every argument before acting on it
 (:mod:`robot_rl.runtime.messages`); with CURVE keys (:mod:`robot_rl.security`) the server also checks that
 the actor id of hello, push and bye is the one the client's key is bound to.
