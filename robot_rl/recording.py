@@ -87,8 +87,11 @@ def make_teleop(
     return make_device(replace(cfg.intervention, device=name), action_low, action_high)
 
 
-def record_episode(env, device: InterventionDevice, seed: int) -> tuple[dict[str, np.ndarray] | None, dict]:
-    """One teleoperated episode of env seed ``seed``.
+def record_episode(
+    env, device: InterventionDevice, seed: int, announce: Callable[[str], None] | None = None
+) -> tuple[dict[str, np.ndarray] | None, dict]:
+    """One teleoperated episode of env seed ``seed``; ``announce`` gets the episode's instruction after
+    the reset, before the operator drives (the operator of pick-colour must know which cube).
 
     Returns ``(frames, summary)``: frames map LeRobot keys to (T, ...) arrays (None when the operator
     ended it before any step); summary has ``success``, ``steps``, ``label`` (the operator's or None) and
@@ -97,7 +100,9 @@ def record_episode(env, device: InterventionDevice, seed: int) -> tuple[dict[str
     Raises:
         DeviceError: the device failed (the episode so far is lost: it is not a clean demo).
     """
-    obs, _ = env.reset(seed=seed)
+    obs, reset_info = env.reset(seed=seed)
+    if announce is not None and reset_info.get("task"):
+        announce(reset_info["task"])
     device.reset(seed)
     low, high = env.action_space.low, env.action_space.high
     hold = np.clip(np.zeros(low.shape, np.float32), low, high)
@@ -136,6 +141,7 @@ def record_episode(env, device: InterventionDevice, seed: int) -> tuple[dict[str
         "steps": len(steps),
         "label": label,
         "robot_error": error,
+        "task": reset_info.get("task"),
     }
     if not steps:
         return None, summary
@@ -149,9 +155,13 @@ def record(
     task: str,
     num_episodes: int,
     progress: Callable[[dict], None] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> dict:
     """Record until ``writer`` holds ``num_episodes`` episodes; each finished episode is written (and
-    durable) before the next starts. Returns ``{"recorded", "successes", "num_episodes"}`` of this run.
+    durable) before the next starts, under its own instruction when the env draws one per episode
+    (:func:`record_episode`'s ``task``), else under ``task``. Returns ``{"recorded", "successes",
+    "num_episodes"}`` of this run. ``progress`` gets each episode's summary after it; ``announce`` each
+    episode's instruction before it (see :func:`record_episode`).
 
     Raises:
         HardwareError: the robot failed; the episode up to the failure is written first (truncated).
@@ -160,9 +170,9 @@ def record(
     recorded = successes = 0
     while writer.num_episodes < num_episodes:
         index = writer.num_episodes
-        frames, summary = record_episode(env, device, RECORD_SEED_OFFSET + index)
+        frames, summary = record_episode(env, device, RECORD_SEED_OFFSET + index, announce)
         if frames is not None:
-            writer.add_episode(frames, task=task, source="demo")
+            writer.add_episode(frames, task=summary["task"] or task, source="demo")
             recorded += 1
             successes += int(summary["success"])
         summary["episode_index"] = index if frames is not None else None

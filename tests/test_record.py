@@ -19,7 +19,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.hardware.errors import RobotConnectionError
 from robot_rl.hardware.robot_env import RobotEnv
-from robot_rl.recording import record
+from robot_rl.recording import RECORD_SEED_OFFSET, record
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim import make_env
 from robot_rl.sim.expert import PickCubeExpert
@@ -136,3 +136,24 @@ def test_killed_recording_keeps_every_finished_episode_and_resumes(tmp_path):
     n = len(before[keys.ACTION])
     for key in (keys.STATE, keys.ACTION, keys.SUCCESS):
         assert np.array_equal(np.asarray(after[key])[:n], np.asarray(before[key])), key
+
+
+def test_each_episode_is_recorded_under_its_own_instruction(tmp_path):
+    """Pick-colour draws the target colour from the seed: the operator is told each episode's instruction
+    before driving, and each episode lands in the dataset under it (not under the first episode's)."""
+    env = make_env(EnvConfig(id="robot_rl/PandaPickColour-v0", num_envs=1))
+    told: list[str] = []
+    try:
+        writer = _writer(env, tmp_path / "ds")
+        record(env, ScriptedOperator(label_after=2), writer, "unused", 5, announce=told.append)
+        writer.close()
+        expected = [env.reset(seed=RECORD_SEED_OFFSET + i)[1]["task"] for i in range(5)]
+    finally:
+        env.close()
+    assert told == expected and len(set(expected)) > 1, expected
+    ds = LeRobotDataset(tmp_path / "ds")
+    table = ds.load_tabular()
+    episodes = np.asarray(table[keys.EPISODE_INDEX]).reshape(-1)
+    task_index = np.asarray(table[keys.TASK_INDEX]).reshape(-1)
+    recorded = [ds.tasks[int(task_index[episodes == i][0])] for i in range(5)]
+    assert recorded == expected and "unused" not in ds.tasks

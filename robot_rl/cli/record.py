@@ -60,7 +60,10 @@ def run(args, cfg: PipelineConfig) -> dict:
             where = summary["episode_index"]
             print(f"episode {where}: {outcome}, {summary['steps']} steps{why}", flush=True)
 
-        result = record(env, device, writer, task, args.num_episodes, progress=show)
+        def announce(instruction: str) -> None:
+            print(f"next episode: {instruction}", flush=True)
+
+        result = record(env, device, writer, task, args.num_episodes, progress=show, announce=announce)
         writer.close()
     finally:
         if device is not None:
