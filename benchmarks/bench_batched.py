@@ -6,8 +6,11 @@ pool: the parallel ceiling this process can reach right now), shown also as env-
 substeps of a control step); the single env (``PandaPickCubeEnv.step``); gymnasium's vector env through
 ``make_vector_env`` (``SyncVectorEnv`` for N = 1, ``AsyncVectorEnv`` with one spawned worker per env
 above; N above ``--async-max``, default 8, is skipped: 64 worker processes do not fit a shared 2-core
-machine); and the ``mujoco_cpu`` batched backend (threads = CPU cores). Ratios are against the single env.
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_batched.py`` (about 2-3 minutes).
+machine); and the ``mujoco_cpu`` batched backend (threads = CPU cores), with the arm's PD in numpy every
+physics step (``env.kwargs.controller=numpy``, the default) and in MuJoCo's actuators (``actuator``: one
+``mj_step`` call per control step). Ratios are against the single env with the numpy controller; the
+``actuator`` rows also give the ratio against the single env with that controller.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_batched.py`` (about 3-4 minutes).
 """
 
 from __future__ import annotations
@@ -49,8 +52,12 @@ def bare(num: int, threads: int) -> float:
         return _timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
 
 
-def single() -> float:
-    env = make_env(EnvConfig())
+def _cfg(controller: str = "numpy") -> EnvConfig:
+    return EnvConfig(kwargs={"controller": controller})
+
+
+def single(controller: str) -> float:
+    env = make_env(_cfg(controller))
     rng = np.random.default_rng(0)
     low, high = env.action_space.low, env.action_space.high
     env.reset(seed=0)
@@ -77,8 +84,8 @@ def vector(num: int) -> float:
         venv.close()
 
 
-def batched(num: int) -> float:
-    env = make_batched_env(EnvConfig(), num_envs=num, backend="mujoco_cpu")
+def batched(num: int, controller: str) -> float:
+    env = make_batched_env(_cfg(controller), num_envs=num, backend="mujoco_cpu")
     rng = np.random.default_rng(0)
     low, high = env.single_action_space.low, env.single_action_space.high
     env.reset(seed=0)
@@ -105,8 +112,10 @@ def main() -> None:
         f"bare mj_step, {2 * cores} MjData, {cores} threads      : {bt:9.0f} physics steps/s = "
         f"{bt / SUBSTEPS:7.1f} env-step eq.  x{bt / b1:.2f} (parallel ceiling now)"
     )
-    s = single()
+    s = single("numpy")
     print(f"single env                             : {s:9.1f} env steps/s  x1.00")
+    sa = single("actuator")
+    print(f"single env, actuator controller        : {sa:9.1f} env steps/s  x{sa / s:.2f}")
     for n in args.sizes:
         if n <= args.async_max:
             v = vector(n)
@@ -114,8 +123,14 @@ def main() -> None:
             print(f"gym {kind} N={n:<3}              : {v:9.1f} env steps/s  x{v / s:.2f}")
         else:
             print(f"gym AsyncVectorEnv N={n:<3}              : skipped (--async-max {args.async_max})")
-        r = batched(n)
-        print(f"mujoco_cpu batched N={n:<3} ({min(n, cores)} threads)  : {r:9.1f} env steps/s  x{r / s:.2f}")
+        threads = min(n, cores)
+        r = batched(n, "numpy")
+        print(f"mujoco_cpu batched N={n:<3} ({threads} threads)  : {r:9.1f} env steps/s  x{r / s:.2f}")
+        r = batched(n, "actuator")
+        print(
+            f"  the same, actuator controller        : {r:9.1f} env steps/s  x{r / s:.2f} "
+            f"(x{r / sa:.2f} vs the single env, actuator)"
+        )
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

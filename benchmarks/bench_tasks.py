@@ -5,6 +5,7 @@ expert seeding) with the tasks' config horizons, in one process (``SyncVectorEnv
 a dataset; prints a markdown table of success rate, mean episode length (control steps) and wall time.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py --episodes 50 --noise 0 0.3
+    OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py -- --env.kwargs.controller=actuator  # config overrides
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.3])
+    p.add_argument("overrides", nargs="*", help="config overrides for every task, after --")
     args = p.parse_args()
     print("| task | horizon | " + " | ".join(f"noise {n}: success (mean steps)" for n in args.noise) + " |")
     print("|---|---|" + "---|" * len(args.noise))
     for task, config in CONFIGS.items():
         cells = []
         for noise in args.noise:
-            rate, steps, _ = expert_rate(config, args.episodes, noise)
+            rate, steps, _ = expert_rate(config, args.episodes, noise, tuple(args.overrides))
             cells.append(f"{rate:.2f} ({steps:.0f})")
         horizon = load_config(config, []).env.max_episode_steps
         print(f"| `{task}` | {horizon} | " + " | ".join(cells) + " |", flush=True)

@@ -83,13 +83,32 @@ def scene_xml(image_size: int = 128, timestep_s: float = 0.002, objects: str = P
 """
 
 
+ARM_ROOT_BODY = "link1"
+"""The first moving body of the arm: it and every body below it (arm links, gripper) get ``gravcomp``."""
+
+
 @lru_cache(maxsize=16)
-def _compiled(image_size: int, timestep_s: float, objects: str) -> mujoco.MjModel:
-    return mujoco.MjModel.from_xml_string(scene_xml(image_size, timestep_s, objects))
+def _compiled(image_size: int, timestep_s: float, objects: str, arm_gravcomp: bool) -> mujoco.MjModel:
+    spec = mujoco.MjSpec.from_string(scene_xml(image_size, timestep_s, objects))
+    if arm_gravcomp:
+        stack = [spec.body(ARM_ROOT_BODY)]
+        while stack:
+            body = stack.pop()
+            body.gravcomp = 1.0
+            stack.extend(body.bodies)
+    return spec.compile()
 
 
 def load_model(
-    image_size: int = 128, timestep_s: float = 0.002, objects: str = PICK_CUBE_OBJECTS
+    image_size: int = 128,
+    timestep_s: float = 0.002,
+    objects: str = PICK_CUBE_OBJECTS,
+    arm_gravcomp: bool = False,
 ) -> mujoco.MjModel:
-    """Compile the scene (cached per arguments) and return a private copy of the ``MjModel``."""
-    return _compiled(int(image_size), float(timestep_s), objects).__copy__()
+    """Compile the scene (cached per arguments) and return a private copy of the ``MjModel``.
+
+    ``arm_gravcomp``: MuJoCo's body gravity compensation (``gravcomp="1"``, a passive force computed inside
+    ``mj_step``) on the arm and gripper bodies, for the controller that runs in MuJoCo's actuators
+    (:mod:`robot_rl.sim.controller`, ``controller="actuator"``).
+    """
+    return _compiled(int(image_size), float(timestep_s), objects, bool(arm_gravcomp)).__copy__()

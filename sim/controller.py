@@ -7,6 +7,16 @@ position with a fixed pointing-down orientation, with a null-space pull towards 
 targets kept inside the joint limits. Every physics step :meth:`DiffIKController.torques` computes
 ``tau = Kp (q* - q) - Kd dq + qfrc_bias`` (N m; ``kp``/``kd`` default to :data:`KP`/:data:`KD`), clipped
 to the actuator torque limits.
+
+With ``mode="actuator"`` the same PD law runs inside MuJoCo instead, so a control step is one
+``mj_step(m, d, n_substeps)`` call with no Python per physics step (it releases the GIL for all of them,
+which is what lets the ``mujoco_cpu`` batched backend's threads run in parallel): each arm motor becomes an
+affine position actuator, force ``kp·ctrl − kp·q − kd·dq`` clamped to the old torque range
+(``forcerange``), ``ctrl = q*``; gravity is compensated by MuJoCo's body ``gravcomp`` (the model must be
+compiled with ``arm_gravcomp=True``, :func:`robot_rl.sim.assets.load_model`). Two differences from
+``numpy``: Coriolis/centrifugal terms are not compensated (``gravcomp`` is gravity only), and the gravity
+compensation is not inside the torque clamp; the damping term is integrated implicitly by the
+``implicitfast`` integrator.
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ KP = np.array([600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0])
 """Joint stiffness (N m / rad)."""
 KD = np.array([50.0, 50.0, 50.0, 50.0, 20.0, 15.0, 5.0])
 """Joint damping (N m s / rad)."""
+MODES = ("numpy", "actuator")
+"""Where the joint PD runs: a numpy torque every physics step, or MuJoCo's actuators."""
 
 
 def _as_slice(idx: np.ndarray) -> slice | np.ndarray:
@@ -37,6 +49,11 @@ class DiffIKController:
         target_quat: (4,) wxyz world orientation the pinch site holds (pointing down).
         iterations: Gauss-Newton IK iterations per :meth:`set_target` call.
         damping: damped-least-squares regulariser (m^2).
+        mode: one of :data:`MODES` (module docstring); ``"actuator"`` rewrites the arm actuators of
+            ``model`` (a private copy) into position actuators.
+
+    Raises:
+        ValueError: unknown ``mode``, or ``"actuator"`` on a model compiled without arm ``gravcomp``.
     """
 
     def __init__(
@@ -46,7 +63,16 @@ class DiffIKController:
         target_quat: np.ndarray,
         iterations: int = 3,
         damping: float = 1e-4,
+        mode: str = "numpy",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"controller mode must be one of {MODES}, got {mode!r}")
+        if mode == "actuator" and model.ngravcomp == 0:
+            raise ValueError(
+                "controller mode 'actuator' needs a model compiled with arm gravity compensation "
+                "(robot_rl.sim.assets.load_model(..., arm_gravcomp=True))"
+            )
+        self.mode = mode
         self.model = model
         self.scratch = mujoco.MjData(model)
         self.site_id = model.site("pinch").id
@@ -74,6 +100,11 @@ class DiffIKController:
         self._cs = _as_slice(self.ctrl_adr)
         self._tau = np.zeros(7)
         self.kp, self.kd = KP.copy(), KD.copy()  # per instance: env.randomize scales them per episode
+        if mode == "actuator":
+            model.actuator_biastype[self.ctrl_adr] = mujoco.mjtBias.mjBIAS_AFFINE
+            model.actuator_forcelimited[self.ctrl_adr] = 1
+            model.actuator_forcerange[self.ctrl_adr] = np.stack([self.tau_low, self.tau_high], axis=1)
+            model.actuator_ctrllimited[self.ctrl_adr] = 0
 
     def solve(self, qpos: np.ndarray, target_pos: np.ndarray, iterations: int | None = None) -> np.ndarray:
         """Joint positions (7,) rad, within limits, placing the pinch site at ``target_pos`` (3,) m.
@@ -123,5 +154,15 @@ class DiffIKController:
         return tau
 
     def apply(self, data: mujoco.MjData) -> None:
-        """Write :meth:`torques` into ``data.ctrl`` for the arm actuators."""
-        data.ctrl[self._cs] = self.torques(data)
+        """``numpy``: write :meth:`torques` into ``data.ctrl`` for the arm actuators (every physics step).
+        ``actuator``: write the gains ``kp``, ``kd`` into the model and ``q*`` into ``data.ctrl`` (once per
+        control step)."""
+        if self.mode == "numpy":
+            data.ctrl[self._cs] = self.torques(data)
+            return
+        m = self.model
+        m.actuator_gainprm[self._cs, 0] = self.kp
+        m.actuator_biasprm[self._cs, 0] = 0.0
+        m.actuator_biasprm[self._cs, 1] = -self.kp
+        m.actuator_biasprm[self._cs, 2] = -self.kd
+        data.ctrl[self._cs] = self.q_des

@@ -40,7 +40,7 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import RandomizeConfig
 from robot_rl.sim.assets import load_model
-from robot_rl.sim.controller import DiffIKController
+from robot_rl.sim.controller import MODES, DiffIKController
 from robot_rl.sim.randomize import Randomizer
 
 MAX_DELTA_M = 0.03
@@ -125,7 +125,12 @@ class PandaTaskEnv(gym.Env):
         cameras: any of ``"front"``, ``"wrist"``.
         image_size: camera image side (pixels).
         render_mode: ``None`` or ``"rgb_array"``.
-        torque_every: physics steps per controller torque update (1 = every physics step).
+        torque_every: physics steps per controller torque update (1 = every physics step; ``numpy``
+            controller only).
+        controller: where the joint PD runs (:data:`robot_rl.sim.controller.MODES`): ``"numpy"`` (a torque
+            every physics step, the default) or ``"actuator"`` (MuJoCo position actuators + ``gravcomp``,
+            one ``mj_step`` call per control step; faster, and a slightly different arm, see
+            :mod:`robot_rl.sim.controller`).
         reward: one of :attr:`reward_modes` (``"sparse"``: 1 on success).
         randomize: ``env.randomize`` ranges (:mod:`robot_rl.sim.randomize`); ``None``: none.
         spawn_region: ``(x_lo, x_hi, y_lo, y_hi)`` (m, world) the task draws its objects' xy from
@@ -157,6 +162,7 @@ class PandaTaskEnv(gym.Env):
         image_size: int = 64,
         render_mode: str | None = None,
         torque_every: int = 1,
+        controller: str = "numpy",
         reward: str = "sparse",
         randomize: RandomizeConfig | None = None,
         spawn_region: list[float] | tuple[float, ...] | None = None,
@@ -192,12 +198,16 @@ class PandaTaskEnv(gym.Env):
         self.cameras = list(cameras)
         self.image_size = int(image_size)
 
-        self.model = load_model(max(self.image_size, RENDER_SIZE), 1.0 / self.physics_hz, self.objects)
+        if controller not in MODES:
+            raise ValueError(f"controller must be one of {MODES}, got {controller!r}")
+        self.model = load_model(
+            max(self.image_size, RENDER_SIZE), 1.0 / self.physics_hz, self.objects, controller == "actuator"
+        )
         self.data = mujoco.MjData(self.model)
         self._pinch = self.model.site("pinch").id
         self._driver_qpos = self.model.joint("right_driver_joint").qposadr[0]
         self._grip_act = self.model.actuator("fingers_actuator").id
-        self.controller = DiffIKController(self.model, ARM_GUESS, DOWN_QUAT)
+        self.controller = DiffIKController(self.model, ARM_GUESS, DOWN_QUAT, mode=controller)
         self.q_home = self.controller.solve(self._qpos_with(ARM_GUESS), HOME_PINCH_POS, iterations=50)
         self.controller.q_home = self.q_home
         self._arm_q = self.controller.qpos_adr
@@ -288,7 +298,7 @@ class PandaTaskEnv(gym.Env):
         self._target = np.clip(target, pinch - MAX_LAG_M, pinch + MAX_LAG_M)
         self.controller.set_target(d, self._target)
         d.ctrl[self._grip_act] = 255.0 * float(np.clip(a[3], 0.0, 1.0))
-        k = self.torque_every
+        k = self.torque_every if self.controller.mode == "numpy" else self.n_substeps
         for _ in range(self.n_substeps // k):
             self.controller.apply(d)
             mujoco.mj_step(m, d, k)

@@ -47,11 +47,18 @@ def _batched(cfg: EnvConfig, n: int, backend: str, **kwargs):
 
 
 @pytest.mark.parametrize(
-    ("backend", "n", "threads"), [("mujoco_cpu", 1, 1), ("mujoco_cpu", 3, 2), ("gym_vector", 2, None)]
+    ("backend", "n", "threads", "controller"),
+    [
+        ("mujoco_cpu", 1, 1, "numpy"),
+        ("mujoco_cpu", 3, 2, "numpy"),
+        ("mujoco_cpu", 3, 2, "actuator"),
+        ("gym_vector", 2, None, "numpy"),
+    ],
 )
-def test_batched_matches_single_env_exactly(backend, n, threads):
-    """Each batched env reproduces the single env with its seed bit for bit (dense reward, auto-reset)."""
-    cfg = EnvConfig(max_episode_steps=4, kwargs={"reward": "dense"})
+def test_batched_matches_single_env_exactly(backend, n, threads, controller):
+    """Each batched env reproduces the single env with its seed bit for bit (dense reward, auto-reset),
+    with either arm controller."""
+    cfg = EnvConfig(max_episode_steps=4, kwargs={"reward": "dense", "controller": controller})
     seeds = [11 + 7 * i for i in range(n)]
     actions = _actions(9)
     kwargs = {"num_threads": threads} if backend == "mujoco_cpu" else {}
