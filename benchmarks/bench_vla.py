@@ -5,7 +5,8 @@ config, no download: ``tiny`` (the tests' 2-layer model, one 32 px camera) and `
 (SmolVLM-256M-Instruct's architecture: SigLIP-B/16 at 512 px + a 30-layer 576-wide Llama, one camera
 upscaled to 512 px by the processor). Sim-like state (22 + 7), action dim 4, h=5, the default expert
 (4 layers, width 256); the VLA trains with the vision encoder frozen and the language model fine-tuned
-(the defaults).
+(the defaults). Each VLA also runs with its expert's cross-attention K/V cache turned off (the plain
+decoder at every flow step), inference only, for the cache's gain in the same run.
 
 Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes tiny smolvlm256m]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -23,7 +25,7 @@ from torch_bench import start_torch, torch_parser
 
 from robot_rl.algos import FlowBC
 from robot_rl.config import BCConfig, PolicyConfig, VLAConfig
-from robot_rl.policies import build_agent
+from robot_rl.policies import FlowChunkPolicy, build_agent
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 from robot_rl.policies.vla import VLAPolicy
 
@@ -45,14 +47,17 @@ def steps_per_s(agent, batch: dict, budget_s: float, min_steps: int = 3) -> floa
     return 1.0 / statistics.median(times)
 
 
-def measure(name: str, agent, shapes: dict, budget_s: float) -> dict[str, float]:
+def measure(name: str, agent, shapes: dict, budget_s: float, train: bool = True) -> dict[str, float]:
     out = {}
     agent.eval()
     for b in (1, 8):
         obs = fake_obs(b, shapes, seed=0)
         with torch.inference_mode():
             out[f"ms_b{b}"] = latency_ms(lambda obs=obs: agent.act(obs), budget_s, min_iters=3)
-    out["train_steps_s"] = steps_per_s(agent, fake_batch(8, 5, shapes, SIM_ACTION_DIM, seed=0), budget_s)
+    out["train_steps_s"] = float("nan")
+    if train:
+        batch = fake_batch(8, 5, shapes, SIM_ACTION_DIM, seed=0)
+        out["train_steps_s"] = steps_per_s(agent, batch, budget_s)
     params = sum(p.numel() for p in agent.policy.parameters())
     trained = sum(p.numel() for p in agent.policy.parameters() if p.requires_grad)
     out["params_m"], out["trained_m"] = params / 1e6, trained / 1e6
@@ -85,22 +90,29 @@ def main() -> None:
         cfg = PolicyConfig(kind="vla", vla=VLAConfig(instruction="Pick up the cube and lift it."))
         policy = VLAPolicy(cfg, shapes, SIM_ACTION_DIM, fake_stats(shapes), model, processor)
         print(f"built {size} in {time.perf_counter() - t0:.1f} s")
-        rows[f"VLA {size}"] = measure(size, FlowBC(policy, BCConfig()), shapes, args.time_per_case)
+        budget = args.time_per_case
+        rows[f"VLA {size}"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget)
+        policy.velocity_field = partial(FlowChunkPolicy.velocity_field, policy)  # the plain decoder
+        rows[f"VLA {size} no KV cache"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
     base = rows["state flow"]
     head = ("policy", "params M", "trained M", "ms/chunk b=1", "ms/chunk b=8", "train steps/s b=8")
     print(
-        "{:<18} | {:>8} | {:>9} | {:>12} | {:>12} | {:>17} | slower than state flow (b=1, b=8, train)".format(
+        "{:<22} | {:>8} | {:>9} | {:>12} | {:>12} | {:>17} | slower than state flow (b=1, b=8, train)".format(
             *head
         )
     )
     for name, r in rows.items():
-        ratio = (
-            f"x{r['ms_b1'] / base['ms_b1']:.0f}, x{r['ms_b8'] / base['ms_b8']:.0f}, "
-            f"x{base['train_steps_s'] / r['train_steps_s']:.0f}"
+        train = base["train_steps_s"] / r["train_steps_s"]
+        ratio = f"x{r['ms_b1'] / base['ms_b1']:.0f}, x{r['ms_b8'] / base['ms_b8']:.0f}, " + (
+            f"x{train:.0f}" if train == train else "-"
         )
         cells = (name, r["params_m"], r["trained_m"], r["ms_b1"], r["ms_b8"], r["train_steps_s"])
-        line = "{:<18} | {:>8.1f} | {:>9.1f} | {:>12.1f} | {:>12.1f} | {:>17.2f} | ".format(*cells)
+        line = "{:<22} | {:>8.1f} | {:>9.1f} | {:>12.1f} | {:>12.1f} | {:>17.2f} | ".format(*cells)
         print(line + (ratio if r is not base else "(baseline)"))
+    for size in args.sizes:
+        on, off = rows[f"VLA {size}"], rows[f"VLA {size} no KV cache"]
+        gain = f"b=1 x{off['ms_b1'] / on['ms_b1']:.2f}, b=8 x{off['ms_b8'] / on['ms_b8']:.2f}"
+        print(f"K/V cache speed-up per chunk, {size}: {gain}")
 
 
 if __name__ == "__main__":

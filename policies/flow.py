@@ -9,6 +9,8 @@ normalised action box (``policies/action_norm.py``), not to [-1, 1].
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -109,10 +111,17 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
         to the normalised action box."""
         x = noise
         k_steps = self.flow_steps
+        velocity = self.velocity_field(feat)
         for k in range(k_steps):
             t = torch.full((x.shape[0], 1), k / k_steps, device=x.device, dtype=x.dtype)
-            x = x + self.velocity_from_features(feat, x, t) / k_steps
+            x = x + velocity(x, t) / k_steps
         return self.clip_normalized(x)
+
+    def velocity_field(self, feat: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """``v(x (B, h*d), t (B, 1))`` with the features ``feat`` fixed, for the K sampling steps: here
+        :meth:`velocity_from_features`; a policy with per-chunk work to reuse overrides it (the VLA caches
+        its cross-attention keys and values)."""
+        return lambda x, t: self.velocity_from_features(feat, x, t)
 
     @torch.no_grad()
     def sample(

@@ -94,6 +94,30 @@ def test_chunk_shapes_in_the_action_box_with_one_vlm_pass_per_chunk(vlm):
     assert not torch.equal(policy.encode(obs)[1], policy.encode(_obs(2))[1])  # the instruction matters
 
 
+def test_sampling_with_cached_cross_attention_matches_the_plain_decoder(vlm):
+    """Sampling projects the prefix's keys and values once per chunk; the chunks equal those of the
+    plain decoder run at every flow step, padded prefixes (two instruction lengths) included."""
+    policy = _policy(vlm, expert_layers=2).eval()
+    obs = _obs(2) | {"task": ["pick up the cube", "stack the blue block on the red one, gently"]}
+    noise = torch.randn(2, 3, H, D)
+    with torch.no_grad():
+        feat = policy.encode(obs)
+        assert (feat[..., -1] < 0.5).any()  # the shorter instruction is padded
+        projections = []
+        attn = policy.expert.decoder.layers[0].multihead_attn
+        handle = attn.register_forward_hook(lambda *_: projections.append(1))
+        cached = policy.sample(obs, num_samples=3, noise=noise)
+        assert projections == []  # the cached path never runs the module (it reprojects K/V)
+        handle.remove()
+        x = noise.reshape(6, -1)
+        plain = policy.velocity_from_features
+        for k in range(policy.flow_steps):
+            t = torch.full((6, 1), k / policy.flow_steps)
+            x = x + plain(feat.repeat_interleave(3, 0), x, t) / policy.flow_steps
+    expected = policy.clip_normalized(x).reshape(2, 3, H, D)
+    torch.testing.assert_close(cached, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_bc_learns_with_the_vision_encoder_frozen(vlm):
     policy = _policy(vlm)
     vision = {n: p.detach().clone() for n, p in policy.backbone.named_parameters() if "vision_model" in n}

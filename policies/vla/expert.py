@@ -9,13 +9,21 @@ once per chunk and reused by every flow step.
 
 The prefix travels as one tensor (so flow samplers can ``repeat_interleave`` it like any feature):
 (B, L, W + 1) float32, the last channel 1 for a real token and 0 for padding.
+
+Sampling caches the cross-attention keys and values of the prefix (:meth:`FlowExpert.velocity_field`): they
+depend on the prefix only, so each of the K flow steps projects only the h action tokens, as openpi's π0
+reuses the prefix KV cache across its denoising steps (Black et al. 2024, "π0"). Training and the
+log-probability paths keep the plain decoder (:meth:`FlowExpert.forward`); both give the same velocity
+(tested to float32 rounding).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 HEAD_DIM = 32
@@ -74,12 +82,45 @@ class FlowExpert(nn.Module):
             valid = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
         return torch.cat([tokens, valid], dim=-1)
 
+    def _action_tokens(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        tokens = self.action_in(x.reshape(x.shape[0], self.horizon, self.action_dim))
+        return tokens + self.position + self.time_mlp(time_embedding(t, self.width)).unsqueeze(1)
+
     def forward(self, prefix: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """prefix (B, L, W + 1) from :meth:`prefix`, x (B, h*d) noisy chunk, t (B, 1) -> velocity (B, h*d)
         float32."""
-        b = x.shape[0]
-        tokens = self.action_in(x.reshape(b, self.horizon, self.action_dim))
-        tokens = tokens + self.position + self.time_mlp(time_embedding(t, self.width)).unsqueeze(1)
         memory, pad = prefix[..., :-1], prefix[..., -1] < 0.5
-        out = self.decoder(tokens, memory, memory_key_padding_mask=pad)
-        return self.action_out(out).reshape(b, -1)
+        out = self.decoder(self._action_tokens(x, t), memory, memory_key_padding_mask=pad)
+        return self.action_out(out).reshape(x.shape[0], -1)
+
+    def velocity_field(self, prefix: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """:meth:`forward` with ``prefix`` fixed, its cross-attention keys and values projected once here:
+        returns ``v(x (B, h*d), t (B, 1)) -> (B, h*d)`` float32. For sampling (no dropout: the expert has
+        none)."""
+        memory, pad = prefix[..., :-1], prefix[..., -1] < 0.5
+        keep = (~pad)[:, None, None, :]  # (B, 1, 1, L): attend to real tokens
+        w = self.width
+        cache = []
+        for layer in self.decoder.layers:
+            attn = layer.multihead_attn
+            k = F.linear(memory, attn.in_proj_weight[w : 2 * w], attn.in_proj_bias[w : 2 * w])
+            v = F.linear(memory, attn.in_proj_weight[2 * w :], attn.in_proj_bias[2 * w :])
+            cache.append((self._heads(k), self._heads(v)))
+
+        def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            tokens = self._action_tokens(x, t)
+            for layer, (k, v) in zip(self.decoder.layers, cache, strict=True):
+                h = layer.norm1(tokens)
+                tokens = tokens + layer.self_attn(h, h, h, need_weights=False)[0]
+                attn = layer.multihead_attn
+                q = self._heads(F.linear(layer.norm2(tokens), attn.in_proj_weight[:w], attn.in_proj_bias[:w]))
+                mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+                tokens = tokens + attn.out_proj(mixed.transpose(1, 2).reshape(tokens.shape))
+                tokens = tokens + layer.linear2(layer.activation(layer.linear1(layer.norm3(tokens))))
+            return self.action_out(self.decoder.norm(tokens)).reshape(x.shape[0], -1)
+
+        return velocity
+
+    def _heads(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, n, W) -> (B, W // 32 heads, n, 32)."""
+        return z.reshape(z.shape[0], z.shape[1], self.width // HEAD_DIM, HEAD_DIM).transpose(1, 2)

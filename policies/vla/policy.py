@@ -188,6 +188,11 @@ class VLAPolicy(FlowChunkPolicy):
         """feat (B, L, W + 1) from :meth:`encode`, x (B, h*d), t (B, 1) -> velocity (B, h*d) float32."""
         return self.expert(feat, x, t)
 
+    def velocity_field(self, feat: torch.Tensor):
+        """The expert's velocity with ``feat``'s cross-attention K/V computed once for all K flow steps
+        (:meth:`~.expert.FlowExpert.velocity_field`)."""
+        return self.expert.velocity_field(feat)
+
     def frozen_backbone_keys(self) -> set[str]:
         """State-dict keys of the backbone that checkpoints leave out (frozen parameters and buffers)."""
         return {f"backbone.{k}" for k in self.backbone.state_dict() if k not in self._trained}
