@@ -203,6 +203,55 @@ def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_r
     link.close()
 
 
+class _LabelFailure:
+    """An operator who ends env 0's episode with a 'failure' label at poll 3 and otherwise watches."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def reset(self, env_seed: int) -> None:
+        pass
+
+    def poll(self, obs):
+        from robot_rl.runtime.intervention import HumanInput
+
+        self.polls += 1
+        return HumanInput(label="failure" if self.polls == 3 else None)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
+    """The stop arrives while env 1's episode is running (env 0's ended on a label): that episode is logged
+    as truncated with its final observation and reaches the learner; it used to be dropped."""
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
+    learner = Learner(cfg, 0, progress=False)
+    server = LearnerServer(learner, cfg.online.address).start()
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor.device = _LabelFailure()
+    checks = []
+    actor._should_stop = lambda: checks.append(1) or len(checks) > 1  # stop at the second check
+    try:
+        actor.run()
+        replayed = learner.replay.num_episodes
+    finally:
+        server.close()
+    log = actor.log
+    per_episode = log.episode_arrays()
+    assert per_episode[ENV_INDEX_KEY].tolist() == [0, 1] and replayed == 2
+    labelled, in_flight = log.episode(0), log.episode(1)
+    assert len(labelled[keys.ACTION]) == 2 and not labelled[keys.SUCCESS][-1]
+    # env 1 ran its first chunk to its end (the stop is checked at a query moment), then was cut there
+    assert len(in_flight[keys.ACTION]) == cfg.policy.horizon and not in_flight[keys.DONE].any()
+    ended = _replay_on_single_env(cfg, int(per_episode[ENV_SEED_KEY][1]), in_flight)
+    assert ended == (False, False)  # neither terminated nor truncated by the env: cut by the stop
+
+
 class _EStop:
     """An operator who latches the e-stop at poll 3 and releases it at poll 7; unplugged at poll 10."""
 

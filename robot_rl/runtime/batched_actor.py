@@ -92,7 +92,11 @@ class BatchedActor(Actor):
         executes one control step of every running env.
 
         Raises:
-            DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first)."""
+            DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first).
+            PeerUnavailableError: the learner is gone for too long (every episode in flight logged first).
+
+        On a stop the episodes still in flight end there: each is logged as truncated with its final
+        observation, like an episode at ``max_steps``, and offered to the learner."""
         n = self.num_envs
         self._next = self._episodes_per_env()  # each env's next episode number
         self._seeds = [0] * n
@@ -104,7 +108,13 @@ class BatchedActor(Actor):
             idle = ~self._running
             empty = np.array([self._running[i] and not self._queues[i] for i in range(n)])
             if idle.any() and (empty.any() or not self._running.any()):
-                if self._should_stop():
+                try:
+                    stop = self._should_stop()
+                except Exception:
+                    self._end_all()  # the episodes in flight are logged (truncated), never dropped
+                    raise
+                if stop:
+                    self._end_all()
                     return
                 start = self._within_budget(idle)
                 if not start.any() and not self._running.any():
