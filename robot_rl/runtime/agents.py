@@ -92,7 +92,8 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
 
     Raises:
         ConfigError: the init checkpoint is missing, was trained on other observations or actions than
-            the env's (names the file and the key), or has no ``policy`` weights.
+            the env's (names the file and the key), has no ``policy`` weights, or its policy is conditioned
+            on several instructions (not supported online yet).
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
     from robot_rl.policies.checkpoint import check_compatible, load_checkpoint, load_module_state
@@ -138,6 +139,13 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
     obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
     policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
+    if policy_cfg.tasks:
+        raise ConfigError(
+            f"online.init={init}: the policy is conditioned on {len(policy_cfg.tasks)} instructions "
+            f"(policy.tasks, e.g. {policy_cfg.tasks[0]!r}); online RL does not pass each episode's "
+            "instruction to the actor and the replay yet, so multi-instruction tasks (e.g. "
+            "robot_rl/PandaPickColour-v0) train offline only (robot-rl train --algo offline)"
+        )
     algo = "bc" if method == "hg_dagger" else method
     # a checkpoint from before reward normalisation was trained on raw rewards
     offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.get("offline") or {})})
