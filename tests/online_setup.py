@@ -102,6 +102,7 @@ def toy_episode(
     whose final observation is ``final``."""
     return {
         keys.STATE: np.full((length, 3), value, np.float32),
+        keys.TASK_INDEX: np.zeros(length, np.int64),
         keys.ACTION: np.full((length, 2), value, np.float32),
         keys.REWARD: np.zeros(length, np.float32),
         keys.DONE: np.zeros(length, bool),

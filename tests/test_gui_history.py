@@ -51,6 +51,7 @@ def _episode(ep: int) -> dict:
     return {
         keys.STATE: state,
         keys.image_key("front"): image,
+        keys.TASK_INDEX: np.zeros(n, np.int64),
         keys.ACTION: np.zeros((n, 2), np.float32),
         keys.REWARD: np.where(success, 1.0, 0.1 * steps / n).astype(np.float32),
         keys.DONE: success.copy(),

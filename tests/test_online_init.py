@@ -1,6 +1,5 @@
-"""The online agent's init checkpoint: a policy conditioned on several instructions is refused with an
-error naming the checkpoint and the reason, before anything runs (the actor would otherwise fail on its
-first chunk, reported as a policy fault)."""
+"""The online agent's init checkpoint: a policy conditioned on several instructions with a reward that
+scores against one instruction is refused with an error naming the checkpoint and the key."""
 
 from __future__ import annotations
 
@@ -14,11 +13,16 @@ from robot_rl.run_dir import RunDir
 from robot_rl.runtime.agents import build_online_agent
 
 
-def test_a_multi_instruction_policy_is_refused_online(tiny_offline_run, tmp_path):
+def test_a_multi_instruction_policy_with_a_one_instruction_reward_is_refused(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     config = run / "checkpoints" / "offline_seed0" / "config.json"
     saved = json.loads(config.read_text())
     saved["policy"]["tasks"] = ["Pick up the red cube and lift it.", "Pick up the blue cube and lift it."]
     config.write_text(json.dumps(saved))
-    with pytest.raises(ConfigError, match=r"offline_seed0: the policy is conditioned on 2 instructions"):
-        build_online_agent(load_config(None, overrides(run)), 0, RunDir(run))
+    cfg = load_config(None, overrides(run, "--reward.mode=shaped"))
+    with pytest.raises(
+        ConfigError,
+        match=r"offline_seed0: the policy is conditioned on 2 instructions.*"
+        r"reward.mode='shaped'",
+    ):
+        build_online_agent(cfg, 0, RunDir(run))

@@ -81,6 +81,7 @@ def _takeover_episode(shapes: dict, action_dim: int, length: int = 20, human=(3,
         k: np.broadcast_to(value + steps.reshape(-1, *[1] * len(s)), (length, *s)).copy()
         for k, s in shapes.items()
     }
+    frames[keys.TASK_INDEX] = np.zeros(length, np.int64)
     frames[keys.ACTION] = np.where(interv, 0.5, -0.5)[:, None].repeat(action_dim, 1).astype(np.float32)
     frames[keys.REWARD] = np.zeros(length, np.float32)
     frames[keys.DONE] = frames[keys.SUCCESS] = np.zeros(length, bool)

@@ -166,6 +166,7 @@ class Actor:
         self.source = None  # robot_rl.sources.PrevActionSource around an AgentSource once weights arrived
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
         self.counters = {"episodes": 0, "steps": 0, "policy_nan_stops": 0, "interventions": 0}
+        self.tasks: list[str] = []  # the policy's instruction vocabulary (policy.tasks), set with the policy
         self._nan_streak = 0  # episodes in a row stopped by a NaN/inf chunk
         self._estopped = False  # the device ended the last episode with a latched e-stop
         self.sender = _Sender(self)
@@ -251,6 +252,7 @@ class Actor:
         if self.source is None and (folder / MODEL_FILE).is_file():
             agent, config, _ = load_agent(folder, device=self.cfg.device)
             agent.train()  # stochastic action sampling for exploration where the agent has it
+            self.tasks = list((config.get("policy") or {}).get("tasks") or [])
             self.version = int(json.loads((folder / "version.json").read_text())["version"])
             inner = AgentSource(
                 agent,
@@ -417,9 +419,33 @@ class Actor:
         self.sender.wake.set()
         return index
 
-    def _step_frame(self, obs, action, reward, terminated: bool, success: bool, intervened: bool) -> dict:
-        """One recorded step: the observation it acted on (:attr:`obs_keys` of ``obs``) and what it did."""
+    def _task_index(self, instruction: str) -> int:
+        """An episode's ``task_index``: ``instruction``'s index in the policy's ``policy.tasks`` (0 for a
+        policy conditioned on no instruction).
+
+        Raises:
+            ValueError: the policy was not trained on ``instruction`` (names it and the vocabulary)."""
+        if not self.tasks:
+            return 0
+        if instruction not in self.tasks:
+            raise ValueError(
+                f"actor {self.actor_id}: the env's instruction {instruction!r} is not one the policy was "
+                f"trained on (policy.tasks: {self.tasks})"
+            )
+        return self.tasks.index(instruction)
+
+    def _policy_obs(self, obs: dict[str, np.ndarray], instructions: list[str]) -> dict:
+        """The policy's input for a batch of (B, ...) observations: with the episodes' ``instructions``
+        (B,) as ``obs["task"]`` when the policy is conditioned on several."""
+        return {**obs, keys.TASK: np.asarray(instructions, dtype=object)} if self.tasks else obs
+
+    def _step_frame(
+        self, obs, action, reward, terminated: bool, success: bool, intervened: bool, task_index: int
+    ) -> dict:
+        """One recorded step: the observation it acted on (:attr:`obs_keys` of ``obs``), the episode's
+        ``task_index`` and what it did."""
         step = {k: np.asarray(obs[k]) for k in self.obs_keys}
+        step[keys.TASK_INDEX] = np.int64(task_index)
         step[keys.ACTION] = np.asarray(action, np.float32)
         step[keys.REWARD] = np.float32(reward)
         step[keys.DONE] = bool(terminated)
@@ -491,7 +517,9 @@ class Actor:
         """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None);
         frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
         last executed step)."""
-        obs, _ = self.env.reset(seed=env_seed)
+        obs, info = self.env.reset(seed=env_seed)
+        instruction = info.get("task", self.task)  # drawn per episode by some tasks (pick-colour)
+        task_index = self._task_index(instruction)
         if self.device is not None:
             self.device.reset(env_seed)
         self.source.reset(0, env_seed)
@@ -529,9 +557,8 @@ class Actor:
                     self._load_policy()  # between chunks: swap in newer weights
                     self._throttle(len(steps))
                     try:
-                        chunk = self.source(
-                            {k: np.asarray(obs[k])[None] for k in self.obs_keys}, np.array([0])
-                        )
+                        batch = {k: np.asarray(obs[k])[None] for k in self.obs_keys}
+                        chunk = self.source(self._policy_obs(batch, [instruction]), np.array([0]))
                     except ValueError as err:  # NaN/inf from the policy: never sent to the robot
                         log.error("actor %d: %s; episode stopped safely", self.actor_id, err)
                         self.counters["policy_nan_stops"] += 1
@@ -543,7 +570,7 @@ class Actor:
             next_obs, reward, terminated, truncated, info = self.env.step(action)
             self.counters["interventions"] += int(intervened)
             success = info.get("is_success", False)
-            steps.append(self._step_frame(obs, action, reward, terminated, success, intervened))
+            steps.append(self._step_frame(obs, action, reward, terminated, success, intervened, task_index))
             obs = next_obs
             if self.observe is not None:
                 chunk_index = -1 if intervened else chunk_len - len(queue) - 1

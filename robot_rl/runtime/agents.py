@@ -54,6 +54,11 @@ class OnlineAgent:
     gamma: float
     demos: object | None
 
+    @property
+    def tasks(self) -> list[str]:
+        """The policy's instruction vocabulary (``policy.tasks``; empty: conditioned on no instruction)."""
+        return list((self.config.get("policy") or {}).get("tasks") or [])
+
 
 def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
     """The env's observation shapes, action dimension, and ``cfg.policy`` with the env's action box filled
@@ -93,7 +98,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     Raises:
         ConfigError: the init checkpoint is missing, was trained on other observations or actions than
             the env's (names the file and the key), has no ``policy`` weights, or its policy is conditioned
-            on several instructions (not supported online yet).
+            on several instructions and the reward is not the success signal.
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
     from robot_rl.policies.checkpoint import check_compatible, load_checkpoint, load_module_state
@@ -139,12 +144,11 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
     obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
     policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
-    if policy_cfg.tasks:
+    if policy_cfg.tasks and cfg.reward.mode != "success":
         raise ConfigError(
             f"online.init={init}: the policy is conditioned on {len(policy_cfg.tasks)} instructions "
-            f"(policy.tasks, e.g. {policy_cfg.tasks[0]!r}); online RL does not pass each episode's "
-            "instruction to the actor and the replay yet, so multi-instruction tasks (e.g. "
-            "robot_rl/PandaPickColour-v0) train offline only (robot-rl train --algo offline)"
+            f"(policy.tasks) but reward.mode={cfg.reward.mode!r} scores every episode against the run's "
+            "first instruction; use reward.mode=success for multi-instruction tasks"
         )
     algo = "bc" if method == "hg_dagger" else method
     # a checkpoint from before reward normalisation was trained on raw rewards

@@ -102,6 +102,7 @@ class BatchedActor(Actor):
         self._seeds = [0] * n
         self._steps: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         self._queues: list[list[np.ndarray]] = [[] for _ in range(n)]
+        self._instructions, self._task_indices = [self.task] * n, [0] * n  # each env's episode's
         self._running = np.zeros(n, dtype=bool)  # an episode is in flight
         self._obs: dict[str, np.ndarray] = {}
         while True:
@@ -197,7 +198,10 @@ class BatchedActor(Actor):
             self._next[i] += 1
         obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
         self._obs = obs
+        instructions = self.env.env.tasks()  # drawn per episode by some tasks (pick-colour)
         for i in envs:
+            self._instructions[i] = instructions[i]
+            self._task_indices[i] = self._task_index(instructions[i])
             if i == 0 and self.device is not None:
                 self.device.reset(self._seeds[0])
             self.source.reset(int(i), self._seeds[i])
@@ -228,7 +232,8 @@ class BatchedActor(Actor):
         self._throttle(sum(len(s) for s in self._steps))
         rows = np.asarray(envs)
         try:
-            chunks = self.source({k: self._obs[k][rows] for k in self.obs_keys}, rows)
+            batch = {k: self._obs[k][rows] for k in self.obs_keys}
+            chunks = self.source(self._policy_obs(batch, [self._instructions[i] for i in envs]), rows)
         except ValueError as err:  # NaN/inf from the policy: never sent to the robot
             log.error("actor %d: %s; episodes of envs %s stopped safely", self.actor_id, err, envs)
             self.counters["policy_nan_stops"] += 1
@@ -257,9 +262,10 @@ class BatchedActor(Actor):
         for i in running:
             obs = {k: self._obs[k][i] for k in self.obs_keys}
             success, intervened = info["is_success"][i], i == 0 and human_action is not None
-            self._steps[i].append(
-                self._step_frame(obs, actions[i], reward[i], terminated[i], success, intervened)
+            frame = self._step_frame(
+                obs, actions[i], reward[i], terminated[i], success, intervened, self._task_indices[i]
             )
+            self._steps[i].append(frame)
         self._obs = next_obs
         for i in running:
             if terminated[i] or truncated[i] or len(self._steps[i]) >= self.max_steps:

@@ -89,12 +89,14 @@ class Learner:
             built.gamma,
             on.replay_capacity,
             edits_dir=self.dir,
+            tasks=built.tasks,
         )
         self.episode_spec = episode_spec(self.obs_shapes, self.action_dim)
         self.final_spec = final_spec(self.obs_shapes)
         self.max_episode_steps = max_episode_steps(cfg)
         self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
-        self.prior = PriorData(built.demos, sorted(self.obs_shapes)) if built.demos is not None else None
+        demos = built.demos
+        self.prior = PriorData(demos, sorted(self.obs_shapes), built.tasks) if demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
         self.updates = self.version = 0
         self._resume()

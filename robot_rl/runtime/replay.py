@@ -39,11 +39,13 @@ log = logging.getLogger(__name__)
 
 def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dict:
     """Per-frame spec of a recorded online episode: observations (images uint8, vectors float32), the
-    executed ``action`` (d,), ``next.reward``, ``next.done``, ``next.success`` and
-    ``complementary_info.is_intervention``."""
+    episode's instruction as ``task_index`` (int64: its index in the policy's ``policy.tasks``, 0 for a
+    policy conditioned on no instruction), the executed ``action`` (d,), ``next.reward``, ``next.done``,
+    ``next.success`` and ``complementary_info.is_intervention``."""
     spec: dict = {
         k: (tuple(s), np.uint8 if keys.is_image_key(k) else np.float32) for k, s in obs_shapes.items()
     }
+    spec[keys.TASK_INDEX] = ((), np.int64)
     spec[keys.ACTION] = ((action_dim,), np.float32)
     spec[keys.REWARD] = ((), np.float32)
     for key in (keys.DONE, keys.SUCCESS, keys.INTERVENTION):
@@ -99,6 +101,9 @@ class OnlineReplay:
         capacity: env steps held in memory (``online.replay_capacity``); 0 = every episode.
         edits_dir: the online run folder (``online/<name>_seed<k>``) whose ``actor<i>/edits.jsonl``
             edit the episodes (:mod:`robot_rl.runtime.episode_edits`); None = no edits.
+        tasks: the policy's instruction vocabulary (``policy.tasks``); when non-empty, samples carry each
+            chunk's instruction ``task`` (strings, from the frames' ``task_index``) in ``observations``
+            and ``next_observations``, as the offline training set's do.
 
     Raises:
         DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable.
@@ -115,15 +120,17 @@ class OnlineReplay:
         gamma: float,
         capacity: int = 0,
         edits_dir: str | Path | None = None,
+        tasks: list[str] | None = None,
     ) -> None:
         self.obs_keys = sorted(obs_shapes)
+        self.tasks = np.asarray(tasks or [], dtype=object)
         spec = episode_spec(obs_shapes, action_dim)
         finals = final_spec(obs_shapes)
         spec[ACTOR_KEY] = ((), np.int32)
         spec[ACTOR_EPISODE_KEY] = ((), np.int64)
         self.buffer = ZarrReplayBuffer(path, spec, finals)
         self.horizon, self.gamma = horizon, gamma
-        sampled = (*self.obs_keys, keys.ACTION, *LABEL_KEYS, keys.INTERVENTION)
+        sampled = (*self.obs_keys, keys.TASK_INDEX, keys.ACTION, *LABEL_KEYS, keys.INTERVENTION)
         self.memory = EpisodeMemory({k: spec[k] for k in sampled}, finals, capacity)
         self._sampler: ChunkSampler | None = None
         self._rows = self._prior_rows = np.zeros(0, np.int64)
@@ -308,38 +315,59 @@ class OnlineReplay:
     def sample_online(self, n: int, rng: np.random.Generator) -> dict:
         """``n`` chunks starting at uniformly drawn held online steps of episodes not excluded ({} when
         n == 0 or there are none)."""
-        sampler = self._build()
-        if n <= 0 or sampler is None or not len(self._rows):
+        if n <= 0 or self._build() is None or not len(self._rows):
             return {}
-        return sampler.get(self._rows[rng.integers(0, len(self._rows), size=n)])
+        return self._get(self._rows[rng.integers(0, len(self._rows), size=n)])
 
     def sample_interventions(self, n: int, rng: np.random.Generator) -> dict:
         """``n`` chunks starting at uniformly drawn held human-driven online steps ({} if there are none)."""
-        sampler = self._build()
-        if n <= 0 or sampler is None or not len(self._prior_rows):
+        if n <= 0 or self._build() is None or not len(self._prior_rows):
             return {}
-        return sampler.get(self._prior_rows[rng.integers(0, len(self._prior_rows), size=n)])
+        return self._get(self._prior_rows[rng.integers(0, len(self._prior_rows), size=n)])
+
+    def _get(self, rows: np.ndarray) -> dict:
+        """The chunks starting at held rows ``rows``, with their instruction when the policy has several."""
+        out = self._sampler.get(rows)
+        if len(self.tasks):
+            task = self.tasks[self.memory.frames()[keys.TASK_INDEX][rows]]  # one per episode: both ends
+            out["observations"][keys.TASK] = out["next_observations"][keys.TASK] = task
+        return out
 
 
 class PriorData:
     """The demonstration side of RLPD sampling: a :class:`~robot_rl.data.training.training_set.TrainingSet`'s
-    training split. ``keys`` are the observation keys the learner uses (the env's)."""
+    training split. ``keys`` are the observation keys the learner uses (the env's); ``tasks`` the policy's
+    instruction vocabulary: when non-empty, samples carry each chunk's instruction ``task`` (the dataset's
+    per-frame one, or its only one).
 
-    def __init__(self, data, obs_keys: list[str]) -> None:
+    Raises:
+        DatasetError: the dataset lacks an observation key, or holds an instruction outside ``tasks``.
+    """
+
+    def __init__(self, data, obs_keys: list[str], tasks: list[str] | None = None) -> None:
         missing = [k for k in obs_keys if k not in data.obs_keys]
         if missing:
             raise DatasetError(
                 f"{data.dataset.root}: the demo dataset lacks the env's observation key {missing[0]!r}; it "
                 f"has {data.obs_keys}"
             )
-        self.data, self.obs_keys = data, obs_keys
+        unknown = [t for t in data.tasks if tasks and t not in tasks]
+        if unknown:
+            raise DatasetError(
+                f"{data.dataset.root}: the demo instruction {unknown[0]!r} is not one the policy was trained "
+                f"on (policy.tasks: {tasks})"
+            )
+        self.data, self.obs_keys, self.tasks = data, obs_keys, tasks or []
 
     def sample(self, n: int, rng: np.random.Generator) -> dict:
         if n <= 0:
             return {}
         out = self.data.batch(self.data.train, rng.integers(0, len(self.data.train.rows), size=n))
         for side in ("observations", "next_observations"):
+            task = out[side].get(keys.TASK, np.full(n, self.data.tasks[0], dtype=object))
             out[side] = {k: out[side][k] for k in self.obs_keys}
+            if self.tasks:
+                out[side][keys.TASK] = task
         return out
 
 
