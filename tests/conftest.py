@@ -9,6 +9,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,20 +65,30 @@ def _session_lock(tmp_path_factory, exclusive: bool):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+_HOLDING_ALONE = threading.Event()
+"""Set while this worker holds the session lock exclusively (:func:`alone`, module-scoped): the module's
+later tests then take no shared lock (flock on a second descriptor of this process would wait for itself)."""
+
+
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory):
     """The module's tests that use this run with no test of another xdist worker running meanwhile (the
     live GUI run takes more CPU than 2 cores have; beside it, real-time tests elsewhere missed their
-    deadlines in CI). Other workers' tests wait for it, and it waits for the ones already running."""
+    deadlines in CI). Other workers' tests wait for it, and it waits for the ones already running. Held
+    from the first test that asks for it to the end of its module."""
     with _session_lock(tmp_path_factory, exclusive=True):
-        yield
+        _HOLDING_ALONE.set()
+        try:
+            yield
+        finally:
+            _HOLDING_ALONE.clear()
 
 
 @pytest.fixture(autouse=True)
 def _not_beside_an_alone_module(request, tmp_path_factory):
     """Every test holds the session lock in shared mode, so a module that asks to run ``alone`` waits for
     it and holds it back (tests under ``alone`` already hold it exclusively)."""
-    if "alone" in request.fixturenames:
+    if "alone" in request.fixturenames or _HOLDING_ALONE.is_set():
         yield
         return
     with _session_lock(tmp_path_factory, exclusive=False):
