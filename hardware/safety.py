@@ -416,9 +416,12 @@ class SafeRobot(Robot):
         step = np.clip(delta, -lim.ee_step_max, lim.ee_step_max)
         new = np.clip(target + step, np.minimum(lim.ee_low, target), np.maximum(lim.ee_high, target))
         reasons = ["ee step"] if not np.array_equal(step, delta) else []
-        if not np.array_equal(new, target + step):
+        free = new == target + step
+        if not free.all():
             reasons.append("workspace")
-        return new - target, reasons
+        # the step itself where the workspace did not bind: (target + step) - target can differ from step in
+        # the last bit, and a stacked SafeRobot would count that as an over-limit step
+        return np.where(free, step, new - target), reasons
 
     def _plan_joint(self, q_des: np.ndarray) -> tuple[np.ndarray, list[str]]:
         self._anchor(CommandMode.JOINT_POSITION)
