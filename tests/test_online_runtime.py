@@ -251,7 +251,11 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
 def test_ray_runtime_with_two_actors(tiny_offline_run, tmp_path):
     pytest.importorskip("ray")
     run = copy_run(tiny_offline_run, tmp_path / "run")
-    done = _cli("online", *overrides(run, "--online.num_actors=2"), "--runtime", "ray")
+    # 600 steps, not the usual 120: under CI load one Ray actor once spent all 120 before the other had
+    # started (Ray starts its workers one after the other)
+    done = _cli(
+        "online", *overrides(run, "--online.num_actors=2", "--online.env_steps=600"), "--runtime", "ray"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     replay = ZarrReplayBuffer(run / "online" / "online_qc_seed0" / "replay")
     actors = set(replay.arrays()[ACTOR_KEY].tolist())
