@@ -66,7 +66,7 @@ class DiffIKController:
         mode: str = "numpy",
     ) -> None:
         if mode not in MODES:
-            raise ValueError(f"controller mode must be one of {MODES}, got {mode!r}")
+            raise ValueError(f"controller must be one of {MODES}, got {mode!r}")
         if mode == "actuator" and model.ngravcomp == 0:
             raise ValueError(
                 "controller mode 'actuator' needs a model compiled with arm gravity compensation "
@@ -102,6 +102,7 @@ class DiffIKController:
         self.kp, self.kd = KP.copy(), KD.copy()  # per instance: env.randomize scales them per episode
         if mode == "actuator":
             model.actuator_biastype[self.ctrl_adr] = mujoco.mjtBias.mjBIAS_AFFINE
+            model.actuator_biasprm[self.ctrl_adr, 0] = 0.0  # no constant term; kp, kd are written per step
             model.actuator_forcelimited[self.ctrl_adr] = 1
             model.actuator_forcerange[self.ctrl_adr] = np.stack([self.tau_low, self.tau_high], axis=1)
             model.actuator_ctrllimited[self.ctrl_adr] = 0
@@ -162,7 +163,6 @@ class DiffIKController:
             return
         m = self.model
         m.actuator_gainprm[self._cs, 0] = self.kp
-        m.actuator_biasprm[self._cs, 0] = 0.0
         m.actuator_biasprm[self._cs, 1] = -self.kp
         m.actuator_biasprm[self._cs, 2] = -self.kd
         data.ctrl[self._cs] = self.q_des

@@ -40,7 +40,7 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import RandomizeConfig
 from robot_rl.sim.assets import load_model
-from robot_rl.sim.controller import MODES, DiffIKController
+from robot_rl.sim.controller import DiffIKController
 from robot_rl.sim.randomize import Randomizer
 
 MAX_DELTA_M = 0.03
@@ -138,8 +138,9 @@ class PandaTaskEnv(gym.Env):
             the training one evaluates held-out object positions.
 
     Raises:
-        ValueError: bad rates, unknown camera, render mode or reward, non-positive sizes or step counts,
-            a ``spawn_region`` that is not 4 finite numbers with low <= high inside the workspace's xy.
+        ValueError: bad rates, unknown camera, render mode, reward or controller, non-positive sizes or
+            step counts, a ``spawn_region`` that is not 4 finite numbers with low <= high inside the
+            workspace's xy.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -198,8 +199,6 @@ class PandaTaskEnv(gym.Env):
         self.cameras = list(cameras)
         self.image_size = int(image_size)
 
-        if controller not in MODES:
-            raise ValueError(f"controller must be one of {MODES}, got {controller!r}")
         self.model = load_model(
             max(self.image_size, RENDER_SIZE), 1.0 / self.physics_hz, self.objects, controller == "actuator"
         )

@@ -434,10 +434,13 @@ class Actor:
             )
         return self.tasks.index(instruction)
 
-    def _policy_obs(self, obs: dict[str, np.ndarray], instructions: list[str]) -> dict:
-        """The policy's input for a batch of (B, ...) observations: with the episodes' ``instructions``
-        (B,) as ``obs["task"]`` when the policy is conditioned on several."""
-        return {**obs, keys.TASK: np.asarray(instructions, dtype=object)} if self.tasks else obs
+    def _policy_obs(self, obs: dict[str, np.ndarray], task_indices: list[int]) -> dict:
+        """The policy's input for a batch of (B, ...) observations: with the episodes' instructions (their
+        ``task_indices`` (B,) into ``policy.tasks``) as ``obs["task"]`` when the policy is conditioned on
+        several."""
+        if not self.tasks:
+            return obs
+        return {**obs, keys.TASK: np.asarray(self.tasks, dtype=object)[task_indices]}
 
     def _step_frame(
         self, obs, action, reward, terminated: bool, success: bool, intervened: bool, task_index: int
@@ -518,8 +521,7 @@ class Actor:
         frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
         last executed step)."""
         obs, info = self.env.reset(seed=env_seed)
-        instruction = info.get("task", self.task)  # drawn per episode by some tasks (pick-colour)
-        task_index = self._task_index(instruction)
+        task_index = self._task_index(info.get("task", self.task))  # drawn per episode by some tasks
         if self.device is not None:
             self.device.reset(env_seed)
         self.source.reset(0, env_seed)
@@ -558,7 +560,7 @@ class Actor:
                     self._throttle(len(steps))
                     try:
                         batch = {k: np.asarray(obs[k])[None] for k in self.obs_keys}
-                        chunk = self.source(self._policy_obs(batch, [instruction]), np.array([0]))
+                        chunk = self.source(self._policy_obs(batch, [task_index]), np.array([0]))
                     except ValueError as err:  # NaN/inf from the policy: never sent to the robot
                         log.error("actor %d: %s; episode stopped safely", self.actor_id, err)
                         self.counters["policy_nan_stops"] += 1

@@ -102,7 +102,7 @@ class BatchedActor(Actor):
         self._seeds = [0] * n
         self._steps: list[list[dict[str, Any]]] = [[] for _ in range(n)]
         self._queues: list[list[np.ndarray]] = [[] for _ in range(n)]
-        self._instructions, self._task_indices = [self.task] * n, [0] * n  # each env's episode's
+        self._task_indices = [0] * n  # each env's episode's instruction (Actor._task_index)
         self._running = np.zeros(n, dtype=bool)  # an episode is in flight
         self._obs: dict[str, np.ndarray] = {}
         while True:
@@ -200,7 +200,6 @@ class BatchedActor(Actor):
         self._obs = obs
         instructions = self.env.env.tasks()  # drawn per episode by some tasks (pick-colour)
         for i in envs:
-            self._instructions[i] = instructions[i]
             self._task_indices[i] = self._task_index(instructions[i])
             if i == 0 and self.device is not None:
                 self.device.reset(self._seeds[0])
@@ -233,7 +232,7 @@ class BatchedActor(Actor):
         rows = np.asarray(envs)
         try:
             batch = {k: self._obs[k][rows] for k in self.obs_keys}
-            chunks = self.source(self._policy_obs(batch, [self._instructions[i] for i in envs]), rows)
+            chunks = self.source(self._policy_obs(batch, [self._task_indices[i] for i in envs]), rows)
         except ValueError as err:  # NaN/inf from the policy: never sent to the robot
             log.error("actor %d: %s; episodes of envs %s stopped safely", self.actor_id, err, envs)
             self.counters["policy_nan_stops"] += 1

@@ -364,10 +364,10 @@ class PriorData:
             return {}
         out = self.data.batch(self.data.train, rng.integers(0, len(self.data.train.rows), size=n))
         for side in ("observations", "next_observations"):
-            task = out[side].get(keys.TASK, np.full(n, self.data.tasks[0], dtype=object))
-            out[side] = {k: out[side][k] for k in self.obs_keys}
-            if self.tasks:
-                out[side][keys.TASK] = task
+            kept = {k: out[side][k] for k in self.obs_keys}
+            if self.tasks:  # a one-instruction dataset's batches carry none: its only one
+                kept[keys.TASK] = out[side].get(keys.TASK, np.full(n, self.data.tasks[0], dtype=object))
+            out[side] = kept
         return out
 
 
