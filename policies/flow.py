@@ -67,6 +67,16 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
         """Observation dict -> (B, F) features."""
         return self.encoder(obs)
 
+    @property
+    def feature_dim(self) -> int:
+        """F: the width of :meth:`encode`'s features (and of :meth:`pool_features`)."""
+        return int(self.encoder.out_dim)
+
+    def pool_features(self, feat: torch.Tensor) -> torch.Tensor:
+        """:meth:`encode`'s features -> one (B, F) float32 vector per observation, what heads on the
+        policy's features read (π_RL's noise and value heads): here the features themselves."""
+        return feat
+
     def velocity_from_features(self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """feat (B, F), x (B, h*d), t (B, 1) -> velocity (B, h*d)."""
         return self.velocity(torch.cat([feat, x, t], dim=-1))

@@ -184,6 +184,18 @@ class VLAPolicy(FlowChunkPolicy):
             hidden = bb.hidden_states(self.backbone, inputs)
         return self.expert.prefix(hidden, inputs["attention_mask"], state)
 
+    @property
+    def feature_dim(self) -> int:
+        """W: the expert's width, the size of :meth:`pool_features`."""
+        return int(self.vla_cfg.expert_width)
+
+    def pool_features(self, feat: torch.Tensor) -> torch.Tensor:
+        """Prefix (B, L, W + 1) from :meth:`encode` -> (B, W) float32: the mean of its valid tokens, the one
+        vector per observation that heads on the trunk read (CO-RFT's critic, π_RL's noise and value
+        heads)."""
+        tokens, valid = feat[..., :-1], feat[..., -1:]
+        return (tokens * valid).sum(1) / valid.sum(1).clamp_min(1.0)
+
     def velocity_from_features(self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """feat (B, L, W + 1) from :meth:`encode`, x (B, h*d), t (B, 1) -> velocity (B, h*d) float32."""
         return self.expert(feat, x, t)

@@ -26,13 +26,12 @@ class VLATrunkFeatures(nn.Module):
     def __init__(self, policy: nn.Module):
         super().__init__()
         self._policy = [policy]  # a list: not a submodule (no second copy in state dicts or optimizers)
-        self.out_dim = int(policy.vla_cfg.expert_width)
+        self.out_dim = int(policy.feature_dim)
 
     def __deepcopy__(self, memo) -> VLATrunkFeatures:
         return VLATrunkFeatures(self._policy[0])
 
     @torch.no_grad()
     def forward(self, obs: dict) -> torch.Tensor:
-        prefix = self._policy[0].encode(obs)  # (B, L, W + 1): tokens and their validity
-        tokens, valid = prefix[..., :-1], prefix[..., -1:]
-        return (tokens * valid).sum(1) / valid.sum(1).clamp_min(1.0)
+        policy = self._policy[0]
+        return policy.pool_features(policy.encode(obs))

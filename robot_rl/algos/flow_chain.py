@@ -29,8 +29,10 @@ Flow-SDE step drawn per chain (RLinf draws one index per rollout batch); log-pro
 unclipped chain end ``x_K`` (the clip to the action box is part of the environment).
 
 Interface a policy needs (:class:`robot_rl.algos.protocols.FlowPolicy` plus): ``horizon``, ``action_dim``,
-``flow_steps`` (K), ``encode(obs) -> (B, F)``, ``velocity_from_features(feat (B, F), x (B, h*d), τ (B, 1))
--> (B, h*d)`` in this stack's convention, and the feature width as ``feature_dim`` or ``encoder.out_dim``.
+``flow_steps`` (K), ``encode(obs)`` -> features of any shape with batch first (the flow policy's (B, F), the
+VLA's (B, L, W + 1) prefix tokens), ``velocity_from_features(feat, x (B, h*d), τ (B, 1)) -> (B, h*d)`` in this
+stack's convention, ``pool_features(feat) -> (B, F)`` (the vector the noise head reads) and its width
+``feature_dim``.
 """
 
 from __future__ import annotations
@@ -56,16 +58,15 @@ def check_method(method: str, key: str = "ppo.method") -> str:
 
 
 def feature_dim(policy) -> int:
-    """The width F of ``policy.encode``: ``policy.feature_dim`` or ``policy.encoder.out_dim``.
+    """The width F of ``policy.pool_features``: ``policy.feature_dim``.
 
     Raises:
-        TypeError: the policy exposes neither.
+        TypeError: the policy has no ``feature_dim`` or no ``pool_features``.
     """
     dim = getattr(policy, "feature_dim", None)
-    if dim is None:
-        dim = getattr(getattr(policy, "encoder", None), "out_dim", None)
-    if dim is None:
-        raise TypeError(f"{type(policy).__name__} exposes neither feature_dim nor encoder.out_dim")
+    if dim is None or not callable(getattr(policy, "pool_features", None)):
+        name = type(policy).__name__
+        raise TypeError(f"{name} lacks feature_dim or pool_features (flow_chain's interface)")
     return int(dim)
 
 
@@ -192,19 +193,21 @@ class FlowChain:
         self.noise_head, self.noise_level, self.reduce = noise_head, float(noise_level), reduce
         self.steps = int(policy.flow_steps)
 
-    def _mean_std(self, feat, x, k: torch.Tensor, stochastic: torch.Tensor):
-        """k: (B, 1) float step index."""
+    def _mean_std(self, feat, pooled, x, k: torch.Tensor, stochastic: torch.Tensor):
+        """feat: the policy's features; pooled: (B, F) ``pool_features(feat)``; k: (B, 1) float step index."""
         tau = k / self.steps
         v = self.policy.velocity_from_features(feat, x, tau)
-        std = self.noise_head(feat, x, tau) if self.method == "flow_noise" else None
+        std = self.noise_head(pooled, x, tau) if self.method == "flow_noise" else None
         return step_mean_std(self.method, x, v, tau, 1.0 / self.steps, stochastic, std, self.noise_level)
 
     def sample(
         self, feat: torch.Tensor, noise: torch.Tensor | None = None, deterministic: bool = False
     ) -> ChainSample:
-        """Sample one chain per row of ``feat`` (B, F); ``noise`` optional (B, D) x_0. ``deterministic``:
-        every step follows the ODE (std 0), so ``x_K`` is the policy's Euler sample before the clip."""
+        """Sample one chain per row of ``feat`` (the policy's features, batch B); ``noise`` optional (B, D)
+        x_0. ``deterministic``: every step follows the ODE (std 0), so ``x_K`` is the policy's Euler sample
+        before the clip."""
         b, d = feat.shape[0], self.policy.horizon * self.policy.action_dim
+        pooled = self.policy.pool_features(feat)
         x = torch.randn(b, d, device=feat.device) if noise is None else noise
         if deterministic:
             step = torch.full((b,), -1, dtype=torch.long, device=feat.device)
@@ -221,7 +224,7 @@ class FlowChain:
                 stochastic = torch.ones(b, 1, dtype=torch.bool, device=feat.device)
             else:
                 stochastic = (step == k).unsqueeze(-1)
-            mean, std = self._mean_std(feat, x, kk, stochastic)
+            mean, std = self._mean_std(feat, pooled, x, kk, stochastic)
             x = mean + std * torch.randn_like(mean)
             chain.append(x)
         chain_t = torch.stack(chain, dim=1)
@@ -236,25 +239,26 @@ class FlowChain:
         """Log-probability of recorded chains under the current networks (differentiable).
 
         Args:
-            feat: (B, F); chain: (B, K+1, D); step: (B,) as in :class:`ChainSample`.
+            feat: the policy's features (batch B); chain: (B, K+1, D); step: (B,) as in :class:`ChainSample`.
         Returns:
             (log_prob (B, D) per action element, entropy (B,)): Flow-Noise's mean per-element Gaussian
             entropy over the K + 1 terms (reduced as the log-probability), 0 for Flow-SDE (RLinf has no
             entropy term for it).
         """
         b, d = chain.shape[0], chain.shape[-1]
+        pooled = self.policy.pool_features(feat)
         if self.method == "flow_sde":
             rows = torch.arange(b, device=chain.device)
             x, x_next = chain[rows, step], chain[rows, step + 1]
             stochastic = torch.ones(b, 1, dtype=torch.bool, device=chain.device)
-            mean, std = self._mean_std(feat, x, step.unsqueeze(-1).to(chain.dtype), stochastic)
+            mean, std = self._mean_std(feat, pooled, x, step.unsqueeze(-1).to(chain.dtype), stochastic)
             return gaussian_log_prob(x_next, mean, std), torch.zeros(b, device=chain.device)
         k = self.steps
-        flat_feat = feat.repeat_interleave(k, 0)
+        flat_feat, flat_pooled = feat.repeat_interleave(k, 0), pooled.repeat_interleave(k, 0)
         x = chain[:, :-1].reshape(b * k, d)
         kk = torch.arange(k, device=chain.device, dtype=chain.dtype).repeat(b).unsqueeze(-1)
         stochastic = torch.ones(b * k, 1, dtype=torch.bool, device=chain.device)
-        mean, std = self._mean_std(flat_feat, x, kk, stochastic)
+        mean, std = self._mean_std(flat_feat, flat_pooled, x, kk, stochastic)
         steps = gaussian_log_prob(chain[:, 1:].reshape(b * k, d), mean, std).reshape(b, k, d)
         initial = gaussian_log_prob(chain[:, 0], torch.zeros_like(chain[:, 0]), torch.ones_like(chain[:, 0]))
         total = initial + steps.sum(dim=1)

@@ -10,17 +10,19 @@ Fine-tuning for Flow-based Vision-Language-Action Models", arXiv 2510.25889; cod
   (§8) and the discount γ is applied **once per chunk** (RLinf's env step is one chunk), λ likewise.
   A terminated episode bootstraps nothing; a truncated one (time limit) bootstraps ``V`` of the kept
   final observation; neither passes advantages across the episode boundary.
-- **Value head** (:class:`ValueHead`): a separate MLP on the policy's observation features, detached
-  (RLinf's ``detach_critic_input``), so value regression never moves the BC-trained policy; trained by
-  its own Adam on ``0.5·(V - R)²`` with R the GAE return.
+- **Value head** (:class:`ValueHead`): a separate MLP on the policy's pooled observation features
+  (``pool_features``: the flow policy's encoder output, the VLA's mean prefix token), detached (RLinf's
+  ``detach_critic_input``), so value regression never moves the BC-trained policy; trained by its own Adam
+  on ``0.5·(V - R)²`` with R the GAE return.
 - **Entropy bonus** ``entropy_coef`` (§8: 0.005) on Flow-Noise's Gaussian entropy; Flow-SDE has none.
 - Advantages are normalised to zero mean and unit std over the whole rollout (our choice; RLinf has it
   as an option), and the policy's gradient norm is clipped to ``max_grad_norm``.
 
 What follows RLinf's code: per-element ratios, clip 0.2, chunk-level GAE with the chunk reward summed over
 its steps, a value head on detached features, the entropy bonus for Flow-Noise. Our reading: γ and λ per
-chunk rather than per step, the value MLP on observation features (RLinf's sits on the action expert's or
-the VLM's hidden states), advantage normalisation over the rollout, masking of unexecuted chunk steps.
+chunk rather than per step, the value MLP on pooled observation features (RLinf's sits on the action
+expert's or the VLM's hidden states), advantage normalisation over the rollout, masking of unexecuted
+chunk steps.
 """
 
 from __future__ import annotations
@@ -132,8 +134,8 @@ class FlowPPOAgent(Agent):
     """PPO on a flow policy's denoising chain (π_RL; module docstring).
 
     Args:
-        policy: a flow policy with the interface of :mod:`robot_rl.algos.flow_chain` (FlowChunkPolicy, or a
-            VLA whose action expert exposes the same methods).
+        policy: a flow policy with the interface of :mod:`robot_rl.algos.flow_chain` (FlowChunkPolicy or
+            the VLA policy).
         cfg: ``PPOConfig`` (method, lr, value_lr, clip, entropy_coef, noise_std_min/max, sde_noise_level,
             chain_logprob, value_hidden_dims, max_grad_norm).
 
@@ -193,13 +195,13 @@ class FlowPPOAgent(Agent):
             "chain": sample.chain,
             "step": sample.step,
             "log_prob": sample.log_prob,
-            "value": self.value(feat),
+            "value": self.value(self.policy.pool_features(feat)),
         }
 
     @torch.no_grad()
     def values(self, obs: Obs) -> torch.Tensor:
         """V(s) (B,) float32."""
-        return self.value(self.policy.encode(obs))
+        return self.value(self.policy.pool_features(self.policy.encode(obs)))
 
     def update(self, batch: dict) -> dict[str, float]:
         """One PPO step on a minibatch of chunks.
@@ -231,7 +233,7 @@ class FlowPPOAgent(Agent):
         nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         opt.step()
 
-        value = self.value(feat.detach())
+        value = self.value(self.policy.pool_features(feat).detach())
         value_loss = 0.5 * ((value - ret) ** 2).mean()
         vopt = self.optimizers["value"]
         vopt.zero_grad(set_to_none=True)

@@ -7,6 +7,11 @@ Auto-reset and truncation (:class:`robot_rl.sim.batched.ChunkResult`): an env wh
 chunk stops there (later chunk steps are not executed and are masked out of the loss) and is reset after
 the chunk. A terminated chunk bootstraps nothing; a truncated one (time limit) bootstraps V of the kept
 ``final_observation``; a chunk whose episode goes on bootstraps V of the next chunk's observation.
+
+Instructions: every rollout, value and update query gives each env its episode's instruction as
+``obs["task"]`` (the batched env's ``tasks()``; the final observation keeps the ended episode's), as
+evaluation does, so policies conditioned on the instruction (the VLA; a flow policy with ``policy.tasks``)
+train on tasks that draw it per episode.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 
 from robot_rl.algos.flow_ppo import chunk_gae
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.keys import TASK
 from robot_rl.run_dir import RunDir
 
 # Training env seeds: env i of training seed s starts at PPO_SEED_OFFSET + s * 100_000 + i, clear of the
@@ -33,8 +39,11 @@ def ppo_name(cfg: PipelineConfig) -> str:
     return f"ppo_{cfg.ppo.method}"
 
 
-def _to_torch(obs: dict[str, np.ndarray], keys: list[str], device) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.asarray(obs[k])).to(device) for k in keys}
+def _policy_obs(obs: dict[str, np.ndarray], keys: list[str], tasks: np.ndarray, device) -> dict:
+    """The policy's input: ``keys`` of ``obs`` as tensors on ``device`` and each env's instruction as
+    ``obs["task"]`` (N strings), as evaluation gives them (policies conditioned on no instruction ignore
+    it)."""
+    return {**{k: torch.as_tensor(np.asarray(obs[k])).to(device) for k in keys}, TASK: tasks}
 
 
 def build_ppo_agent(cfg: PipelineConfig, init: Path):
@@ -67,6 +76,7 @@ class _Rollout:
 
     def __init__(self, t: int, n: int, obs_space, keys: list[str], k1: int, flat: int, horizon: int):
         self.obs = {k: np.zeros((t, n, *obs_space[k].shape), dtype=obs_space[k].dtype) for k in keys}
+        self.tasks = np.empty((t, n), dtype=object)  # each chunk's instruction
         self.chain = torch.zeros(t, n, k1, flat)
         self.step = torch.zeros(t, n, dtype=torch.long)
         self.log_prob = torch.zeros(t, n, flat)
@@ -145,6 +155,7 @@ def _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log) -> dict:
     policy = agent.policy
     h, flat, k1 = policy.horizon, policy.horizon * policy.action_dim, policy.flow_steps + 1
     obs, _ = env.reset(seed=[PPO_SEED_OFFSET + seed * 100_000 + i for i in range(n)])
+    tasks = np.asarray(env.tasks(), dtype=object)  # each env's instruction, drawn per episode by some tasks
     ep_return, ep_success = np.zeros(n), np.zeros(n, bool)
     window: deque[tuple[bool, float]] = deque(maxlen=EPISODE_WINDOW)
     env_steps = episodes = iteration = 0
@@ -159,7 +170,8 @@ def _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log) -> dict:
         for c in range(t_chunks):
             for k in obs_keys:
                 buf.obs[k][c] = obs[k]
-            out = agent.explore(_to_torch(obs, obs_keys, device))
+            buf.tasks[c] = tasks
+            out = agent.explore(_policy_obs(obs, obs_keys, tasks, device))
             res = env.step_chunk(np.clip(out["actions"].cpu().numpy(), low, high))
             buf.chain[c], buf.step[c], buf.log_prob[c] = (
                 out["chain"].cpu(),
@@ -171,11 +183,12 @@ def _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log) -> dict:
             buf.rewards[c] = res.reward.sum(axis=1)
             buf.terminated[c] = res.terminated.any(axis=1)
             buf.done[c] = res.final
-            next_v = agent.values(_to_torch(res.obs, obs_keys, device)).cpu().numpy()
+            next_tasks = np.asarray(env.tasks(), dtype=object)  # new episodes' for envs reset in the chunk
+            next_v = agent.values(_policy_obs(res.obs, obs_keys, next_tasks, device)).cpu().numpy()
             if res.final.any():
                 rows = np.flatnonzero(res.final)
                 final = {k: res.final_observation[k][rows] for k in obs_keys}
-                next_v[rows] = agent.values(_to_torch(final, obs_keys, device)).cpu().numpy()
+                next_v[rows] = agent.values(_policy_obs(final, obs_keys, tasks[rows], device)).cpu().numpy()
             buf.next_values[c] = next_v
             ep_return += buf.rewards[c]
             ep_success |= res.is_success.any(axis=1)
@@ -184,7 +197,7 @@ def _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log) -> dict:
                 ep_return[i], ep_success[i] = 0.0, False
                 episodes += 1
             env_steps += int(res.valid.sum())
-            obs = res.obs
+            obs, tasks = res.obs, next_tasks
         rollout_time += time.monotonic() - t0
         adv, ret = chunk_gae(
             buf.rewards, buf.values, buf.next_values, buf.terminated, buf.done, p.gamma, p.gae_lambda
@@ -213,6 +226,7 @@ def _update(agent, buf: _Rollout, adv: np.ndarray, ret: np.ndarray, p, device) -
     """``p.epochs`` passes over the rollout's T*N chunks in shuffled minibatches of ``p.minibatch``."""
     total = adv.size
     flat_obs = {k: torch.as_tensor(v.reshape(total, *v.shape[2:])) for k, v in buf.obs.items()}
+    flat_tasks = buf.tasks.reshape(total)
     data = {
         "chain": buf.chain.reshape(total, *buf.chain.shape[2:]),
         "step": buf.step.reshape(total),
@@ -230,6 +244,7 @@ def _update(agent, buf: _Rollout, adv: np.ndarray, ret: np.ndarray, p, device) -
             idx = order[lo : lo + p.minibatch]
             batch = {k: v[idx].to(device) for k, v in data.items()}
             batch["observations"] = {k: v[idx].to(device) for k, v in flat_obs.items()}
+            batch["observations"][TASK] = flat_tasks[idx.numpy()]
             m = agent.update(batch)
             for key, value in m.items():
                 sums[key] = sums.get(key, 0.0) + value
