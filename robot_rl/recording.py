@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.runtime.intervention import DeviceError, InterventionDevice
+from robot_rl.runtime.intervention import DeviceError, InterventionDevice, start_episode
 
 log = logging.getLogger(__name__)
 RECORD_SEED_OFFSET = 3_000_000
@@ -103,7 +103,7 @@ def record_episode(
     obs, reset_info = env.reset(seed=seed)
     if announce is not None and reset_info.get("task"):
         announce(reset_info["task"])
-    device.reset(seed)
+    start_episode(device, seed, str(reset_info.get("task", "")))
     low, high = env.action_space.low, env.action_space.high
     hold = np.clip(np.zeros(low.shape, np.float32), low, high)
     steps: list[dict[str, Any]] = []

@@ -41,7 +41,7 @@ def make_device(
 
         if np.shape(action_low) != (4,) or np.shape(action_high) != (4,):
             raise ValueError(
-                "intervention.device=sim_human drives robot_rl/PandaPickCube-v0 (action shape (4,)); "
+                "intervention.device=sim_human drives the built-in Panda pick tasks (action shape (4,)); "
                 f"got an action box of shape {np.shape(action_low)}"
             )
         return SimulatedHuman(cfg)

@@ -1,5 +1,6 @@
-"""A scripted simulated human for ``robot_rl/PandaPickCube-v0``: watches the observations, takes over from a
-stalling or drifting policy with the clean scripted expert, and hands back (DESIGN.md §4, ALGORITHMS.md §5).
+"""A scripted simulated human for ``robot_rl/PandaPickCube-v0`` and ``robot_rl/PandaPickColour-v0``: watches
+the observations, takes over from a stalling or drifting policy with the clean scripted expert, and hands
+back (DESIGN.md §4, ALGORITHMS.md §5).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from robot_rl import keys
 from robot_rl.config import InterventionConfig
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim.expert import APPROACH, CLOSE, LIFT, LIFT_HEIGHT_M, PickCubeExpert
+from robot_rl.sim.panda_tasks import COLOURS
 
 LIFTED_M = 0.02
 """The cube counts as lifted when its centre is this far above its height at the episode's first poll (m)."""
@@ -22,15 +24,19 @@ LIFT_WEIGHT = 5.0
 HELD_M = 0.03
 """At takeover the cube counts as already held when within this distance of the pinch site (m) with the
 gripper more than half closed; the expert then starts in its lift phase."""
+OBJECT_DIMS = 7
+"""Per-cube entries of ``observation.environment_state``: position (3, m) and quaternion (4)."""
 
 
 class SimulatedHuman:
-    """Scripted intervention for the built-in pick-cube task (implements ``InterventionDevice``).
+    """Scripted intervention for the built-in pick tasks (implements ``InterventionDevice``).
 
     It sees only the observation passed to :meth:`poll` each control step (pinch site
-    ``observation.state[14:17]``, gripper closure ``[21]``, cube position
-    ``observation.environment_state[:3]``, all m in the world frame), never the policy's action. Rule, per
-    episode (``cfg`` = :class:`~robot_rl.config.InterventionConfig`):
+    ``observation.state[14:17]``, gripper closure ``[21]``, the target cube's position, all m in the world
+    frame) and the episode's instruction (:meth:`instruct`), never the policy's action. The target cube is
+    the first 7 entries of ``observation.environment_state`` (pick-cube), or on pick-colour (three cubes,
+    7 entries each, in :data:`~robot_rl.sim.panda_tasks.COLOURS` order) the one whose colour the
+    instruction names. Rule, per episode (``cfg`` = :class:`~robot_rl.config.InterventionConfig`):
 
     - **Stall (no progress):** task progress ``P = -|pinch - cube| + LIFT_WEIGHT * max(0, lift)`` (m;
       ``lift`` is the cube centre's height above its height at the episode's first poll) has not beaten its
@@ -78,6 +84,7 @@ class SimulatedHuman:
                 raise ValueError(f"intervention.{name} out of range: {getattr(cfg, name)!r}")
         self.cfg = cfg
         self.expert = PickCubeExpert(noise=0.0, seed=0)
+        self.target = 0  # the cube the instruction names (index into environment_state's cubes)
         self.reset(0)
 
     @property
@@ -86,7 +93,9 @@ class SimulatedHuman:
         return self._driving
 
     def reset(self, env_seed: int) -> None:
-        """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives."""
+        """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives, the target
+        is the first cube until :meth:`instruct` names another."""
+        self.target = 0
         self.env_seed = int(env_seed)
         self.takeovers = 0
         self.steps_driven = 0
@@ -99,14 +108,31 @@ class SimulatedHuman:
         self._grasping = False
         self._watch_restart()
 
+    def instruct(self, task: str) -> None:
+        """The episode's instruction: an instruction naming exactly one of
+        :data:`~robot_rl.sim.panda_tasks.COLOURS` makes that colour's cube the target (pick-colour); any
+        other (pick-cube's) keeps the first."""
+        words = task.lower().replace(".", " ").split()
+        named = [i for i, colour in enumerate(COLOURS) if colour in words]
+        self.target = named[0] if len(named) == 1 else 0
+
     def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
         """The expert's float32 (4,) action while the simulated human drives this step, else ``action=None``.
 
         Raises:
             KeyError: ``obs`` lacks ``observation.state`` or ``observation.environment_state``.
+            ValueError: ``observation.environment_state`` holds no cube at the instructed target.
         """
         state = np.asarray(obs[keys.STATE], dtype=np.float64)
-        cube = np.asarray(obs[keys.ENV_STATE], dtype=np.float64)[:3]
+        env_state = np.asarray(obs[keys.ENV_STATE], dtype=np.float64)
+        lo = self.target * OBJECT_DIMS
+        if env_state.shape[-1] < lo + OBJECT_DIMS:
+            raise ValueError(
+                f"the simulated human's target cube {self.target} needs observation.environment_state of "
+                f">= {lo + OBJECT_DIMS} entries, got {env_state.shape[-1]}"
+            )
+        target = env_state[lo : lo + OBJECT_DIMS]
+        cube = target[:3]
         pinch = state[14:17]
         if self._rest_z is None:
             self._rest_z = float(cube[2])
@@ -119,7 +145,7 @@ class SimulatedHuman:
             if reason is None:
                 return HumanInput()
             self._take_over(reason, pinch, cube, float(state[21]))
-        action = self.expert.act(obs)
+        action = self.expert.act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: target})
         if self.expert.phase in (CLOSE, LIFT):
             self._grasping = True
         self._driven += 1

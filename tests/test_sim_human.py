@@ -1,5 +1,6 @@
 """The simulated human in the real MuJoCo pick-cube env: takes over a stalling or drifting policy, leaves a
-good one alone, is deterministic, and respects the per-episode cap."""
+good one alone, is deterministic, and respects the per-episode cap; on pick-colour it lifts the cube the
+episode's instruction names."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from robot_rl.config import EnvConfig, InterventionConfig
-from robot_rl.runtime.intervention import InterventionDevice
+from robot_rl.runtime.intervention import InterventionDevice, start_episode
 from robot_rl.sim import make_env
 from robot_rl.sim.expert import PickCubeExpert
 from robot_rl.teleop import make_device
@@ -30,8 +31,8 @@ def idle_policy(obs):
 
 def run_episode(env, human: InterventionDevice, policy, seed: int) -> tuple[bool, int, list[bool]]:
     """(success, steps, per-step 'the human drove'), executing the human's action when it gives one."""
-    obs, _ = env.reset(seed=seed)
-    human.reset(seed)
+    obs, info = env.reset(seed=seed)
+    start_episode(human, seed, info["task"])
     driven = []
     while True:
         inp = human.poll(obs)
@@ -52,6 +53,35 @@ def test_takes_over_idle_policy_and_succeeds(env):
         assert human.takeovers >= 1 and human.last_reason == "stall"
         assert human.steps_driven == sum(driven) >= InterventionConfig().takeover_steps
         assert not any(driven[: InterventionConfig().stall_steps])  # it waits a full stall window
+
+
+def test_lifts_the_instructed_cube_on_pick_colour():
+    """Pick-colour draws the instruction per episode; from an idle policy the human lifts the cube it
+    names, so the episode succeeds for every colour (before it lifted the first cube, red, whatever the
+    instruction said). Without an instruction it falls back to the first cube, which fails the others."""
+    env = make_env(EnvConfig(id="robot_rl/PandaPickColour-v0"))
+    human = SimulatedHuman(InterventionConfig())
+    try:
+        asked = {}
+        for seed in range(12):
+            success, steps, _ = run_episode(env, human, idle_policy, seed)
+            asked[env.unwrapped.task] = asked.get(env.unwrapped.task, 0) + 1
+            assert success and human.takeovers >= 1, (seed, env.unwrapped.task, steps)
+            assert human.target == env.unwrapped.target
+        assert len(asked) == 3  # every colour was asked for
+        seed = next(s for s in range(12) if env.reset(seed=s)[1]["task"] != env.unwrapped.instructions[0])
+        obs, _ = env.reset(seed=seed)
+        human.reset(seed)  # no instruct(): the first cube
+        while True:
+            inp = human.poll(obs)
+            obs, _, terminated, truncated, info = env.step(
+                inp.action if inp.action is not None else idle_policy(obs)
+            )
+            if terminated or truncated:
+                break
+        assert not info["is_success"]
+    finally:
+        env.close()
 
 
 def test_never_takes_over_clean_expert(env):

@@ -32,7 +32,7 @@ from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.episode_edits import label_values
-from robot_rl.runtime.intervention import DeviceError
+from robot_rl.runtime.intervention import DeviceError, start_episode
 from robot_rl.runtime.link import LearnerLink
 from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
@@ -521,9 +521,10 @@ class Actor:
         frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
         last executed step)."""
         obs, info = self.env.reset(seed=env_seed)
-        task_index = self._task_index(info.get("task", self.task))  # drawn per episode by some tasks
+        instruction = info.get("task", self.task)  # drawn per episode by some tasks
+        task_index = self._task_index(instruction)
         if self.device is not None:
-            self.device.reset(env_seed)
+            start_episode(self.device, env_seed, instruction)
         self.source.reset(0, env_seed)
         queue: list[np.ndarray] = []
         chunk_len = 0

@@ -44,7 +44,7 @@ import numpy as np
 from robot_rl.config import PipelineConfig
 from robot_rl.runtime.actor import POLL_S, Actor
 from robot_rl.runtime.episode_edits import label_values
-from robot_rl.runtime.intervention import DeviceError
+from robot_rl.runtime.intervention import DeviceError, start_episode
 from robot_rl.runtime.replay import final_spec
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ class BatchedActor(Actor):
         for i in envs:
             self._task_indices[i] = self._task_index(instructions[i])
             if i == 0 and self.device is not None:
-                self.device.reset(self._seeds[0])
+                start_episode(self.device, self._seeds[0], instructions[0])
             self.source.reset(int(i), self._seeds[i])
             self._steps[i], self._queues[i] = [], []
         self._running |= mask

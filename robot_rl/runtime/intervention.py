@@ -41,10 +41,25 @@ class InterventionDevice(Protocol):
     mid-run raises :class:`DeviceError` from ``poll``; the actor then stops the episode safely.
 
     Optional: a device with ``observe(step_info: dict) -> None`` is handed the actor's live numbers after
-    every executed step (:class:`robot_rl.runtime.live.LiveStats`), e.g. to display them."""
+    every executed step (:class:`robot_rl.runtime.live.LiveStats`), e.g. to display them; a device with
+    ``instruct(task: str) -> None`` is told each episode's instruction right after ``reset``
+    (:func:`start_episode`), e.g. which cube pick-colour asks for."""
 
     def reset(self, env_seed: int) -> None: ...
 
     def poll(self, obs: dict[str, np.ndarray]) -> HumanInput: ...
 
     def close(self) -> None: ...
+
+
+def start_episode(device: InterventionDevice, env_seed: int, task: str) -> None:
+    """Start ``device``'s episode: ``reset(env_seed)``, then ``instruct(task)`` when the device has it.
+
+    Args:
+        env_seed: the seed the env was reset with; task: the episode's instruction (the env's reset
+            ``info["task"]``, or its fixed ``task``).
+    """
+    device.reset(env_seed)
+    instruct = getattr(device, "instruct", None)
+    if instruct is not None:
+        instruct(task)
