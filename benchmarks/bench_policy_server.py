@@ -9,8 +9,11 @@ and records its lateness r_k = (action ready) - t_k; a deadline miss is r_k > 1 
 passed). The episode's first step is left out of the loop figures: its chunk is fetched synchronously in
 both modes. ``--delay-ms`` adds a fixed time to each inference on the server, standing in for a bigger model
 (a VLA takes ~100 ms on a GPU). The async lead k is the round trip's p99 in control steps, d, plus one.
+``--checkpoint`` serves a trained checkpoint instead (a VLA's, say; random observations of its shapes, its
+own horizon; the VLA gets its default instruction), ``--delays 0`` then measures the model as it is.
 
 Run: python benchmarks/bench_policy_server.py [--horizon 10] [--seconds 10] [--delays 0 100]
+     [--checkpoint runs/<run>/checkpoints/bc_seed0]
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import torch
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.hardware.policy_server import ServedPolicy
 from robot_rl.hardware.remote_policy import RemotePolicy
-from robot_rl.keys import image_key
+from robot_rl.keys import image_key, is_image_key
 from robot_rl.policies import build_agent_from_config, save_agent
 from robot_rl.policies.executor import AsyncChunkExecutor, ChunkExecutor
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_stats
@@ -47,10 +50,14 @@ def make_checkpoint(folder: Path, horizon: int) -> Path:
     return save_agent(folder / "bc", agent, config, stats, OBS_SHAPES, SIM_ACTION_DIM)
 
 
-def observation(rng: np.random.Generator) -> dict[str, np.ndarray]:
-    obs = {k: rng.standard_normal(s).astype(np.float32) for k, s in SIM_OBS_SHAPES.items()}
-    obs[image_key("front")] = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
-    return obs
+def observation(rng: np.random.Generator, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Random observation of ``shapes``: uint8 images for ``observation.images.*``, float32 vectors."""
+    return {
+        k: rng.integers(0, 256, s, dtype=np.uint8)
+        if is_image_key(k)
+        else rng.standard_normal(s).astype(np.float32)
+        for k, s in shapes.items()
+    }
 
 
 def start_server(checkpoint: Path, delay_ms: float) -> tuple[subprocess.Popen, str]:
@@ -113,15 +120,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each control loop")
     parser.add_argument("--calls", type=int, default=300, help="round trips for the latency figures")
     parser.add_argument("--delays", type=float, nargs="+", default=[0.0, 100.0], help="server --delay-ms")
+    parser.add_argument("--checkpoint", default="", help="serve this checkpoint (default: a fresh flow BC)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    obs_list = [observation(rng) for _ in range(16)]
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = make_checkpoint(Path(tmp), args.horizon)
+        checkpoint = Path(args.checkpoint) if args.checkpoint else make_checkpoint(Path(tmp), args.horizon)
         local = ServedPolicy.load(checkpoint)
+        args.horizon = local.spec.horizon
+        obs_list = [observation(rng, local.spec.obs_shapes) for _ in range(16)]
         in_process = latency(lambda o: local.infer(*local.spec.check_observation(o)), obs_list, args.calls)
-        print(f"horizon {args.horizon}, obs: state 22 + env state 7 + one 64x64 camera; 1 torch thread each")
+        shapes = ", ".join(f"{k} {tuple(v)}" for k, v in local.spec.obs_shapes.items())
+        print(f"{checkpoint.name}, horizon {args.horizon}, obs: {shapes}; 1 torch thread each")
         print(f"in-process policy call : {percentiles_ms(in_process)}  (baseline)")
         for delay in args.delays:
             proc, address = start_server(checkpoint, delay)
