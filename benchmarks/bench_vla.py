@@ -6,9 +6,11 @@ config, no download: ``tiny`` (the tests' 2-layer model, one 32 px camera) and `
 upscaled to 512 px by the processor). Sim-like state (22 + 7), action dim 4, h=5, the default expert
 (4 layers, width 256); the VLA trains with the vision encoder frozen and the language model fine-tuned
 (the defaults). Each VLA also runs with its expert's cross-attention K/V cache turned off (the plain
-decoder at every flow step), inference only, for the cache's gain in the same run.
+decoder at every flow step), inference only, for the cache's gain in the same run; with ``--compile`` also
+with its cached flow step through ``torch.compile`` (``policy.vla.compile``; inference only, compiled in
+the warm-up calls, whose time is printed).
 
-Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes tiny smolvlm256m]
+Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes tiny smolvlm256m] [--compile]
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def measure(name: str, agent, shapes: dict, budget_s: float, train: bool = True)
 def main() -> None:
     parser = torch_parser(__doc__, time_per_case=3.0)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--compile", action="store_true", help="add a row with policy.vla.compile")
     args = parser.parse_args()
     stats = start_torch(args)
     pcfg = PolicyConfig()
@@ -92,6 +95,12 @@ def main() -> None:
         print(f"built {size} in {time.perf_counter() - t0:.1f} s")
         budget = args.time_per_case
         rows[f"VLA {size}"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget)
+        if args.compile:
+            policy.expert.compile_sampling = True
+            t0 = time.perf_counter()
+            rows[f"VLA {size} compiled"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
+            print(f"compiled row of {size}: {time.perf_counter() - t0:.1f} s, compiles included")
+            policy.expert.compile_sampling = False
         policy.velocity_field = partial(FlowChunkPolicy.velocity_field, policy)  # the plain decoder
         rows[f"VLA {size} no KV cache"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
     base = rows["state flow"]
@@ -113,6 +122,12 @@ def main() -> None:
         on, off = rows[f"VLA {size}"], rows[f"VLA {size} no KV cache"]
         gain = f"b=1 x{off['ms_b1'] / on['ms_b1']:.2f}, b=8 x{off['ms_b8'] / on['ms_b8']:.2f}"
         print(f"K/V cache speed-up per chunk, {size}: {gain}")
+        if args.compile:
+            c = rows[f"VLA {size} compiled"]
+            print(
+                f"torch.compile speed-up per chunk, {size}: b=1 x{on['ms_b1'] / c['ms_b1']:.2f}, "
+                f"b=8 x{on['ms_b8'] / c['ms_b8']:.2f} (against the eager cached step)"
+            )
 
 
 if __name__ == "__main__":

@@ -336,6 +336,9 @@ class VLAConfig:
     ``image_size``: every camera image is resized to image_size x image_size before the VLM's processor
     (0 = as recorded). ``instruction``: the instruction used when an observation has no ``task`` (training
     fills it from a single-task dataset; set it to prompt a policy with another wording).
+    ``compile``: run the expert's flow steps at sampling time through ``torch.compile`` (inference only:
+    eval, serving, actors; each new batch shape compiles once, 10-20 s on a CPU; measured on CPU it helps at
+    batch 1 and not at batch 8, benchmarks/README.md).
     ``backbone``: ``vlm`` (the VLM above) or ``small``: a from-scratch backbone that learns on a CPU (the
     frozen offline MiniLM sentence embedding of the instruction plus a small CNN per camera; needs the
     ``critic`` extra; ``vlm``, ``freeze_vision``, ``lora_rank``, ``train_expert_only`` and ``dtype`` do
@@ -353,6 +356,7 @@ class VLAConfig:
     max_text_tokens: int = 48
     image_size: int = 0
     instruction: str = ""
+    compile: bool = False
 
 
 @dataclass

@@ -118,6 +118,20 @@ def test_sampling_with_cached_cross_attention_matches_the_plain_decoder(vlm):
     torch.testing.assert_close(cached, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_compiled_sampling_gives_the_same_chunks(vlm):
+    """``policy.vla.compile``: the cached flow step runs through torch.compile (the compiled function is
+    used, not bypassed) and samples the chunks the eager step samples from the same noise."""
+    eager = _policy(vlm).eval()
+    compiled = _policy(vlm, compile=True).eval()
+    assert compiled.expert.compile_sampling and not eager.expert.compile_sampling
+    obs, noise = _obs(1), torch.randn(1, 2, H, D)
+    with torch.no_grad():
+        expected = eager.sample(obs, num_samples=2, noise=noise)
+        got = compiled.sample(obs, num_samples=2, noise=noise)
+    assert compiled.expert._compiled_step is not None and eager.expert._compiled_step is None
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_bc_learns_with_the_vision_encoder_frozen(vlm):
     policy = _policy(vlm)
     vision = {n: p.detach().clone() for n, p in policy.backbone.named_parameters() if "vision_model" in n}

@@ -14,7 +14,8 @@ Sampling caches the cross-attention keys and values of the prefix (:meth:`FlowEx
 depend on the prefix only, so each of the K flow steps projects only the h action tokens, as openpi's π0
 reuses the prefix KV cache across its denoising steps (Black et al. 2024, "π0"). Training and the
 log-probability paths keep the plain decoder (:meth:`FlowExpert.forward`); both give the same velocity
-(tested to float32 rounding).
+(tested to float32 rounding). With ``compile_sampling`` (``policy.vla.compile``) the cached flow step runs
+through ``torch.compile`` (inference only; each new batch shape compiles once, 10-20 s on a CPU).
 """
 
 from __future__ import annotations
@@ -46,7 +47,14 @@ class FlowExpert(nn.Module):
         horizon, action_dim: the chunk (h, d).
         state_dim: S of the normalised proprio vector (0: no state token).
         prefix_dim: width of the VLM hidden states, projected to W.
+
+    Attributes:
+        compile_sampling: run :meth:`velocity_field`'s flow step through ``torch.compile`` (set from
+            ``policy.vla.compile``); compiled on first use.
     """
+
+    compile_sampling: bool = False
+    _compiled_step: Callable | None = None
 
     def __init__(
         self, width: int, layers: int, horizon: int, action_dim: int, state_dim: int, prefix_dim: int
@@ -106,20 +114,27 @@ class FlowExpert(nn.Module):
             k = F.linear(memory, attn.in_proj_weight[w : 2 * w], attn.in_proj_bias[w : 2 * w])
             v = F.linear(memory, attn.in_proj_weight[2 * w :], attn.in_proj_bias[2 * w :])
             cache.append((self._heads(k), self._heads(v)))
+        step = self._cached_step
+        if self.compile_sampling:
+            if self._compiled_step is None:
+                self._compiled_step = torch.compile(self._cached_step)
+            step = self._compiled_step
+        return lambda x, t: step(x, t, cache, keep)
 
-        def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            tokens = self._action_tokens(x, t)
-            for layer, (k, v) in zip(self.decoder.layers, cache, strict=True):
-                h = layer.norm1(tokens)
-                tokens = tokens + layer.self_attn(h, h, h, need_weights=False)[0]
-                attn = layer.multihead_attn
-                q = self._heads(F.linear(layer.norm2(tokens), attn.in_proj_weight[:w], attn.in_proj_bias[:w]))
-                mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-                tokens = tokens + attn.out_proj(mixed.transpose(1, 2).reshape(tokens.shape))
-                tokens = tokens + layer.linear2(layer.activation(layer.linear1(layer.norm3(tokens))))
-            return self.action_out(self.decoder.norm(tokens)).reshape(x.shape[0], -1)
-
-        return velocity
+    def _cached_step(self, x: torch.Tensor, t: torch.Tensor, cache: list, keep: torch.Tensor) -> torch.Tensor:
+        """One velocity evaluation with the prefix's cross-attention K/V ``cache`` (per layer (B, heads, L,
+        32) each) and its ``keep`` mask (B, 1, 1, L)."""
+        w = self.width
+        tokens = self._action_tokens(x, t)
+        for layer, (k, v) in zip(self.decoder.layers, cache, strict=True):
+            h = layer.norm1(tokens)
+            tokens = tokens + layer.self_attn(h, h, h, need_weights=False)[0]
+            attn = layer.multihead_attn
+            q = self._heads(F.linear(layer.norm2(tokens), attn.in_proj_weight[:w], attn.in_proj_bias[:w]))
+            mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            tokens = tokens + attn.out_proj(mixed.transpose(1, 2).reshape(tokens.shape))
+            tokens = tokens + layer.linear2(layer.activation(layer.linear1(layer.norm3(tokens))))
+        return self.action_out(self.decoder.norm(tokens)).reshape(x.shape[0], -1)
 
     def _heads(self, z: torch.Tensor) -> torch.Tensor:
         """(B, n, W) -> (B, W // 32 heads, n, 32)."""

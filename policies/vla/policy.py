@@ -124,6 +124,7 @@ class VLAPolicy(FlowChunkPolicy):
             self.state.out_dim if self.state is not None else 0,
             width,
         )
+        self.expert.compile_sampling = bool(vcfg.compile)
         self._token_counts: dict[str, int] = {}
         self.register_state_dict_post_hook(_drop_frozen_backbone)
         self.register_load_state_dict_pre_hook(_check_fingerprint)
