@@ -8,13 +8,15 @@ upscaled to 512 px by the processor). Sim-like state (22 + 7), action dim 4, h=5
 (the defaults). Each VLA also runs with its expert's cross-attention K/V cache turned off (the plain
 decoder at every flow step), inference only, for the cache's gain in the same run; with ``--compile`` also
 with its cached flow step through ``torch.compile`` (``policy.vla.compile``; inference only, compiled in
-the warm-up calls, whose time is printed).
+the warm-up calls, whose time is printed). "peak MB" is the process's peak resident memory after the row
+(``ru_maxrss``): cumulative, so a row's figure bounds what it needed together with every row before it.
 
 Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes tiny smolvlm256m] [--compile]
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
@@ -60,6 +62,7 @@ def measure(name: str, agent, shapes: dict, budget_s: float, train: bool = True)
     if train:
         batch = fake_batch(8, 5, shapes, SIM_ACTION_DIM, seed=0)
         out["train_steps_s"] = steps_per_s(agent, batch, budget_s)
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     params = sum(p.numel() for p in agent.policy.parameters())
     trained = sum(p.numel() for p in agent.policy.parameters() if p.requires_grad)
     out["params_m"], out["trained_m"] = params / 1e6, trained / 1e6
@@ -104,19 +107,16 @@ def main() -> None:
         policy.velocity_field = partial(FlowChunkPolicy.velocity_field, policy)  # the plain decoder
         rows[f"VLA {size} no KV cache"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
     base = rows["state flow"]
-    head = ("policy", "params M", "trained M", "ms/chunk b=1", "ms/chunk b=8", "train steps/s b=8")
-    print(
-        "{:<22} | {:>8} | {:>9} | {:>12} | {:>12} | {:>17} | slower than state flow (b=1, b=8, train)".format(
-            *head
-        )
-    )
+    head = ("policy", "params M", "trained M", "ms/chunk b=1", "ms/chunk b=8", "train steps/s b=8", "peak MB")
+    columns = "{:<22} | {:>8} | {:>9} | {:>12} | {:>12} | {:>17} | {:>7} | "
+    print(columns.format(*head) + "slower than state flow (b=1, b=8, train)")
     for name, r in rows.items():
         train = base["train_steps_s"] / r["train_steps_s"]
         ratio = f"x{r['ms_b1'] / base['ms_b1']:.0f}, x{r['ms_b8'] / base['ms_b8']:.0f}, " + (
             f"x{train:.0f}" if train == train else "-"
         )
-        cells = (name, r["params_m"], r["trained_m"], r["ms_b1"], r["ms_b8"], r["train_steps_s"])
-        line = "{:<22} | {:>8.1f} | {:>9.1f} | {:>12.1f} | {:>12.1f} | {:>17.2f} | ".format(*cells)
+        cells = (name, r["params_m"], r["trained_m"], r["ms_b1"], r["ms_b8"], r["train_steps_s"], r["rss_mb"])
+        line = "{:<22} | {:>8.1f} | {:>9.1f} | {:>12.1f} | {:>12.1f} | {:>17.2f} | {:>7.0f} | ".format(*cells)
         print(line + (ratio if r is not base else "(baseline)"))
     for size in args.sizes:
         on, off = rows[f"VLA {size}"], rows[f"VLA {size} no KV cache"]
