@@ -164,6 +164,7 @@ def test_gui_device_sends_camera_frames_at_camera_hz_with_every_step_between(tmp
             reader = threading.Thread(target=read)
             reader.start()
             image = np.zeros((8, 8, 3), np.uint8)
+            device.instruct("Pick up the red cube and lift it.")
             start, steps = time.monotonic(), 0
             while time.monotonic() - start < 2.0:
                 device.poll({})
@@ -183,6 +184,7 @@ def test_gui_device_sends_camera_frames_at_camera_hz_with_every_step_between(tmp
     assert set(framed[0]["frames"]) == {"front"}
     assert len(statuses) > len(framed)  # the steps between frames still reach the page (a loaded
     # machine coalesces steps: a tab gets the newest, carrying unsent frames along)
+    assert {m["task"] for m in statuses} == {"Pick up the red cube and lift it."}  # the panel shows it
 
 
 def test_a_slow_tab_keeps_the_unsent_camera_frames_when_a_newer_step_replaces_them():
@@ -408,6 +410,7 @@ def test_panels_show_both_cameras_of_both_actors_and_the_progress_curve(live, op
     )
     assert page.locator(".panel").count() == 2
     assert page.locator("#actor-0 .acting").inner_text() in ("policy", "human")
+    assert page.locator("#actor-1 .task").inner_text() == "Pick up the cube and lift it."  # the instruction
     latencies = page.evaluate("window.gui.frameLatency")
     p50, p99 = _pct(latencies)
     print(

@@ -121,6 +121,7 @@ class GuiDevice:
         self.latched = False
         self.steps_after_latch = 0  # env steps that completed after the e-stop reached this actor
         self.observed = 0  # env steps observed
+        self.task = ""  # the running episode's instruction, shown on the actor's panel
         self.beats = 0  # beats sent while no step ran
         self._clear_controls()
         self._label: str | None = None
@@ -157,6 +158,12 @@ class GuiDevice:
         with self.lock:
             self.takeover, self.gripper, self._label = False, 0.0, None
 
+    def instruct(self, task: str) -> None:
+        """The episode's instruction (after :meth:`reset`): sent with every status, the panel shows it, so
+        the operator knows what this episode asks for (pick-colour's cube)."""
+        with self.lock:
+            self.task = str(task)
+
     def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
         """Wait for this control step's slot (``control_hz``), then the operator's command: ``stop`` while
         the e-stop is latched, a label if one was pressed, an action while taken over (``obs`` unused)."""
@@ -184,6 +191,7 @@ class GuiDevice:
             if self.latched:
                 self.steps_after_latch += 1
         out = {k: v for k, v in step_info.items() if k != "obs"}
+        out["task"] = self.task
         now = time.monotonic()
         if now >= self._next_frame:
             on_grid = now - self._next_frame < self.frame_period  # else restart the grid now
