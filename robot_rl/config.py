@@ -338,7 +338,8 @@ class VLAConfig:
     fills it from a single-task dataset; set it to prompt a policy with another wording).
     ``compile``: run the expert's flow steps at sampling time through ``torch.compile`` (inference only:
     eval, serving, actors; each new batch shape compiles once, 10-20 s on a CPU; measured on CPU it helps at
-    batch 1 and not at batch 8, benchmarks/README.md).
+    batch 1 and not at batch 8, benchmarks/README.md); an evaluation's ``--policy.vla.compile`` is set on
+    the loaded checkpoint.
     ``backbone``: ``vlm`` (the VLM above) or ``small``: a from-scratch backbone that learns on a CPU (the
     frozen offline MiniLM sentence embedding of the instruction plus a small CNN per camera; needs the
     ``critic`` extra; ``vlm``, ``freeze_vision``, ``lora_rank``, ``train_expert_only`` and ``dtype`` do

@@ -130,6 +130,16 @@ def test_compiled_sampling_gives_the_same_chunks(vlm):
         got = compiled.sample(obs, num_samples=2, noise=noise)
     assert compiled.expert._compiled_step is not None and eager.expert._compiled_step is None
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    # an evaluation's --policy.vla.compile is set on a loaded checkpoint (robot_rl.eval.inference)
+    from robot_rl.algos import FlowBC
+    from robot_rl.config import BCConfig, load_config
+    from robot_rl.eval.inference import apply_inference, given_inference
+
+    cfg = load_config(None, ["--policy.vla.compile=true"])
+    given = given_inference(cfg, {"policy.vla.compile": "true"})
+    assert apply_inference(FlowBC(eager, BCConfig()), given) == {"policy.vla.compile": True}
+    assert eager.expert.compile_sampling
+    assert apply_inference(FlowBC(eager, BCConfig()), {}) == {"policy.vla.compile": True}  # unchanged
 
 
 def test_bc_learns_with_the_vision_encoder_frozen(vlm):

@@ -206,6 +206,13 @@ class VLAPolicy(FlowChunkPolicy):
         (:meth:`~.expert.FlowExpert.velocity_field`)."""
         return self.expert.velocity_field(feat)
 
+    def apply_inference(self, given: dict[str, object]) -> dict[str, object]:
+        """Inference-time knobs (:mod:`robot_rl.eval.inference`): sets ``policy.vla.compile`` when ``given``
+        has it; returns ``{"policy.vla.compile": value in effect}``."""
+        if "policy.vla.compile" in given:
+            self.expert.compile_sampling = bool(given["policy.vla.compile"])
+        return {"policy.vla.compile": self.expert.compile_sampling}
+
     def frozen_backbone_keys(self) -> set[str]:
         """State-dict keys of the backbone that checkpoints leave out (frozen parameters and buffers)."""
         return {f"backbone.{k}" for k in self.backbone.state_dict() if k not in self._trained}
