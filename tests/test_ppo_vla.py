@@ -55,20 +55,23 @@ def _obs(batch: int, seed: int = 0) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("method", ["flow_noise", "flow_sde"])
 def test_ppo_on_the_vla_scores_its_own_chains_and_trains_only_what_the_vla_trains(vlm, method):
     """The recorded chain's log-probability, recomputed by the update, equals the rollout's (first-epoch
-    ratio 1); the value and noise heads read the pooled prefix (B, W); one update moves the expert and the
+    ratio 1); the value and noise heads read the pooled prefix (B, 2 W: the state token beside the mean of
+    the others); one update moves the expert and the
     fine-tuned language model, never the frozen vision tower."""
     torch.manual_seed(0)
     vla = VLAConfig(vlm=str(vlm), expert_width=32, expert_layers=1, instruction="pick up the cube")
     cfg = PolicyConfig(kind="vla", horizon=H, flow_steps=3, vla=vla)
     ppo_cfg = PPOConfig(method=method, value_hidden_dims=[16])
     agent = build_agent("ppo", cfg, ppo_cfg, SHAPES, D, _stats(SHAPES))
-    assert isinstance(agent, FlowPPOAgent) and agent.policy.feature_dim == 32
+    assert isinstance(agent, FlowPPOAgent) and agent.policy.feature_dim == 64
     obs = _obs(3)
     out = agent.explore(obs)
     assert out["actions"].shape == (3, H, D) and out["chain"].shape == (3, 4, H * D)
     assert out["value"].shape == (3,) and out["log_prob"].shape == (3, H * D)
     feat = agent.policy.encode(obs)
-    assert agent.policy.pool_features(feat).shape == (3, 32)
+    pooled = agent.policy.pool_features(feat)
+    assert pooled.shape == (3, 64)
+    torch.testing.assert_close(pooled[:, :32], feat[:, 0, :-1])  # the state token, kept whole
     again, _ = agent.chain.log_prob(feat, out["chain"], out["step"])
     torch.testing.assert_close(again, out["log_prob"], atol=1e-5, rtol=1e-5)
     before = {n: p.detach().clone() for n, p in agent.policy.named_parameters()}

@@ -187,15 +187,21 @@ class VLAPolicy(FlowChunkPolicy):
 
     @property
     def feature_dim(self) -> int:
-        """W: the expert's width, the size of :meth:`pool_features`."""
-        return int(self.vla_cfg.expert_width)
+        """The size of :meth:`pool_features`: 2 W with a state token, else W (W = the expert's width)."""
+        return int(self.vla_cfg.expert_width) * (2 if self.state is not None else 1)
 
     def pool_features(self, feat: torch.Tensor) -> torch.Tensor:
-        """Prefix (B, L, W + 1) from :meth:`encode` -> (B, W) float32: the mean of its valid tokens, the one
-        vector per observation that heads on the trunk read (CO-RFT's critic, π_RL's noise and value
-        heads)."""
+        """Prefix (B, L, W + 1) from :meth:`encode` -> (B, feature_dim) float32, the one vector per
+        observation that heads on the trunk read (CO-RFT's critic and one-step policy, π_RL's noise and
+        value heads): the state token (the prefix's first, when the policy reads a state) next to the mean of
+        the other valid tokens (camera and instruction). Averaging the state token in with the ~20 others
+        left CO-RFT's one-step head unable to fit the demos (benchmarks/README.md, the VLA table)."""
         tokens, valid = feat[..., :-1], feat[..., -1:]
-        return (tokens * valid).sum(1) / valid.sum(1).clamp_min(1.0)
+        if self.state is None:
+            return (tokens * valid).sum(1) / valid.sum(1).clamp_min(1.0)
+        rest, rest_valid = tokens[:, 1:], valid[:, 1:]
+        mean = (rest * rest_valid).sum(1) / rest_valid.sum(1).clamp_min(1.0)
+        return torch.cat([tokens[:, 0], mean], dim=-1)
 
     def velocity_from_features(self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """feat (B, L, W + 1) from :meth:`encode`, x (B, h*d), t (B, 1) -> velocity (B, h*d) float32."""

@@ -2,8 +2,9 @@
 2025; ALGORITHMS.md §6).
 
 :class:`VLATrunkFeatures` runs the policy's own trunk (:meth:`VLAPolicy.encode`: the VLM pass and the
-expert's prefix projection) under no_grad and mean-pools its valid prefix tokens into one (B, W) vector,
-so the critic's MLP is a head on the features the action expert reads. The trunk is trained by the policy's
+expert's prefix projection) under no_grad and pools its prefix tokens into one vector
+(:meth:`VLAPolicy.pool_features`: the state token beside the mean of the others), so the critic's MLP is a
+head on the features the action expert reads. The trunk is trained by the policy's
 losses only (stop-gradient: the TD loss does not reshape the VLA's features), and it is the *current*
 trunk for the Polyak target critic too (only the head is averaged). It owns no parameters and is not a
 registered submodule of the policy's, so checkpoints do not store the VLA twice.
@@ -16,7 +17,8 @@ from torch import nn
 
 
 class VLATrunkFeatures(nn.Module):
-    """obs dict (batch B) -> (B, W) float32: masked mean of the VLA prefix tokens (W = expert width).
+    """obs dict (batch B) -> (B, F) float32: the VLA's pooled prefix (``policy.feature_dim``, F = 2 W with a
+    state token, W = expert width).
 
     Args:
         policy: the :class:`~.policy.VLAPolicy` whose trunk is read (held by reference, shared by deep
