@@ -140,7 +140,7 @@ def build_agent(
         return FlowPPOAgent(policy, offline_cfg)
     if method == "recap":
         value = DistributionalValue(factory(), offline_cfg.value_hidden_dims, offline_cfg.value_bins)
-        width = policy.expert.width if policy_cfg.kind == "vla" else policy.feature_dim  # VLA: its token width
+        width = policy.expert.width if policy_cfg.kind == "vla" else policy.feature_dim  # VLA: token width
         conditioner = IndicatorConditioner(width)
         return RECAPAgent(policy, value.to(device), conditioner.to(device), offline_cfg)
     if method == "corft" and policy_cfg.kind == "vla":  # CO-RFT: critic and one-step heads on the VLA trunk
