@@ -14,8 +14,8 @@ from dataclasses import replace
 from functools import reduce
 
 INFERENCE_KEYS = ("offline.best_of_n", "recap.cfg_beta", "policy.vla.compile")
-"""Every inference-time knob; an agent lists those its ``act`` reads in ``inference_knobs``, a policy those
-it reads in its ``inference_knobs`` (set by its ``apply_inference``)."""
+"""Every inference-time knob; an agent lists those its ``act`` reads in ``inference_knobs``; a policy sets
+those it reads in its ``apply_inference(given) -> {key: value in effect}``."""
 
 
 def given_inference(cfg, overrides: dict[str, object]) -> dict[str, object]:
