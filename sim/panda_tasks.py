@@ -27,6 +27,16 @@ from robot_rl.sim.panda_base import OPEN_CLOSURE, PandaTaskEnv
 H = CUBE_HALF_SIZE_M
 COLOURS = {"red": ".8 .2 .2 1", "green": ".2 .7 .2 1", "blue": ".2 .3 .8 1"}
 """Cube colours (MJCF rgba) of the pick-colour task, in ``observation.environment_state`` order."""
+
+
+def named_colour(instruction: str) -> int | None:
+    """The index into :data:`COLOURS` (pick-colour's cube order) of the one colour ``instruction`` names
+    as a word (case-insensitive), or None when it names none or several."""
+    words = instruction.lower().split()
+    found = [i for i, colour in enumerate(COLOURS) if colour in words]
+    return found[0] if len(found) == 1 else None
+
+
 SPAWN_X = (0.38, 0.55)
 SPAWN_Y = (-0.18, 0.18)
 """Default region (m, world) the cubes and fixtures are drawn from (``env.spawn_region`` replaces it)."""

@@ -15,7 +15,7 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.sim.assets import CUBE_HALF_SIZE_M
 from robot_rl.sim.expert import APPROACH, APPROACH_HEIGHT_M, LIFT, PhasedExpert, PickCubeExpert
-from robot_rl.sim.panda_tasks import BIN_FLOOR_M, COLOURS
+from robot_rl.sim.panda_tasks import BIN_FLOOR_M, COLOURS, named_colour
 
 CARRY_HEIGHT_M = 0.14
 """Pinch height (m) at which a grasped cube is carried (clears the tray walls and a cube)."""
@@ -43,12 +43,11 @@ class PickColourExpert(PickCubeExpert):
     """
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        words = _instruction(obs).lower().split()
-        found = [i for i, c in enumerate(COLOURS) if c in words]
-        if len(found) != 1:
+        target = named_colour(_instruction(obs))
+        if target is None:
             raise ValueError(f"instruction {_instruction(obs)!r} names none of the colours {list(COLOURS)}")
         cubes = np.asarray(obs[keys.ENV_STATE]).reshape(len(COLOURS), 7)
-        return super().act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: cubes[found[0]]})
+        return super().act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: cubes[target]})
 
 
 CARRY, LOWER, RELEASE, RETREAT = range(LIFT + 1, LIFT + 5)

@@ -13,7 +13,7 @@ from robot_rl import keys
 from robot_rl.config import InterventionConfig
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim.expert import APPROACH, CLOSE, LIFT, LIFT_HEIGHT_M, PickCubeExpert
-from robot_rl.sim.panda_tasks import COLOURS
+from robot_rl.sim.panda_tasks import named_colour
 
 LIFTED_M = 0.02
 """The cube counts as lifted when its centre is this far above its height at the episode's first poll (m)."""
@@ -112,9 +112,8 @@ class SimulatedHuman:
         """The episode's instruction: an instruction naming exactly one of
         :data:`~robot_rl.sim.panda_tasks.COLOURS` makes that colour's cube the target (pick-colour); any
         other (pick-cube's) keeps the first."""
-        words = task.lower().replace(".", " ").split()
-        named = [i for i, colour in enumerate(COLOURS) if colour in words]
-        self.target = named[0] if len(named) == 1 else 0
+        named = named_colour(task)
+        self.target = 0 if named is None else named
 
     def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
         """The expert's float32 (4,) action while the simulated human drives this step, else ``action=None``.

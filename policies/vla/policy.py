@@ -197,11 +197,10 @@ class VLAPolicy(FlowChunkPolicy):
         the other valid tokens (camera and instruction). Averaging the state token in with the ~20 others
         left CO-RFT's one-step head unable to fit the demos (benchmarks/README.md, the VLA table)."""
         tokens, valid = feat[..., :-1], feat[..., -1:]
-        if self.state is None:
-            return (tokens * valid).sum(1) / valid.sum(1).clamp_min(1.0)
-        rest, rest_valid = tokens[:, 1:], valid[:, 1:]
+        first = 0 if self.state is None else 1  # the prefix's first token is the state's, when it has one
+        rest, rest_valid = tokens[:, first:], valid[:, first:]
         mean = (rest * rest_valid).sum(1) / rest_valid.sum(1).clamp_min(1.0)
-        return torch.cat([tokens[:, 0], mean], dim=-1)
+        return mean if self.state is None else torch.cat([tokens[:, 0], mean], dim=-1)
 
     def velocity_from_features(self, feat: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """feat (B, L, W + 1) from :meth:`encode`, x (B, h*d), t (B, 1) -> velocity (B, h*d) float32."""

@@ -11,7 +11,8 @@ Fine-tuning for Flow-based Vision-Language-Action Models", arXiv 2510.25889; cod
   A terminated episode bootstraps nothing; a truncated one (time limit) bootstraps ``V`` of the kept
   final observation; neither passes advantages across the episode boundary.
 - **Value head** (:class:`ValueHead`): a separate MLP on the policy's pooled observation features
-  (``pool_features``: the flow policy's encoder output, the VLA's mean prefix token), detached (RLinf's
+  (``pool_features``: the flow policy's encoder output; the VLA's state token beside the mean of its other
+  prefix tokens), detached (RLinf's
   ``detach_critic_input``), so value regression never moves the BC-trained policy; trained by its own Adam
   on ``0.5·(V - R)²`` with R the GAE return.
 - **Entropy bonus** ``entropy_coef`` (§8: 0.005) on Flow-Noise's Gaussian entropy; Flow-SDE has none.
