@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import fcntl
 import importlib.util
 import os
@@ -12,38 +11,35 @@ import subprocess
 import threading
 from pathlib import Path
 
+import hang_watch
 import pytest
-
-_BACKSTOP_S = 120  # past a test's pytest-timeout limit, before the worker is ended
-_STDERR = pytest.StashKey[int]()
 
 
 def pytest_configure(config):
-    # a copy of the real stderr, taken before pytest captures fd 2: under xdist it is the run's own output
-    config.stash[_STDERR] = os.dup(2)
+    hang_watch.configure(config)
 
 
 def pytest_unconfigure(config):
-    os.close(config.stash[_STDERR])
+    hang_watch.unconfigure(config)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item):
-    """Backstop for pytest-timeout, whose SIGALRM only acts when the main thread runs Python and fires once
-    per test: if a test (setup, call and teardown) is still running ``_BACKSTOP_S`` after its timeout, a C
-    watchdog thread writes every thread's stack to the run's stderr and ends the worker (xdist reports the
-    crash and, with ``--max-worker-restart=0``, stops the run). A CI run once hung with no output until its
-    time limit; this way a hang costs at most the limit plus two minutes and shows where it was."""
-    marker = item.get_closest_marker("timeout")
-    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 0)
-    if limit <= 0:
+    """Backstop for pytest-timeout (``hang_watch``): a test still running ``BACKSTOP_S`` past its limit has
+    every thread's stack written to the run's stderr and its worker ended (xdist reports the crash and, with
+    ``--max-worker-restart=0``, stops the run)."""
+    if not hang_watch.start_backstop(item):
         yield
         return
-    faulthandler.dump_traceback_later(limit + _BACKSTOP_S, exit=True, file=item.config.stash[_STDERR])
     try:
         yield
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        hang_watch.stop_backstop(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_exception_interact(node):
+    hang_watch.rearm_backstop(node)
 
 
 @contextlib.contextmanager
