@@ -51,3 +51,18 @@ def test_eval_override_of_best_of_n_takes_effect_and_is_recorded(tiny_offline_ru
     assert main([*args, "--eval.name=again"]) == 0
     saved = json.loads((run / "eval" / "offline_seed0_again.json").read_text())
     assert saved["policy"]["inference"] == {"offline.best_of_n": 2}
+
+
+def test_eval_refuses_a_policy_key_the_checkpoint_fixed(tiny_offline_run, tmp_path, capsys):
+    """Before, ``robot-rl eval --policy.horizon=9`` evaluated the checkpoint's horizon-5 policy and said
+    nothing. Training's own values, and the keys an evaluation reads, are accepted."""
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    args = ["eval", "--algo", "bc", *overrides(run)]  # repeats training's --policy.hidden_dims=[32,32]
+    assert main([*args, "--policy.horizon=9", "--eval.name=h9"]) == 2
+    err = capsys.readouterr().err
+    assert "--policy.horizon=9" in err and "policy.horizon=5" in err and str(run / "checkpoints") in err
+    assert not (run / "eval" / "bc_seed0_h9.json").exists()
+    low = json.loads((run / "checkpoints" / "bc_seed0" / "config.json").read_text())["policy"]["action_low"]
+    same = f"--policy.action_low=[{','.join(str(round(v, 6)) for v in low)}]"  # float32 round trip
+    assert main([*args, same, "--policy.execution=temporal_ensemble", "--eval.name=te"]) == 0
+    assert (run / "eval" / "bc_seed0_te.json").is_file()

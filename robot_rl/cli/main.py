@@ -149,10 +149,14 @@ def _run(args: argparse.Namespace, cfg, overrides: list[str]) -> None:
                 print(stages.open_loop(cfg, args.algo, seed))
             else:
                 from robot_rl.config import parse_overrides
-                from robot_rl.eval.inference import given_inference
+                from robot_rl.eval.inference import check_trained_values, given_inference
+                from robot_rl.run_dir import RunDir
 
                 algo = {"online": online_name(cfg), "ppo": f"ppo_{cfg.ppo.method}"}.get(args.algo, args.algo)
-                knobs = given_inference(cfg, parse_overrides(overrides))
+                given = parse_overrides(overrides)
+                if not cfg.deploy.server:  # a served policy acts with its checkpoint's values
+                    check_trained_values(cfg, given, RunDir(cfg.run_dir).checkpoint(algo, seed))
+                knobs = given_inference(cfg, given)
                 print(_eval_summary(cfg, algo, seed, stages.evaluate(cfg, algo, seed, knobs)), flush=True)
 
 
