@@ -37,12 +37,18 @@ def _session(
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", str(workers), "-p", "no:cacheprovider", "test_stuck.py"],
         cwd=tmp_path,
-        env={**os.environ, **env, "PYTEST_ADDOPTS": ""},
+        env={**_outside_xdist(), **env, "PYTEST_ADDOPTS": ""},
         capture_output=True,
         text=True,
         timeout=120,
     )
     return run, time.monotonic() - began
+
+
+def _outside_xdist() -> dict[str, str]:
+    """This environment without the xdist worker's variables (the child session must not take itself for
+    a worker)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
 
 
 def test_the_session_deadline_names_the_running_test_and_its_stack(tmp_path):
