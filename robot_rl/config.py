@@ -664,13 +664,16 @@ class SACConfig:
 class InterventionConfig:
     """Who can take over from the policy in the actor (ALGORITHMS.md §5; DESIGN.md §4).
 
-    ``device``: ``none``, ``sim_human`` (the scripted simulated human, pick-cube and pick-colour),
+    ``device``: ``none``, ``sim_human`` (the scripted simulated human of the suite task ``env.id``:
+    ``robot_rl.teleop.sim_human`` for the pick tasks, ``robot_rl.teleop.task_human`` for the others),
     ``keyboard``, ``gamepad`` or ``spacemouse`` (optional extra ``teleop``); see ``robot_rl.teleop``. The
-    simulated human takes over when the policy stalls (the pinch site stays within ``stall_distance_m`` (m)
-    over ``stall_steps`` control steps while the cube is not lifted) or drifts (the pinch-to-cube distance
-    grows more than ``drift_distance_m`` (m) beyond its smallest value so far), drives with the clean
-    scripted expert for at least ``takeover_steps`` steps, finishes any grasp it started (until the cube
-    is lifted or lost) and then hands back. ``max_takeovers`` caps takeovers per episode (0 = no cap).
+    pick tasks' simulated human takes over when the policy stalls (the pinch site stays within
+    ``stall_distance_m`` (m) over ``stall_steps`` control steps while the cube is not lifted) or drifts
+    (the pinch-to-cube distance grows more than ``drift_distance_m`` (m) beyond its smallest value so
+    far), drives with the clean scripted expert for at least ``takeover_steps`` steps, finishes any grasp
+    it started (until the cube is lifted or lost) and then hands back; the other tasks' the same on the
+    task's progress (m), keeping control once its expert has begun manipulating. ``max_takeovers`` caps
+    takeovers per episode (0 = no cap).
     ``scale``: full device deflection as a fraction of the largest action step (real devices).
 
     ``gui`` (``robot_rl.teleop.gui``): every actor connects to the GUI server at ``gui_host:gui_port``

@@ -84,7 +84,7 @@ def make_teleop(
         )
     from robot_rl.teleop import make_device
 
-    return make_device(replace(cfg.intervention, device=name), action_low, action_high)
+    return make_device(replace(cfg.intervention, device=name), action_low, action_high, task_id=cfg.env.id)
 
 
 def record_episode(

@@ -57,14 +57,16 @@ class _PickPlaceExpert(PhasedExpert):
     """Pick a cube, carry it above a place point, lower it until its centre is at the place height, open,
     retreat; start over when the cube is dropped. Subclasses give the cube and the place point."""
 
-    def _cube_and_place(self, env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(cube position (3,), place position (3,): where the cube's centre is released), m."""
+    @staticmethod
+    def cube_and_place(env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(cube position (3,), place position (3,): where the cube's centre is released), m, from
+        ``observation.environment_state``."""
         raise NotImplementedError
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Action float32 (4,) from ``observation.state`` (22,) and ``observation.environment_state``."""
         pinch = np.asarray(obs[keys.STATE], dtype=np.float64)[14:17]
-        cube, place = self._cube_and_place(np.asarray(obs[keys.ENV_STATE], dtype=np.float64))
+        cube, place = self.cube_and_place(np.asarray(obs[keys.ENV_STATE], dtype=np.float64))
         above = cube.copy()
         above[:2] += self.offset
         held = np.linalg.norm(cube - pinch) < LOST_DISTANCE_M
@@ -96,7 +98,8 @@ class _PickPlaceExpert(PhasedExpert):
 class PlaceInBinExpert(_PickPlaceExpert):
     """Place-in-bin: pick the cube, lower it into the tray's middle, open. ``environment_state`` (10,)."""
 
-    def _cube_and_place(self, env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def cube_and_place(env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tray = env_state[7:10]
         return env_state[:3], np.array([tray[0], tray[1], BIN_FLOOR_M + CUBE_HALF_SIZE_M + 0.012])
 
@@ -104,7 +107,8 @@ class PlaceInBinExpert(_PickPlaceExpert):
 class StackExpert(_PickPlaceExpert):
     """Stack: pick the red cube, lower it onto the blue cube, open. ``environment_state`` (14,)."""
 
-    def _cube_and_place(self, env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def cube_and_place(env_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         bottom = env_state[7:10]
         return env_state[:3], bottom + [0.0, 0.0, 2 * CUBE_HALF_SIZE_M + 0.006]
 

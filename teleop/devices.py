@@ -16,11 +16,14 @@ def make_device(
     action_high: np.ndarray,
     actor_id: int = 0,
     control_hz: float = 10.0,
+    task_id: str = "",
 ) -> InterventionDevice | None:
     """Build the device ``cfg.device`` for an env with action box ``[action_low, action_high]``.
 
-    ``none`` -> None (no intervention); ``sim_human`` -> :class:`~robot_rl.teleop.sim_human.SimulatedHuman`
-    (built-in ``robot_rl/PandaPickCube-v0`` only; thresholds from ``cfg``); ``keyboard``, ``gamepad``,
+    ``none`` -> None (no intervention); ``sim_human`` -> the scripted simulated human of the env ``task_id``
+    (thresholds from ``cfg``): :class:`~robot_rl.teleop.task_human.TaskHuman` for place-in-bin, stack,
+    push-to-target and open-drawer, else :class:`~robot_rl.teleop.sim_human.SimulatedHuman` (pick-cube,
+    pick-colour, and the robot-server and ROS 2 sims of pick-cube); ``keyboard``, ``gamepad``,
     ``spacemouse`` -> the real device readers, with ``cfg.scale`` (fraction of the largest step at full
     deflection). Optional packages are imported only here, when the device is built. ``gui`` ->
     :class:`~robot_rl.teleop.gui.device.GuiDevice`, actor ``actor_id`` of the web GUI at
@@ -37,14 +40,16 @@ def make_device(
     if name == "none":
         return None
     if name == "sim_human":
+        from robot_rl.sim.task_progress import PROGRESS
         from robot_rl.teleop.sim_human import SimulatedHuman
+        from robot_rl.teleop.task_human import TaskHuman
 
         if np.shape(action_low) != (4,) or np.shape(action_high) != (4,):
             raise ValueError(
-                "intervention.device=sim_human drives the built-in Panda pick tasks (action shape (4,)); "
+                "intervention.device=sim_human drives the built-in Panda tasks (action shape (4,)); "
                 f"got an action box of shape {np.shape(action_low)}"
             )
-        return SimulatedHuman(cfg)
+        return TaskHuman(task_id, cfg) if task_id in PROGRESS else SimulatedHuman(cfg)
     if name == "keyboard":
         from robot_rl.teleop.keyboard import KeyboardDevice
 

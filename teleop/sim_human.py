@@ -28,6 +28,47 @@ OBJECT_DIMS = 7
 """Per-cube entries of ``observation.environment_state``: position (3, m) and quaternion (4)."""
 
 
+def check_thresholds(cfg: InterventionConfig) -> InterventionConfig:
+    """``cfg`` when its simulated-human thresholds are in range (``stall_steps`` >= 1, ``stall_distance_m``
+    >= 0 m, ``drift_distance_m`` > 0 m, ``takeover_steps`` >= 1, ``max_takeovers`` >= 0).
+
+    Raises:
+        ValueError: the first one out of range (names the ``intervention.`` key).
+    """
+    checks = {
+        "stall_steps": cfg.stall_steps >= 1,
+        "stall_distance_m": cfg.stall_distance_m >= 0,
+        "drift_distance_m": cfg.drift_distance_m > 0,
+        "takeover_steps": cfg.takeover_steps >= 1,
+        "max_takeovers": cfg.max_takeovers >= 0,
+    }
+    for name, ok in checks.items():
+        if not ok:
+            raise ValueError(f"intervention.{name} out of range: {getattr(cfg, name)!r}")
+    return cfg
+
+
+class StallWatch:
+    """The stall rule of the simulated humans: task progress (m, one value per control step) has not beaten
+    its best value before the last ``steps`` steps by more than ``min_gain_m``.
+
+    Args:
+        steps: the window (control steps, >= 1); min_gain_m: the gain (m) that counts as progress.
+    """
+
+    def __init__(self, steps: int, min_gain_m: float) -> None:
+        self.recent: deque[float] = deque(maxlen=steps)
+        self.best_before = -np.inf
+        self.min_gain_m = min_gain_m
+
+    def update(self, progress: float) -> bool:
+        """Add this step's ``progress`` (m); True when stalled (never before the window has filled once)."""
+        if len(self.recent) == self.recent.maxlen:
+            self.best_before = max(self.best_before, self.recent[0])
+        self.recent.append(progress)
+        return bool(np.isfinite(self.best_before) and max(self.recent) < self.best_before + self.min_gain_m)
+
+
 class SimulatedHuman:
     """Scripted intervention for the built-in pick tasks (implements ``InterventionDevice``).
 
@@ -71,18 +112,7 @@ class SimulatedHuman:
     """
 
     def __init__(self, cfg: InterventionConfig | None = None) -> None:
-        cfg = cfg or InterventionConfig()
-        checks = {
-            "stall_steps": cfg.stall_steps >= 1,
-            "stall_distance_m": cfg.stall_distance_m >= 0,
-            "drift_distance_m": cfg.drift_distance_m > 0,
-            "takeover_steps": cfg.takeover_steps >= 1,
-            "max_takeovers": cfg.max_takeovers >= 0,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(f"intervention.{name} out of range: {getattr(cfg, name)!r}")
-        self.cfg = cfg
+        self.cfg = check_thresholds(cfg or InterventionConfig())
         self.expert = PickCubeExpert(noise=0.0, seed=0)
         self.target = 0  # the cube the instruction names (index into environment_state's cubes)
         self.reset(0)
@@ -156,21 +186,17 @@ class SimulatedHuman:
         """Nothing to release."""
 
     def _watch_restart(self) -> None:
-        self._recent: deque[float] = deque(maxlen=self.cfg.stall_steps)
-        self._best_before = -np.inf
+        self._stall = StallWatch(self.cfg.stall_steps, self.cfg.stall_distance_m)
         self._min_dist = np.inf
 
     def _trigger(self, pinch: np.ndarray, cube: np.ndarray) -> str | None:
         dist = float(np.linalg.norm(pinch - cube))
         lift = float(cube[2] - self._rest_z)
-        if len(self._recent) == self._recent.maxlen:
-            self._best_before = max(self._best_before, self._recent[0])
-        self._recent.append(-dist + LIFT_WEIGHT * max(0.0, lift))
+        stalled = self._stall.update(-dist + LIFT_WEIGHT * max(0.0, lift))
         self._min_dist = min(self._min_dist, dist)
         if self.cfg.max_takeovers and self.takeovers >= self.cfg.max_takeovers:
             return None
-        stalled = max(self._recent) < self._best_before + self.cfg.stall_distance_m
-        if lift <= LIFTED_M and np.isfinite(self._best_before) and stalled:
+        if lift <= LIFTED_M and stalled:
             return "stall"
         if dist > self._min_dist + self.cfg.drift_distance_m:
             return "drift"

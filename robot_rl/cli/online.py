@@ -95,7 +95,7 @@ def _open_device(cfg: PipelineConfig) -> None:
     finally:
         env.close()
     try:
-        make_device(cfg.intervention, low, high).close()
+        make_device(cfg.intervention, low, high, task_id=cfg.env.id).close()
     except DeviceError as err:
         raise DeviceError(f"intervention.device={cfg.intervention.device}: {err}") from err
 

@@ -217,6 +217,7 @@ class Actor:
             self.high,
             actor_id=self.actor_id,
             control_hz=self.cfg.env.control_hz,
+            task_id=self.cfg.env.id,
         )
 
     def num_logged(self) -> int:

@@ -1,0 +1,113 @@
+"""A scripted simulated human for the suite's tasks beyond picking (place-in-bin, stack, push-to-target,
+open-drawer): watches the task's progress, takes over from a stalling or regressing policy with the task's
+clean scripted expert, finishes the manipulation it started and hands back (DESIGN.md §4, ALGORITHMS.md
+§5). The pick tasks keep :class:`robot_rl.teleop.sim_human.SimulatedHuman`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from robot_rl.config import InterventionConfig
+from robot_rl.runtime.intervention import HumanInput
+from robot_rl.sim.task_progress import PROGRESS
+from robot_rl.sim.tasks import make_expert
+from robot_rl.teleop.sim_human import StallWatch, check_thresholds
+
+
+class TaskHuman:
+    """Scripted intervention for ``task_id`` (implements ``InterventionDevice``), one of
+    :data:`robot_rl.sim.task_progress.PROGRESS`.
+
+    It sees only the observation passed to :meth:`poll` each control step (never the policy's action) and
+    rates it with the task's progress ``P`` (m, :mod:`robot_rl.sim.task_progress`). Rule, per episode
+    (``cfg`` = :class:`~robot_rl.config.InterventionConfig`, as the pick tasks' human):
+
+    - **Stall:** ``P`` has not beaten its best value before the last ``stall_steps`` steps by more than
+      ``stall_distance_m``.
+    - **Regress:** ``P`` is more than ``drift_distance_m`` below its best since the episode start (or the
+      last hand-back): the policy moved away from the object or lost it.
+    - On either, while fewer than ``max_takeovers`` takeovers happened (0 = no cap), it takes over with the
+      task's clean expert (noise 0, reset for the takeover, seeded from the env seed and the takeover count).
+    - **Hand-back** once it has driven ``takeover_steps`` steps while the expert is still in its first phase
+      (moving to the object); once the expert has moved on (grasped, lined up behind the cube, hooked the
+      handle) it keeps control to the episode's end, which success brings. Detection restarts after a
+      hand-back.
+
+    Deterministic given the env seed and the observations. Counters for the current episode as
+    :class:`~robot_rl.teleop.sim_human.SimulatedHuman`: :attr:`takeovers`, :attr:`steps_driven`,
+    :attr:`intervention_steps`, :attr:`last_reason` (``"stall"``, ``"regress"`` or None).
+
+    Raises:
+        ValueError: ``task_id`` is not a task it drives (lists them), or a threshold out of range (names
+            the ``intervention.`` key).
+    """
+
+    def __init__(self, task_id: str, cfg: InterventionConfig | None = None) -> None:
+        if task_id not in PROGRESS:
+            raise ValueError(f"TaskHuman drives {', '.join(PROGRESS)}; got {task_id!r}")
+        self.cfg = check_thresholds(cfg or InterventionConfig())
+        self.progress = PROGRESS[task_id]
+        self.expert = make_expert(task_id, noise=0.0)
+        self.reset(0)
+
+    @property
+    def driving(self) -> bool:
+        """True while the simulated human controls the robot."""
+        return self._driving
+
+    def reset(self, env_seed: int) -> None:
+        """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives."""
+        self.env_seed = int(env_seed)
+        self.takeovers = 0
+        self.steps_driven = 0
+        self.intervention_steps: list[int] = []
+        self.last_reason: str | None = None
+        self._t = 0
+        self._driving = False
+        self._driven = 0
+        self._watch_restart()
+
+    def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
+        """The expert's float32 (4,) action while the simulated human drives this step, else ``action=None``.
+
+        Raises:
+            KeyError: ``obs`` lacks ``observation.state`` or ``observation.environment_state``.
+        """
+        progress = self.progress(obs)
+        t, self._t = self._t, self._t + 1
+        if self._driving and self._driven >= self.cfg.takeover_steps:
+            if self.expert.phase == self.expert.first_phase:
+                self._driving = False
+                self._watch_restart()
+        if not self._driving:
+            reason = self._trigger(progress)
+            if reason is None:
+                return HumanInput()
+            self.expert.reset([abs(self.env_seed), self.takeovers])
+            self.takeovers += 1
+            self.last_reason = reason
+            self._driving, self._driven = True, 0
+        action = self.expert.act(obs)
+        self._driven += 1
+        self.steps_driven += 1
+        self.intervention_steps.append(t)
+        return HumanInput(action=action)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _watch_restart(self) -> None:
+        self._stall = StallWatch(self.cfg.stall_steps, self.cfg.stall_distance_m)
+        self._best = -np.inf
+
+    def _trigger(self, progress: float) -> str | None:
+        stalled = self._stall.update(progress)
+        self._best = max(self._best, progress)
+        if self.cfg.max_takeovers and self.takeovers >= self.cfg.max_takeovers:
+            return None
+        if stalled:
+            return "stall"
+        if progress < self._best - self.cfg.drift_distance_m:
+            return "regress"
+        return None
