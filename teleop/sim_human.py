@@ -69,7 +69,53 @@ class StallWatch:
         return bool(np.isfinite(self.best_before) and max(self.recent) < self.best_before + self.min_gain_m)
 
 
-class SimulatedHuman:
+class ScriptedHuman:
+    """What the simulated humans share: thresholds (``cfg``), the per-episode counters
+    (:attr:`takeovers`, :attr:`steps_driven`, :attr:`intervention_steps` as 0-based poll indices,
+    :attr:`last_reason`), the takeover bookkeeping and the clean expert that drives (``expert``, reset for
+    each takeover from the env seed and the takeover count). Subclasses decide when to take over and when
+    to hand back.
+
+    Raises:
+        ValueError: a threshold out of range (:func:`check_thresholds`).
+    """
+
+    def __init__(self, cfg: InterventionConfig | None, expert) -> None:
+        self.cfg = check_thresholds(cfg or InterventionConfig())
+        self.expert = expert
+
+    @property
+    def driving(self) -> bool:
+        """True while the simulated human controls the robot."""
+        return self._driving
+
+    def _start_episode(self, env_seed: int) -> None:
+        self.env_seed = int(env_seed)
+        self.takeovers = 0
+        self.steps_driven = 0
+        self.intervention_steps: list[int] = []
+        self.last_reason: str | None = None
+        self._t = 0
+        self._driving = False
+        self._driven = 0
+
+    def _take_over(self, reason: str) -> None:
+        self.expert.reset([abs(self.env_seed), self.takeovers])
+        self.takeovers += 1
+        self.last_reason = reason
+        self._driving, self._driven = True, 0
+
+    def _drive(self, t: int, action: np.ndarray) -> HumanInput:
+        self._driven += 1
+        self.steps_driven += 1
+        self.intervention_steps.append(t)
+        return HumanInput(action=action)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class SimulatedHuman(ScriptedHuman):
     """Scripted intervention for the built-in pick tasks (implements ``InterventionDevice``).
 
     It sees only the observation passed to :meth:`poll` each control step (pinch site
@@ -112,29 +158,16 @@ class SimulatedHuman:
     """
 
     def __init__(self, cfg: InterventionConfig | None = None) -> None:
-        self.cfg = check_thresholds(cfg or InterventionConfig())
-        self.expert = PickCubeExpert(noise=0.0, seed=0)
+        super().__init__(cfg, PickCubeExpert(noise=0.0, seed=0))
         self.target = 0  # the cube the instruction names (index into environment_state's cubes)
         self.reset(0)
-
-    @property
-    def driving(self) -> bool:
-        """True while the simulated human controls the robot."""
-        return self._driving
 
     def reset(self, env_seed: int) -> None:
         """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives, the target
         is the first cube until :meth:`instruct` names another."""
+        self._start_episode(env_seed)
         self.target = 0
-        self.env_seed = int(env_seed)
-        self.takeovers = 0
-        self.steps_driven = 0
-        self.intervention_steps: list[int] = []
-        self.last_reason: str | None = None
-        self._t = 0
         self._rest_z: float | None = None
-        self._driving = False
-        self._driven = 0
         self._grasping = False
         self._watch_restart()
 
@@ -173,17 +206,14 @@ class SimulatedHuman:
             reason = self._trigger(pinch, cube)
             if reason is None:
                 return HumanInput()
-            self._take_over(reason, pinch, cube, float(state[21]))
+            self._take_over(reason)
+            self._grasping = False
+            if float(state[21]) > 0.5 and np.linalg.norm(cube - pinch) < HELD_M:  # already held: lift it
+                self.expert.phase, self.expert.phase_steps = LIFT, 0
         action = self.expert.act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: target})
         if self.expert.phase in (CLOSE, LIFT):
             self._grasping = True
-        self._driven += 1
-        self.steps_driven += 1
-        self.intervention_steps.append(t)
-        return HumanInput(action=action)
-
-    def close(self) -> None:
-        """Nothing to release."""
+        return self._drive(t, action)
 
     def _watch_restart(self) -> None:
         self._stall = StallWatch(self.cfg.stall_steps, self.cfg.stall_distance_m)
@@ -201,14 +231,6 @@ class SimulatedHuman:
         if dist > self._min_dist + self.cfg.drift_distance_m:
             return "drift"
         return None
-
-    def _take_over(self, reason: str, pinch: np.ndarray, cube: np.ndarray, closure: float) -> None:
-        self.expert.reset([abs(self.env_seed), self.takeovers])
-        if closure > 0.5 and np.linalg.norm(cube - pinch) < HELD_M:
-            self.expert.phase, self.expert.phase_steps = LIFT, 0
-        self.takeovers += 1
-        self.last_reason = reason
-        self._driving, self._driven, self._grasping = True, 0, False
 
     def _hand_back(self, cube: np.ndarray) -> bool:
         if self._grasping:

@@ -12,10 +12,10 @@ from robot_rl.config import InterventionConfig
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim.task_progress import PROGRESS
 from robot_rl.sim.tasks import make_expert
-from robot_rl.teleop.sim_human import StallWatch, check_thresholds
+from robot_rl.teleop.sim_human import ScriptedHuman, StallWatch
 
 
-class TaskHuman:
+class TaskHuman(ScriptedHuman):
     """Scripted intervention for ``task_id`` (implements ``InterventionDevice``), one of
     :data:`robot_rl.sim.task_progress.PROGRESS`.
 
@@ -46,26 +46,13 @@ class TaskHuman:
     def __init__(self, task_id: str, cfg: InterventionConfig | None = None) -> None:
         if task_id not in PROGRESS:
             raise ValueError(f"TaskHuman drives {', '.join(PROGRESS)}; got {task_id!r}")
-        self.cfg = check_thresholds(cfg or InterventionConfig())
+        super().__init__(cfg, make_expert(task_id, noise=0.0))
         self.progress = PROGRESS[task_id]
-        self.expert = make_expert(task_id, noise=0.0)
         self.reset(0)
-
-    @property
-    def driving(self) -> bool:
-        """True while the simulated human controls the robot."""
-        return self._driving
 
     def reset(self, env_seed: int) -> None:
         """Start an episode of the env reset with ``env_seed``: counters to 0, the policy drives."""
-        self.env_seed = int(env_seed)
-        self.takeovers = 0
-        self.steps_driven = 0
-        self.intervention_steps: list[int] = []
-        self.last_reason: str | None = None
-        self._t = 0
-        self._driving = False
-        self._driven = 0
+        self._start_episode(env_seed)
         self._watch_restart()
 
     def poll(self, obs: dict[str, np.ndarray]) -> HumanInput:
@@ -84,18 +71,8 @@ class TaskHuman:
             reason = self._trigger(progress)
             if reason is None:
                 return HumanInput()
-            self.expert.reset([abs(self.env_seed), self.takeovers])
-            self.takeovers += 1
-            self.last_reason = reason
-            self._driving, self._driven = True, 0
-        action = self.expert.act(obs)
-        self._driven += 1
-        self.steps_driven += 1
-        self.intervention_steps.append(t)
-        return HumanInput(action=action)
-
-    def close(self) -> None:
-        """Nothing to release."""
+            self._take_over(reason)
+        return self._drive(t, self.expert.act(obs))
 
     def _watch_restart(self) -> None:
         self._stall = StallWatch(self.cfg.stall_steps, self.cfg.stall_distance_m)
