@@ -122,7 +122,7 @@ RULES: dict[str, Range | Choice] = {
     "env.success_hold_steps": COUNT,
     "env.lift_height_m": POSITIVE,
     "env.num_envs": COUNT,
-    "env.backend": Choice(("gym_vector", "mujoco_cpu")),  # robot_rl.sim.batched_factory.BACKENDS
+    "env.backend": Choice(("gym_vector", "mujoco_cpu", "maniskill")),  # robot_rl.sim.batched_factory.BACKENDS
     "env.spawn_region": ANY,
     **{f"env.randomize.{k}": r for k, r in RANDOMIZE_RULES.items()},
     "collect.num_episodes": COUNT,

@@ -23,9 +23,10 @@ Chunked stepping (:meth:`BatchedEnv.step_chunk`) executes an (N, h, d) chunk; en
 episode's end (the rest of its chunk is not executed) and is reset after the chunk (:class:`ChunkResult`).
 
 Backends (:func:`robot_rl.sim.batched_factory.make_batched_env`, ``env.backend``): ``gym_vector``
-(gymnasium's vector env: one worker process per env, any gymnasium id) and ``mujoco_cpu`` (the built-in
+(gymnasium's vector env: one worker process per env, any gymnasium id), ``mujoco_cpu`` (the built-in
 Panda tasks only: N MuJoCo simulations in this process, stepped in a thread pool; see
-:mod:`robot_rl.sim.batched_mujoco`).
+:mod:`robot_rl.sim.batched_mujoco`) and ``maniskill`` (ManiSkill3's own tasks on SAPIEN's PhysX CPU
+backend, state only; see :mod:`robot_rl.sim.batched_maniskill`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv
 
-BACKENDS = ("gym_vector", "mujoco_cpu")
+BACKENDS = ("gym_vector", "mujoco_cpu", "maniskill")
 
 
 def make_batched_env(
@@ -19,13 +19,15 @@ def make_batched_env(
     Args:
         cfg: the env config (``id``, rates, cameras, ``kwargs`` as for :func:`robot_rl.sim.make_env`).
         num_envs: N (default ``cfg.num_envs``).
-        backend: ``gym_vector`` or ``mujoco_cpu``.
+        backend: ``gym_vector``, ``mujoco_cpu`` or ``maniskill`` (ManiSkill3's own tasks, e.g.
+            ``PickCube-v1``).
         kwargs: backend options: ``asynchronous`` (gym_vector), ``num_threads`` (mujoco_cpu).
 
     Raises:
-        ValueError: unknown backend, ``num_envs`` < 1, ``mujoco_cpu`` with a foreign id or a robot, or
-            invalid env settings.
+        ValueError: unknown backend, ``num_envs`` < 1, ``mujoco_cpu`` with a foreign id or a robot,
+            ``maniskill`` with a built-in id, or invalid env settings.
         ImportError: the backend's packages are missing (names the pip install).
+        RuntimeError: ``maniskill`` found no Vulkan driver.
     """
     name = cfg.backend if backend is None else backend
     n = cfg.num_envs if num_envs is None else num_envs
@@ -37,6 +39,10 @@ def make_batched_env(
         from robot_rl.sim.batched_gym import GymVectorBatchedEnv
 
         return GymVectorBatchedEnv(cfg, n, **kwargs)
+    if name == "maniskill":
+        from robot_rl.sim.batched_maniskill import ManiSkillBatchedEnv
+
+        return ManiSkillBatchedEnv(cfg, n, **kwargs)
     from robot_rl.sim.batched_mujoco import MujocoCpuBatchedEnv
 
     return MujocoCpuBatchedEnv(cfg, n, **kwargs)

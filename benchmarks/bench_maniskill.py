@@ -1,0 +1,97 @@
+"""ManiSkill3 through the batched API (issue 19, ``env.backend=maniskill``): env steps/s of PickCube-v1, state
+only, random actions, on SAPIEN's PhysX CPU backend with Mesa lavapipe as the Vulkan driver, all rows in
+one run so the ratios share the machine's load.
+
+Rows: a plain ManiSkill env (its own ``gym.make(num_envs=1)``, ``env.step``: the baseline); the ``maniskill``
+batched backend at N = 1 and 8 (ratio: its overhead over the plain env); and, for scale, the built-in
+``robot_rl/PandaPickCube-v0`` single env and ``mujoco_cpu`` at N = 8 (2 threads, actuator controller).
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_maniskill.py`` (about 1 minute).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from robot_rl.config import EnvConfig
+from robot_rl.sim import make_env
+from robot_rl.sim.batched_factory import make_batched_env
+from robot_rl.sim.batched_maniskill import DEFAULTS, use_venv_vulkan
+
+SECONDS = 5.0
+
+
+def _timed(step, per_call: int) -> float:
+    """Env steps/s of ``step`` (``per_call`` env steps a call) over at least :data:`SECONDS`."""
+    step()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < SECONDS or n < 3:
+        step()
+        n += 1
+    return n * per_call / (time.perf_counter() - start)
+
+
+def plain_maniskill() -> float:
+    use_venv_vulkan()
+    import gymnasium as gym
+    import mani_skill.envs  # noqa: F401
+
+    env = gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict", **DEFAULTS)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def step():
+        _, _, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 4).astype(np.float32))
+        if bool(terminated) or bool(truncated):
+            env.reset()
+
+    try:
+        return _timed(step, 1)
+    finally:
+        env.close()
+
+
+def batched(cfg: EnvConfig, n: int, backend: str) -> float:
+    env = make_batched_env(cfg, num_envs=n, backend=backend)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    space = env.single_action_space
+    try:
+        return _timed(lambda: env.step(rng.uniform(space.low, space.high, (n, *space.shape))), n)
+    finally:
+        env.close()
+
+
+def single_builtin(cfg: EnvConfig) -> float:
+    env = make_env(cfg)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def step():
+        _, _, terminated, truncated, _ = env.step(rng.uniform(env.action_space.low, env.action_space.high))
+        if terminated or truncated:
+            env.reset()
+
+    try:
+        return _timed(step, 1)
+    finally:
+        env.close()
+
+
+def main() -> None:
+    base = plain_maniskill()
+    rows = [("plain ManiSkill env, PickCube-v1 (baseline)", base)]
+    cfg = EnvConfig(id="PickCube-v1")
+    for n in (1, 8):
+        rows.append((f"maniskill backend, N = {n}", batched(cfg, n, "maniskill")))
+    ours = EnvConfig(kwargs={"controller": "actuator"})
+    rows.append(("built-in pick-cube single env (actuator)", single_builtin(ours)))
+    rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched(ours, 8, "mujoco_cpu")))
+    print(f"{'row':<46} {'env steps/s':>12} {'x plain ManiSkill':>18}")
+    for name, rate in rows:
+        print(f"{name:<46} {rate:>12.0f} {rate / base:>18.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""``maniskill`` backend of :class:`~robot_rl.sim.batched.BatchedEnv`: ManiSkill3's own tasks
+(``PickCube-v1``, ``PushCube-v1``, ``StackCube-v1``, ...) on SAPIEN's PhysX, behind the batched API.
+
+Source: Tao et al. 2025, "ManiSkill3: GPU Parallelized Robotics Simulation and Rendering for Generalizable
+Embodied AI" (the tasks, their rewards, success checks and controllers are ManiSkill's own code).
+
+- **Simulation:** ``physx_cpu``, one ManiSkill env per batched env (ManiSkill's CPU backend holds one env
+  per scene), stepped in the calling thread. ``physx_cuda`` (all N envs in one GPU scene) is refused: no GPU
+  was available to test it.
+- **Observations** (ManiSkill's ``state_dict``, flattened in ManiSkill's own key order):
+  ``observation.state`` float32 (N, S) is the robot: every ``agent`` entry (Panda: ``qpos`` (9) rad/m,
+  ``qvel`` (9)) and ``extra.tcp_pose`` (7: position m, quaternion wxyz), S = 25 for the Panda;
+  ``observation.environment_state`` float32 (N, E) is every other ``extra`` entry (``PickCube-v1``:
+  ``is_grasped`` (1), ``goal_pos`` (3), ``obj_pose`` (7), ``tcp_to_obj_pos`` (3), ``obj_to_goal_pos`` (3);
+  E = 17). Cameras are not offered (state only).
+- **Actions:** ManiSkill's controller (default ``pd_ee_delta_pos``: (N, 4) in [-1, 1], end-effector delta
+  position and gripper, normalised by ManiSkill), float32.
+- **Reward and ends:** ManiSkill's ``reward_mode`` (default ``sparse``: 1.0 on success), its success check as
+  ``info["is_success"]`` (the episode terminates on success, as ManiSkill's tasks do) and its own horizon
+  (``PickCube-v1``: 50 steps) as truncation. ``sim_unstable`` marks a non-finite observation.
+- **Seeds:** ``reset(seed=[s_0, ...])`` resets env ``i`` with ManiSkill's ``reset(seed=s_i)``, so its first
+  episode is exactly a single ManiSkill env's for that seed; each later episode of env ``i`` is reset with a
+  seed drawn from ``numpy.random.default_rng(s_i)``, reproducible from ``s_i`` alone.
+
+``env.kwargs`` go to ``gym.make`` (e.g. ``control_mode``, ``reward_mode``, ``robot_uids``); ``obs_mode`` is
+fixed to ``state_dict``. ManiSkill needs a Vulkan driver even without cameras: a GPU's, or on a CPU Mesa's
+lavapipe from Mesa >= 23 (older ones are refused by SAPIEN). When neither ``VK_DRIVER_FILES`` nor
+``VK_ICD_FILENAMES`` is set, the lavapipe that ``./setup.sh test`` puts into the venv
+(:data:`VENV_ICD`) is used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from robot_rl import keys
+from robot_rl.config import EnvConfig
+from robot_rl.extras import require
+from robot_rl.sim.batched import BatchedEnv, seed_list
+
+VENV_ICD = Path(sys.prefix) / "share" / "robot_rl" / "vulkan" / "lvp_icd.json"
+"""Mesa lavapipe (CPU Vulkan) ICD file that ``setup.sh test`` installs into the venv."""
+
+INSTRUCTIONS = {
+    "PickCube-v1": "Pick up the red cube and move it to the green goal.",
+    "PushCube-v1": "Push the cube to the red and white target.",
+    "StackCube-v1": "Stack the red cube on the green cube.",
+    "PullCube-v1": "Pull the cube to the red and white target.",
+    "PokeCube-v1": "Use the peg to push the cube to the goal.",
+    "LiftPegUpright-v1": "Lift the peg upright.",
+}
+"""The ``task`` string of ManiSkill tasks (from their documented descriptions); other ids use the id."""
+
+DEFAULTS = {
+    "control_mode": "pd_ee_delta_pos",
+    "reward_mode": "sparse",
+    "sim_backend": "physx_cpu",
+    "render_backend": "sapien_cpu",
+}
+_NO_VULKAN = ("failed to find a rendering device", "Failed to find a supported physical device")
+
+
+def use_venv_vulkan() -> None:
+    """Point the Vulkan loader at :data:`VENV_ICD` unless the user chose a driver (``VK_DRIVER_FILES`` or
+    ``VK_ICD_FILENAMES``) or it is absent. Call before SAPIEN creates its Vulkan instance."""
+    if os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES") or not VENV_ICD.is_file():
+        return
+    os.environ["VK_DRIVER_FILES"] = str(VENV_ICD)
+
+
+class ManiSkillBatchedEnv(BatchedEnv):
+    """N ManiSkill3 envs of one task (``cfg.id``, e.g. ``PickCube-v1``) behind the batched API (module
+    docstring for keys, units, seeds and ends).
+
+    Args:
+        cfg: env config: ``id`` a ManiSkill task id; ``kwargs`` for ``gym.make``; no cameras, robot or
+            ``spawn_region``.
+        num_envs: N.
+
+    Raises:
+        MissingExtraError: ManiSkill is not installed (names ``pip install 'robot-rl[maniskill]'``).
+        ValueError: a built-in or unknown id, cameras, a robot, ``spawn_region``, an ``obs_mode`` other than
+            ``state_dict`` or a ``sim_backend`` other than ``physx_cpu``.
+        RuntimeError: SAPIEN found no Vulkan driver (the message says how to get one).
+    """
+
+    def __init__(self, cfg: EnvConfig, num_envs: int) -> None:
+        require("mani_skill", "env.backend=maniskill", "pip install 'robot-rl[maniskill]'")
+        if cfg.id.startswith("robot_rl/"):
+            raise ValueError(
+                f"env.backend=maniskill runs ManiSkill3's own tasks (e.g. PickCube-v1), not {cfg.id!r}: "
+                "the built-in tasks run on env.backend=mujoco_cpu or gym_vector"
+            )
+        if cfg.robot is not None or cfg.cameras or cfg.spawn_region:
+            raise ValueError(
+                "env.backend=maniskill is state-only on the simulator: env.cameras, env.robot and "
+                "env.spawn_region must be unset"
+            )
+        kwargs = {**DEFAULTS, **cfg.kwargs}
+        if kwargs.setdefault("obs_mode", "state_dict") != "state_dict":
+            raise ValueError(
+                f"env.kwargs.obs_mode={kwargs['obs_mode']!r}: the maniskill backend reads state_dict"
+            )
+        if kwargs["sim_backend"] not in ("physx_cpu", "cpu"):
+            raise ValueError(
+                f"env.kwargs.sim_backend={kwargs['sim_backend']!r}: only physx_cpu is supported "
+                "(the GPU scene, physx_cuda, is not implemented yet)"
+            )
+        use_venv_vulkan()
+        import gymnasium as gym
+        import mani_skill.envs  # noqa: F401  (registers ManiSkill's ids)
+
+        if cfg.id not in gym.registry:
+            raise ValueError(f"env.id={cfg.id!r} is not a registered ManiSkill3 task (e.g. PickCube-v1)")
+        self.envs = []
+        try:
+            for _ in range(num_envs):
+                self.envs.append(gym.make(cfg.id, num_envs=1, **kwargs))
+        except RuntimeError as err:
+            self.close()
+            if any(s in str(err) for s in _NO_VULKAN):
+                raise RuntimeError(
+                    f"ManiSkill found no Vulkan driver ({err}); it needs one even without cameras: a GPU's, "
+                    "or Mesa >= 23 lavapipe on a CPU (Debian: bookworm-backports' mesa-vulkan-drivers; "
+                    f"`./setup.sh test` installs one as {VENV_ICD}; or set VK_DRIVER_FILES)"
+                ) from err
+            raise
+        self.num_envs = num_envs
+        self.task = INSTRUCTIONS.get(cfg.id, cfg.id)
+        self.single_action_space = self.envs[0].action_space
+        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        self._obs: list[dict[str, np.ndarray]] = [{} for _ in range(num_envs)]
+        first, _ = self.envs[0].reset(seed=0)
+        state, env_state = _split(first)
+        self.single_observation_space = spaces.Dict(
+            {
+                keys.STATE: spaces.Box(-np.inf, np.inf, state.shape, np.float32),
+                keys.ENV_STATE: spaces.Box(-np.inf, np.inf, env_state.shape, np.float32),
+            }
+        )
+
+    # ----------------------------------------------------------------- BatchedEnv
+    def reset(self, *, seed=None, options: dict[str, Any] | None = None):
+        seeds = seed_list(seed, self.num_envs)
+        mask = (options or {}).get("reset_mask")
+        mask = np.ones(self.num_envs, bool) if mask is None else np.asarray(mask, dtype=bool)
+        for i in np.flatnonzero(mask):
+            if seeds[i] is not None:
+                self._rngs[i] = np.random.default_rng(seeds[i])
+                episode_seed = seeds[i]
+            else:
+                if self._rngs[i] is None:
+                    self._rngs[i] = np.random.default_rng()
+                episode_seed = int(self._rngs[i].integers(2**31 - 1))
+            raw, _ = self.envs[i].reset(seed=episode_seed)
+            self._obs[i] = _as_obs(raw)
+        return self._stack(), {"is_success": np.zeros(self.num_envs, dtype=bool)}
+
+    def tasks(self) -> list[str]:
+        """Each env's instruction (N strings; one task, so all the same)."""
+        return [self.task] * self.num_envs
+
+    def _step_active(self, actions: np.ndarray, active: np.ndarray):
+        n = self.num_envs
+        reward = np.zeros(n, dtype=np.float64)
+        terminated, truncated, success, unstable = (np.zeros(n, dtype=bool) for _ in range(4))
+        dtype = self.single_action_space.dtype
+        for i in np.flatnonzero(active):
+            raw, r, te, tr, info = self.envs[i].step(actions[i].astype(dtype))
+            self._obs[i] = _as_obs(raw)
+            reward[i] = float(np.asarray(r).reshape(-1)[0])
+            unstable[i] = not all(np.isfinite(v).all() for v in self._obs[i].values())
+            terminated[i] = _item(te) or unstable[i]
+            truncated[i] = _item(tr)
+            success[i] = _item(info.get("success", False))
+        raw_info = {"is_success": success, "sim_unstable": unstable}
+        return self._stack(), reward, terminated, truncated, raw_info
+
+    def _reset_envs(self, mask: np.ndarray):
+        obs, _ = self.reset(options={"reset_mask": mask})
+        return obs
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+    # ----------------------------------------------------------------- helpers
+    def _stack(self) -> dict[str, np.ndarray]:
+        if not all(self._obs):
+            raise RuntimeError("maniskill batched env: call reset() (all envs) before step()")
+        return {k: np.stack([o[k] for o in self._obs]) for k in (keys.STATE, keys.ENV_STATE)}
+
+
+def _item(value: Any) -> bool:
+    return bool(np.asarray(value).reshape(-1)[0])
+
+
+def _split(raw: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """ManiSkill ``state_dict`` (batch of 1) -> (robot state (S,), environment state (E,)) float32."""
+
+    def flat(value: Any) -> np.ndarray:
+        return np.asarray(value, dtype=np.float32).reshape(-1)
+
+    extra = dict(raw.get("extra", {}))
+    robot = [flat(v) for v in raw["agent"].values()]
+    if "tcp_pose" in extra:
+        robot.append(flat(extra.pop("tcp_pose")))
+    env = [flat(v) for v in extra.values()]
+    empty = np.zeros(0, np.float32)
+    return np.concatenate(robot), (np.concatenate(env) if env else empty)
+
+
+def _as_obs(raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    state, env_state = _split(raw)
+    return {keys.STATE: state, keys.ENV_STATE: env_state}

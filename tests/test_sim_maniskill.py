@@ -1,0 +1,187 @@
+"""``env.backend=maniskill`` (issue 19): ManiSkill3's own PickCube-v1 on SAPIEN's PhysX (CPU) behind the
+batched API, checked against a plain ManiSkill env for the same seeds and actions."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from robot_rl import keys
+from robot_rl.config import ConfigError, EnvConfig, load_config
+from robot_rl.sim import make_batched_env
+
+ID = "PickCube-v1"
+
+
+@pytest.fixture(scope="module")
+def maniskill():
+    """The ManiSkill module, or a skip naming what is missing (the package, or a Vulkan driver)."""
+    if importlib.util.find_spec("mani_skill") is None:
+        pytest.skip("ManiSkill3 is not installed (pip install 'robot-rl[maniskill]'; setup.sh test has it)")
+    try:
+        make_batched_env(EnvConfig(id=ID), num_envs=1, backend="maniskill").close()
+    except RuntimeError as err:
+        if "Vulkan" not in str(err):
+            raise
+        pytest.skip(str(err))
+    import gymnasium as gym
+
+    return gym
+
+
+def _env(n: int, **kwargs):
+    return make_batched_env(EnvConfig(id=ID, kwargs=kwargs), num_envs=n, backend="maniskill")
+
+
+def _reference(gym, seed: int, actions: np.ndarray) -> list[np.ndarray]:
+    """A plain ManiSkill env (its own gym.make, num_envs=1): the flat state after reset and each action."""
+    from robot_rl.sim.batched_maniskill import DEFAULTS, _split
+
+    env = gym.make(ID, num_envs=1, obs_mode="state_dict", **DEFAULTS)
+    try:
+        raw, _ = env.reset(seed=seed)
+        out = [np.concatenate(_split(raw))]
+        for a in actions:
+            raw, *_ = env.step(a.astype(np.float32))
+            out.append(np.concatenate(_split(raw)))
+        return out
+    finally:
+        env.close()
+
+
+def _flat(obs: dict[str, np.ndarray], i: int) -> np.ndarray:
+    return np.concatenate([obs[keys.STATE][i], obs[keys.ENV_STATE][i]])
+
+
+def _expert(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """A few lines of P-control on ManiSkill's state (tcp at state[18:21]; is_grasped, goal, cube position
+    first in the environment state): above the cube, down, close, carry to the goal. (N, 4) in [-1, 1]."""
+    out = []
+    for s, e in zip(obs[keys.STATE], obs[keys.ENV_STATE], strict=True):
+        tcp, grasped, goal, cube = s[18:21], e[0] > 0.5, e[1:4], e[4:7]
+        if grasped:
+            target, grip = goal, -1.0
+        elif np.linalg.norm((cube - tcp)[:2]) > 0.01:
+            target, grip = cube + [0.0, 0.0, 0.05], 1.0
+        else:
+            target, grip = cube, (1.0 if abs(cube[2] - tcp[2]) > 0.005 else -1.0)
+        out.append([*np.clip((target - tcp) * 30.0, -1, 1), grip])
+    return np.asarray(out, np.float32)
+
+
+def test_keys_shapes_and_the_same_episode_as_a_plain_maniskill_env(maniskill):
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, (12, 2, 4)).astype(np.float32)
+    env = _env(2)
+    try:
+        assert env.single_observation_space[keys.STATE].shape == (25,)
+        assert env.single_observation_space[keys.ENV_STATE].shape == (17,)
+        assert env.single_action_space.shape == (4,)
+        assert env.task == "Pick up the red cube and move it to the green goal."
+        assert env.tasks() == [env.task] * 2
+        obs, info = env.reset(seed=[5, 9])
+        assert obs[keys.STATE].dtype == np.float32 and obs[keys.STATE].shape == (2, 25)
+        assert obs[keys.ENV_STATE].shape == (2, 17) and not info["is_success"].any()
+        got = [[_flat(obs, i)] for i in range(2)]
+        for a in actions:
+            obs, reward, terminated, truncated, info = env.step(a)
+            assert reward.dtype == np.float32 and reward.shape == (2,)
+            for i in range(2):
+                got[i].append(_flat(obs, i))
+        for i, seed in enumerate((5, 9)):
+            want = _reference(maniskill, seed, actions[:, i])
+            np.testing.assert_array_equal(np.stack(got[i]), np.stack(want))
+    finally:
+        env.close()
+
+
+def test_success_terminates_with_reward_one_and_timeouts_truncate_keeping_the_final_observation(maniskill):
+    env = _env(2)
+    try:
+        obs, _ = env.reset(seed=[0, 3])
+        ended = {}
+        for t in range(50):
+            before = obs
+            obs, reward, terminated, truncated, info = env.step(_expert(obs))
+            for i in np.flatnonzero(info["_final"]):
+                if i not in ended:
+                    ended[int(i)] = (t + 1, reward[i], terminated[i], truncated[i], info["is_success"][i])
+                    final = info["final_observation"]
+                    assert not np.array_equal(final[keys.STATE][i], obs[keys.STATE][i])  # a new episode
+                    moved = np.abs(final[keys.STATE][i, :9] - before[keys.STATE][i, :9]).max()
+                    assert moved < 0.2  # the joints one control step after the previous observation
+            if len(ended) == 2:
+                break
+        assert set(ended) == {0, 1}
+        outcomes = sorted(ended.values(), key=lambda e: e[0])
+        for steps, reward, terminated, truncated, success in outcomes:
+            if success:  # ManiSkill's sparse reward and its end on success
+                assert (reward, terminated, truncated) == (1.0, True, False) and steps < 50
+            else:  # its own 50-step horizon
+                assert (reward, terminated, truncated) == (0.0, False, True) and steps == 50
+        assert any(e[4] for e in outcomes), "the scripted P-controller lifts the cube on seed 0 or 3"
+    finally:
+        env.close()
+
+
+def test_per_env_seeds_reproduce_later_episodes_whatever_the_other_env_does(maniskill):
+    def starts(seeds: list[int], n_resets: int) -> list[np.ndarray]:
+        env = _env(2)
+        try:
+            obs, _ = env.reset(seed=seeds)
+            out = [obs[keys.ENV_STATE][1].copy()]
+            for _ in range(n_resets):
+                obs = env._reset_envs(np.array([True, True]))
+                out.append(obs[keys.ENV_STATE][1].copy())
+            return out
+        finally:
+            env.close()
+
+    a, b = starts([1, 7], 2), starts([4, 7], 2)
+    np.testing.assert_array_equal(np.stack(a), np.stack(b))
+    assert not np.array_equal(a[1], a[2])  # later episodes are new draws
+
+
+def test_step_chunk_stops_each_env_at_its_episode_end(maniskill):
+    env = _env(2)
+    try:
+        env.reset(seed=[0, 1])
+        idle = np.zeros((2, 4), np.float32)
+        idle[:, 3] = 1.0
+        for _ in range(45):
+            env.step(idle)
+        result = env.step_chunk(np.repeat(idle[:, None], 8, axis=1))
+        assert result.final.all() and (result.steps == 5).all()  # the 50-step horizon, inside the chunk
+        assert result.truncated[:, 4].all() and not result.valid[:, 5:].any()
+    finally:
+        env.close()
+
+
+def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("env:\n  backend: maniskill\n  id: PickCube-v1\n")
+    assert load_config(path).env.backend == "maniskill"
+    path.write_text("env:\n  backend: mani_skill\n")
+    with pytest.raises(ConfigError, match="env.backend.*maniskill"):
+        load_config(path)
+    cases = [
+        (EnvConfig(), "ManiSkill3's own tasks"),
+        (EnvConfig(id="NoSuchTask-v9"), "not a registered ManiSkill3 task"),
+        (EnvConfig(id=ID, cameras=["front"]), "state-only"),
+        (EnvConfig(id=ID, kwargs={"sim_backend": "physx_cuda"}), "only physx_cpu"),
+        (EnvConfig(id=ID, kwargs={"obs_mode": "rgb"}), "reads state_dict"),
+    ]
+    for cfg, match in cases:
+        with pytest.raises(ValueError, match=match):
+            make_batched_env(cfg, num_envs=1, backend="maniskill")
+    env = _env(1)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match="outside its bounds"):
+            env.step(np.array([[0.0, 0.0, 2.0, 0.0]]))
+        with pytest.raises(ValueError, match="NaN"):
+            env.step(np.array([[np.nan, 0.0, 0.0, 0.0]]))
+    finally:
+        env.close()
