@@ -15,6 +15,8 @@ Embodied AI" (the tasks, their rewards, success checks and controllers are ManiS
   E = 17). Cameras are not offered (state only).
 - **Actions:** ManiSkill's controller (default ``pd_ee_delta_pos``: (N, 4) in [-1, 1], end-effector delta
   position and gripper, normalised by ManiSkill), float32.
+- **Rate:** ManiSkill's control frequency (``PickCube-v1``: 20 Hz) as ``metadata["render_fps"]``, the
+  rate ``collect`` writes and cycle times divide by (``env.control_hz`` is not used).
 - **Reward and ends:** ManiSkill's ``reward_mode`` (default ``sparse``: 1.0 on success), its success check as
   ``info["is_success"]`` (the episode terminates on success, as ManiSkill's tasks do) and its own horizon
   (``PickCube-v1``: 50 steps) as truncation. ``sim_unstable`` marks a non-finite observation.
@@ -36,13 +38,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.extras import require
-from robot_rl.sim.batched import BatchedEnv, seed_list
+from robot_rl.sim.batched import BatchedEnv, check_actions, seed_list
 
 VENV_ICD = Path(sys.prefix) / "share" / "robot_rl" / "vulkan" / "lvp_icd.json"
 """Mesa lavapipe (CPU Vulkan) ICD file that ``setup.sh test`` installs into the venv."""
@@ -113,7 +116,6 @@ class ManiSkillBatchedEnv(BatchedEnv):
                 "(the GPU scene, physx_cuda, is not implemented yet)"
             )
         use_venv_vulkan()
-        import gymnasium as gym
         import mani_skill.envs  # noqa: F401  (registers ManiSkill's ids)
 
         if cfg.id not in gym.registry:
@@ -133,6 +135,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
             raise
         self.num_envs = num_envs
         self.task = INSTRUCTIONS.get(cfg.id, cfg.id)
+        self.metadata = {"render_fps": float(self.envs[0].unwrapped.control_freq)}
         self.single_action_space = self.envs[0].action_space
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self._obs: list[dict[str, np.ndarray]] = [{} for _ in range(num_envs)]
@@ -220,3 +223,35 @@ def _split(raw: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 def _as_obs(raw: dict[str, Any]) -> dict[str, np.ndarray]:
     state, env_state = _split(raw)
     return {keys.STATE: state, keys.ENV_STATE: env_state}
+
+
+class ManiSkillEnv(gym.Env):
+    """One ManiSkill3 env with the ``maniskill`` backend's keys, spaces, rate and seeds, as a gymnasium env
+    (what :func:`robot_rl.sim.make_env` builds for ``env.backend=maniskill``): observations are the batched
+    env's row 0 (``observation.state`` (S,), ``observation.environment_state`` (E,) float32), ``step`` takes
+    (d,) and does not reset by itself; ``info`` has ``is_success`` and ``sim_unstable``; ``task`` is the
+    instruction.
+
+    Args and raises: as :class:`ManiSkillBatchedEnv` with N = 1.
+    """
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.batched = ManiSkillBatchedEnv(cfg, 1)
+        self.observation_space = self.batched.single_observation_space
+        self.action_space = self.batched.single_action_space
+        self.metadata = {"render_modes": [], **self.batched.metadata}
+        self.task = self.batched.task
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, _ = self.batched.reset(seed=[seed])
+        return {k: v[0] for k, v in obs.items()}, {"task": self.task}
+
+    def step(self, action):
+        a = check_actions(np.asarray(action)[None], self.action_space, (1,))
+        obs, reward, terminated, truncated, raw = self.batched._step_active(a, np.ones(1, dtype=bool))
+        info = {k: bool(v[0]) for k, v in raw.items()}
+        obs = {k: v[0] for k, v in obs.items()}
+        return obs, float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+
+    def close(self) -> None:
+        self.batched.close()

@@ -15,7 +15,8 @@ backend's ``_step_active``) and leaves the reset to the caller:
   returns ``info["task"]`` (N,) object array of instructions with ``info["_task"]`` the mask, as the
   built-in tasks' reset info through a vector env;
 - ``end(mask)`` stops stepping envs whose episode the caller ended (the online actor's step limit);
-- ``num_envs``, ``single_observation_space``, ``single_action_space``, ``get_attr("task")`` and ``close()``.
+- ``num_envs``, ``single_observation_space``, ``single_action_space``, ``metadata`` (the batched env's, e.g.
+  ManiSkill's ``render_fps``), ``get_attr("task")`` and ``close()``.
 
 Episodes are those of the single env for the same seed and actions (the backends are bit-identical to it).
 """
@@ -42,6 +43,7 @@ class RolloutView:
         self.num_envs = env.num_envs
         self.single_observation_space = env.single_observation_space
         self.single_action_space = env.single_action_space
+        self.metadata = dict(getattr(env, "metadata", {}))
         self._ended = np.zeros(env.num_envs, dtype=bool)
         self._obs: dict[str, np.ndarray] = {}
 

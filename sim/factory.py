@@ -23,7 +23,9 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     goes through :func:`robot_rl.sim.adapter.make_foreign_env` with ``cfg.module``, ``cfg.kwargs`` and
     ``cfg.adapter``. ``env.unwrapped.task`` (built-in) or ``env.task`` (adapter) is the instruction.
     With ``cfg.robot`` set, the built-in task runs on that robot instead:
-    :class:`robot_rl.hardware.robot_env.RobotEnv` (same keys and spaces; it connects the robot).
+    :class:`robot_rl.hardware.robot_env.RobotEnv` (same keys and spaces; it connects the robot). With
+    ``cfg.backend == "maniskill"`` the id is a ManiSkill3 task, built as
+    :class:`robot_rl.sim.batched_maniskill.ManiSkillEnv` (the backend's keys, spaces and rate).
 
     Raises:
         ValueError: invalid built-in env settings (rates, cameras, render mode, ``cfg.randomize``),
@@ -42,6 +44,10 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         from robot_rl.hardware.robot_env import RobotEnv
 
         return RobotEnv.from_config(cfg, render_mode=render_mode)
+    if cfg.backend == "maniskill":
+        from robot_rl.sim.batched_maniskill import ManiSkillEnv
+
+        return ManiSkillEnv(cfg)
     if cfg.id in TASKS:
         # Constructed directly: gym.make would swallow max_episode_steps into its own TimeLimit wrapper.
         return build_task_env(cfg, render_mode)

@@ -52,6 +52,9 @@ TASKS: dict[str, TaskSpec] = {
 }
 """Every built-in task, by gymnasium id."""
 
+MANISKILL_EXPERTS: dict[str, str] = {"PickCube-v1": "robot_rl.sim.maniskill_experts:PickCubeV1Expert"}
+"""Scripted experts of ManiSkill3 tasks (``env.backend=maniskill``), by ManiSkill id."""
+
 
 def _load(path: str):
     module, name = path.split(":")
@@ -73,14 +76,21 @@ def task_env_class(task_id: str) -> type:
     return _load(_spec(task_id).env)
 
 
+def has_expert(task_id: str) -> bool:
+    """True when ``collect`` has a scripted expert for ``task_id`` (a suite task or a ManiSkill task of
+    :data:`MANISKILL_EXPERTS`)."""
+    return task_id in TASKS or task_id in MANISKILL_EXPERTS
+
+
 def make_expert(task_id: str, noise: float = 0.0, seed: int = 0):
     """A fresh scripted expert of ``task_id`` (``reset(seed)``, ``act(obs) -> float32 (4,)``; pick-colour's
-    reads ``obs["task"]``).
+    reads ``obs["task"]``); ManiSkill ids of :data:`MANISKILL_EXPERTS` too.
 
     Raises:
-        ValueError: ``task_id`` is not a suite task, or ``noise`` < 0.
+        ValueError: ``task_id`` has no expert (lists the suite), or ``noise`` < 0.
     """
-    return _load(_spec(task_id).expert)(noise=noise, seed=seed)
+    path = MANISKILL_EXPERTS.get(task_id) or _spec(task_id).expert
+    return _load(path)(noise=noise, seed=seed)
 
 
 def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list[str] | None = None):

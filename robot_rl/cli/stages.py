@@ -35,19 +35,22 @@ def collect(cfg: PipelineConfig) -> dict:
     Episodes already written by a killed run are kept; collection continues with the remaining seeds.
 
     Raises:
-        ConfigError: ``cfg.env.id`` is not a built-in task (only those ship a scripted expert), or
+        ConfigError: ``cfg.env.id`` has no scripted expert (the built-in tasks and ManiSkill's
+            ``PickCube-v1`` have one), or
             ``env.robot.action`` is not ``ee_delta`` (the expert's actions).
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
     from robot_rl.data.lerobot.writer import LeRobotWriter
-    from robot_rl.sim import TASKS, robot_type
+    from robot_rl.sim import TASKS, resolve_control_hz, robot_type
+    from robot_rl.sim.tasks import MANISKILL_EXPERTS, has_expert
 
     run = RunDir(cfg.run_dir)
     if run.is_done("collect"):
         return run.result("collect")
-    if cfg.env.id not in TASKS:
+    if not has_expert(cfg.env.id):
         raise ConfigError(
-            f"env.id={cfg.env.id!r}: collect has scripted experts only for {', '.join(TASKS)}. Record "
+            f"env.id={cfg.env.id!r}: collect has scripted experts only for {', '.join(TASKS)} and "
+            f"ManiSkill's {', '.join(MANISKILL_EXPERTS)} (env.backend=maniskill). Record "
             f"your own demos as a LeRobot v3.0 dataset in {run.dataset} (robot_rl.data.LeRobotWriter), then "
             "run train"
         )
@@ -60,10 +63,9 @@ def collect(cfg: PipelineConfig) -> dict:
     start = time.time()
     vec = make_rollout_vec_env(cfg.env)
     try:
+        hz = resolve_control_hz(cfg, vec).env.control_hz  # a ManiSkill task's own rate
         features = dataset_features(vec.single_observation_space, vec.single_action_space)
-        writer = LeRobotWriter(
-            run.dataset, fps=round(cfg.env.control_hz), features=features, robot_type=robot_type(cfg.env)
-        )
+        writer = LeRobotWriter(run.dataset, fps=round(hz), features=features, robot_type=robot_type(cfg.env))
         task = vec.get_attr("task")[0]
         done = writer.num_episodes
         base = cfg.collect.seed * DEMO_SEED_STRIDE
