@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import av
@@ -174,3 +175,35 @@ def test_a_transient_encoder_error_is_retried_and_a_lasting_one_names_the_file(t
     with pytest.raises(DatasetError, match=r"bad\.mp4: video encoding failed: .*Invalid argument"):
         encode_video(tmp_path / "bad.mp4", frames, fps=10)
     assert len(calls) == video.ENCODE_ATTEMPTS and not (tmp_path / "bad.mp4").exists()
+
+
+def test_a_stalled_encode_is_abandoned_and_retried_and_never_replaces_the_file(tmp_path, monkeypatch, caplog):
+    # libsvtav1's flush once blocked forever under CPU load (a CI test's collect hung in C, out of reach of
+    # signals): a stall is injected as a frame source that stops giving frames; the encodes are real.
+    real, calls, release, finished = video.encode_stream, [], threading.Event(), threading.Event()
+
+    def stalling(path, frames, *args):
+        calls.append(path)
+        if len(calls) > 1:
+            return real(path, frames, *args)
+
+        def stuck():
+            yield next(frames)
+            release.wait(30)  # the stall: no frame, no packet
+            yield np.full((16, 16, 3), 250, np.uint8)
+
+        try:
+            real(path, stuck(), *args)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(video, "ENCODE_STALL_S", 0.5)
+    monkeypatch.setattr(video, "encode_stream", stalling)
+    frames = np.full((4, 16, 16, 3), 90, np.uint8)
+    encode_video(tmp_path / "ok.mp4", frames, fps=10)
+    assert len(calls) == 2 and "stalled (no progress for 0.5 s); encoding it again (attempt 2" in caplog.text
+    release.set()  # the abandoned encode ends now, after the retry's file is in place
+    assert finished.wait(30)
+    decoded = VideoDecoder().decode_all(tmp_path / "ok.mp4")
+    assert len(decoded) == 4 and all(abs(int(f.mean()) - 90) <= 3 for f in decoded)
+    assert [p.name for p in tmp_path.iterdir()] == ["ok.mp4"]  # no temporary file left behind

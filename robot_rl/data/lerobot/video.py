@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
@@ -31,7 +34,10 @@ from robot_rl.data.errors import DatasetError
 # SVT-AV1 prints a banner and warnings to stderr for every encoder; keep only its errors unless asked.
 os.environ.setdefault("SVT_LOG", "1")
 
-ENCODE_ATTEMPTS = 3  # encoder-library errors are retried: see encode_video
+ENCODE_ATTEMPTS = 3  # encoder-library errors and stalls are retried: see encode_video
+ENCODE_STALL_S = float(os.environ.get("ROBOT_RL_ENCODE_STALL_S", "60"))
+"""An encode that makes no progress (no frame taken, no packet out) for this long is abandoned and retried
+(``ROBOT_RL_ENCODE_STALL_S``): libsvtav1 once blocked forever in its flush under CPU load."""
 log = logging.getLogger(__name__)
 
 # Ordered by preference: (encoder name, name written to info.json's video.codec).
@@ -81,8 +87,12 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
     Written to a temporary name and renamed into place, so ``path`` is either absent or complete.
     H and W must be even (yuv420p). An error returned by the encoder library itself is retried
     ``ENCODE_ATTEMPTS`` times in all (libsvtav1 once returned EINVAL for one episode of a dataset under heavy
-    load and not on the rerun), so a transient failure does not end a recording. Raises DatasetError naming
-    ``path`` on bad input or when every attempt failed.
+    load and not on the rerun), so a transient failure does not end a recording. So is an encode that
+    stalls: the encoder runs in a daemon thread (PyAV releases the GIL inside libavcodec) and one that takes
+    no frame and gives no packet for :data:`ENCODE_STALL_S` is abandoned (it can never rename its file into
+    place) and started afresh; libsvtav1's flush blocked forever once under CPU load, which hung a test
+    run's collect stage where no signal could reach it. Raises DatasetError naming ``path`` on bad input or
+    when every attempt failed.
     """
     path = Path(path)
     frames = np.asarray(frames)
@@ -98,12 +108,50 @@ def encode_video(path: str | Path, frames: np.ndarray, fps: int, codec: str | No
         options.update(crf="23", preset="veryfast")
     for attempt in range(1, ENCODE_ATTEMPTS + 1):
         try:
-            encode_stream(path, iter(frames), fps, frames.shape[1], frames.shape[2], codec, options)
+            _encode_watched(path, frames, fps, codec, options)
             return
         except DatasetError as err:
-            if attempt == ENCODE_ATTEMPTS or not isinstance(err.__cause__, av.FFmpegError):
+            if attempt == ENCODE_ATTEMPTS or not isinstance(err.__cause__, av.FFmpegError | _Stalled):
                 raise
             log.warning("%s; encoding it again (attempt %d of %d)", err, attempt + 1, ENCODE_ATTEMPTS)
+
+
+class _Stalled(Exception):
+    """An encode made no progress for :data:`ENCODE_STALL_S`."""
+
+
+def _encode_watched(path: Path, frames: np.ndarray, fps: int, codec: str, options: dict[str, str]) -> None:
+    """:func:`encode_stream` of ``frames`` in a daemon thread, watched for stalls (see :func:`encode_video`).
+
+    Raises DatasetError (from :class:`_Stalled`) when it stalls, else what ``encode_stream`` raised.
+    """
+    last = [time.monotonic()]
+    abandoned, done, failed = threading.Event(), threading.Event(), []
+
+    def beat() -> None:
+        last[0] = time.monotonic()
+
+    def run() -> None:
+        try:
+            encode_stream(
+                path, iter(frames), fps, frames.shape[1], frames.shape[2], codec, options, beat, abandoned
+            )
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(err)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"encode {path.name}", daemon=True).start()
+    try:
+        while not done.wait(min(1.0, ENCODE_STALL_S)):
+            if time.monotonic() - last[0] > ENCODE_STALL_S:
+                stalled = _Stalled(f"no progress for {ENCODE_STALL_S:g} s")
+                raise DatasetError(f"{path}: video encoding with {codec} stalled ({stalled})") from stalled
+    finally:
+        if not done.is_set():  # a stall, or an exception (Ctrl-C) while waiting: the encode must not land
+            abandoned.set()
+    if failed:
+        raise failed[0]
 
 
 def encode_stream(
@@ -114,17 +162,23 @@ def encode_stream(
     width: int,
     codec: str,
     options: dict[str, str],
+    progress: Callable[[], None] | None = None,
+    abandoned: threading.Event | None = None,
 ) -> None:
     """Encode (height, width, 3) uint8 RGB frames as they come (memory stays flat) into an mp4 at ``fps``,
     with encoder ``codec`` and its ``options``, through a hidden temporary sibling renamed onto ``path``.
+    ``progress`` is called after each frame and each packet; once ``abandoned`` is set the file is never
+    renamed into place (a watcher gave up on this encode and started another).
 
-    Raises DatasetError naming ``path`` for odd H or W (yuv420p) or any encoder failure.
+    Raises DatasetError naming ``path`` for odd H or W (yuv420p), any encoder failure, or abandonment.
     """
     path = Path(path)
     if height % 2 or width % 2:
         raise DatasetError(f"{path}: yuv420p video needs even height and width, got {height}x{width}")
+    beat = progress or (lambda: None)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.mp4")  # hidden: never matches file-*.mp4
+    # hidden (never matches file-*.mp4), and unique per encode: an abandoned one may still hold its file
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{uuid.uuid4().hex[:8]}.mp4")
     try:
         with av.open(str(tmp), "w", format="mp4") as container:
             stream = container.add_stream(codec, rate=Fraction(fps))
@@ -133,8 +187,13 @@ def encode_stream(
             for frame in frames:
                 for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                     container.mux(packet)
+                    beat()
+                beat()
             for packet in stream.encode():
                 container.mux(packet)
+                beat()
+        if abandoned is not None and abandoned.is_set():
+            raise DatasetError(f"{path}: this encode was abandoned as stalled; another one replaced it")
         os.replace(tmp, path)
     except Exception as err:  # noqa: BLE001 - any encoder failure is reported against the file
         raise DatasetError(f"{path}: video encoding with {codec} failed: {err}") from err
