@@ -32,17 +32,14 @@ def _timed(step, per_call: int) -> float:
     return n * per_call / (time.perf_counter() - start)
 
 
-def plain_maniskill() -> float:
-    use_venv_vulkan()
-    import gymnasium as gym
-    import mani_skill.envs  # noqa: F401
-
-    env = gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict", **DEFAULTS)
+def single(env) -> float:
+    """Env steps/s of one gymnasium env (random actions, reset at each episode's end); closes it."""
     env.reset(seed=0)
     rng = np.random.default_rng(0)
+    low, high = env.action_space.low, env.action_space.high
 
     def step():
-        _, _, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 4).astype(np.float32))
+        _, _, terminated, truncated, _ = env.step(rng.uniform(low, high).astype(np.float32))
         if bool(terminated) or bool(truncated):
             env.reset()
 
@@ -50,6 +47,15 @@ def plain_maniskill() -> float:
         return _timed(step, 1)
     finally:
         env.close()
+
+
+def plain_maniskill():
+    """ManiSkill's own PickCube-v1 env (its gym.make, num_envs=1) with the backend's settings."""
+    use_venv_vulkan()
+    import gymnasium as gym
+    import mani_skill.envs  # noqa: F401
+
+    return gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict", **DEFAULTS)
 
 
 def batched(cfg: EnvConfig, n: int, backend: str) -> float:
@@ -63,30 +69,14 @@ def batched(cfg: EnvConfig, n: int, backend: str) -> float:
         env.close()
 
 
-def single_builtin(cfg: EnvConfig) -> float:
-    env = make_env(cfg)
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-
-    def step():
-        _, _, terminated, truncated, _ = env.step(rng.uniform(env.action_space.low, env.action_space.high))
-        if terminated or truncated:
-            env.reset()
-
-    try:
-        return _timed(step, 1)
-    finally:
-        env.close()
-
-
 def main() -> None:
-    base = plain_maniskill()
+    base = single(plain_maniskill())
     rows = [("plain ManiSkill env, PickCube-v1 (baseline)", base)]
     cfg = EnvConfig(id="PickCube-v1")
     for n in (1, 8):
         rows.append((f"maniskill backend, N = {n}", batched(cfg, n, "maniskill")))
     ours = EnvConfig(kwargs={"controller": "actuator"})
-    rows.append(("built-in pick-cube single env (actuator)", single_builtin(ours)))
+    rows.append(("built-in pick-cube single env (actuator)", single(make_env(ours))))
     rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched(ours, 8, "mujoco_cpu")))
     print(f"{'row':<46} {'env steps/s':>12} {'x plain ManiSkill':>18}")
     for name, rate in rows:
