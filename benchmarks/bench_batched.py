@@ -10,7 +10,9 @@ machine); and the ``mujoco_cpu`` batched backend (threads = CPU cores), with the
 physics step (``env.kwargs.controller=numpy``, the default) and in MuJoCo's actuators (``actuator``: one
 ``mj_step`` call per control step). Ratios are against the single env with the numpy controller; the
 ``actuator`` rows also give the ratio against the single env with that controller.
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_batched.py`` (about 3-4 minutes).
+``--camera 64`` renders a 64 px ``front`` camera in every env at every step (the ``mujoco_cpu`` backend
+renders all envs on the calling thread with one GL context; ``AsyncVectorEnv`` renders in each worker).
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_batched.py [--camera 64]`` (about 3-4 minutes).
 """
 
 from __future__ import annotations
@@ -52,12 +54,14 @@ def bare(num: int, threads: int) -> float:
         return _timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
 
 
-def _cfg(controller: str = "numpy") -> EnvConfig:
-    return EnvConfig(kwargs={"controller": controller})
+def _cfg(controller: str, camera: int) -> EnvConfig:
+    """Pick-cube with ``controller``; ``camera`` > 0 adds a ``front`` camera of that side (px)."""
+    cameras = ["front"] if camera else []
+    return EnvConfig(kwargs={"controller": controller}, cameras=cameras, image_size=camera or 64)
 
 
-def single(controller: str) -> float:
-    env = make_env(_cfg(controller))
+def single(controller: str, camera: int) -> float:
+    env = make_env(_cfg(controller, camera))
     rng = np.random.default_rng(0)
     low, high = env.action_space.low, env.action_space.high
     env.reset(seed=0)
@@ -73,8 +77,8 @@ def single(controller: str) -> float:
         env.close()
 
 
-def vector(num: int) -> float:
-    venv = make_vector_env(EnvConfig(), num_envs=num)
+def vector(num: int, camera: int) -> float:
+    venv = make_vector_env(_cfg("numpy", camera), num_envs=num)
     rng = np.random.default_rng(0)
     low, high = venv.single_action_space.low, venv.single_action_space.high
     venv.reset(seed=0)
@@ -84,8 +88,8 @@ def vector(num: int) -> float:
         venv.close()
 
 
-def batched(num: int, controller: str) -> float:
-    env = make_batched_env(_cfg(controller), num_envs=num, backend="mujoco_cpu")
+def batched(num: int, controller: str, camera: int) -> float:
+    env = make_batched_env(_cfg(controller, camera), num_envs=num, backend="mujoco_cpu")
     rng = np.random.default_rng(0)
     low, high = env.single_action_space.low, env.single_action_space.high
     env.reset(seed=0)
@@ -99,9 +103,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--async-max", type=int, default=8)
+    parser.add_argument("--camera", type=int, default=0, help="render a front camera of this side (px)")
     args = parser.parse_args()
+    cam = args.camera
     cores = os.cpu_count() or 1
-    print(f"cpu cores: {cores}; load average at start: {os.getloadavg()[0]:.1f}")
+    obs = f"one {cam} px camera" if cam else "state only"
+    print(f"cpu cores: {cores}; load average at start: {os.getloadavg()[0]:.1f}; {obs}")
     b1 = bare(1, 1)
     print(
         f"bare mj_step, 1 MjData, 1 thread       : {b1:9.0f} physics steps/s = "
@@ -112,21 +119,21 @@ def main() -> None:
         f"bare mj_step, {2 * cores} MjData, {cores} threads      : {bt:9.0f} physics steps/s = "
         f"{bt / SUBSTEPS:7.1f} env-step eq.  x{bt / b1:.2f} (parallel ceiling now)"
     )
-    s = single("numpy")
+    s = single("numpy", cam)
     print(f"single env                             : {s:9.1f} env steps/s  x1.00")
-    sa = single("actuator")
+    sa = single("actuator", cam)
     print(f"single env, actuator controller        : {sa:9.1f} env steps/s  x{sa / s:.2f}")
     for n in args.sizes:
         if n <= args.async_max:
-            v = vector(n)
+            v = vector(n, cam)
             kind = "SyncVectorEnv " if n == 1 else "AsyncVectorEnv"
             print(f"gym {kind} N={n:<3}              : {v:9.1f} env steps/s  x{v / s:.2f}")
         else:
             print(f"gym AsyncVectorEnv N={n:<3}              : skipped (--async-max {args.async_max})")
         threads = min(n, cores)
-        r = batched(n, "numpy")
+        r = batched(n, "numpy", cam)
         print(f"mujoco_cpu batched N={n:<3} ({threads} threads)  : {r:9.1f} env steps/s  x{r / s:.2f}")
-        r = batched(n, "actuator")
+        r = batched(n, "actuator", cam)
         print(
             f"  the same, actuator controller        : {r:9.1f} env steps/s  x{r / s:.2f} "
             f"(x{r / sa:.2f} vs the single env, actuator)"

@@ -1,17 +1,21 @@
-"""VLA policy (policy.kind=vla) cost on CPU against the state flow policy measured in the same run:
-per-chunk inference latency at batch 1 and 8 (K=10 Euler steps, one VLM pass per chunk) and flow-BC
-training steps/s at batch 8. Backbones are randomly initialised Idefics3 (SmolVLM) models built from
-config, no download: ``tiny`` (the tests' 2-layer model, one 32 px camera) and ``smolvlm256m``
-(SmolVLM-256M-Instruct's architecture: SigLIP-B/16 at 512 px + a 30-layer 576-wide Llama, one camera
-upscaled to 512 px by the processor). Sim-like state (22 + 7), action dim 4, h=5, the default expert
-(4 layers, width 256); the VLA trains with the vision encoder frozen and the language model fine-tuned
-(the defaults). Each VLA also runs with its expert's cross-attention K/V cache turned off (the plain
-decoder at every flow step), inference only, for the cache's gain in the same run; with ``--compile`` also
-with its cached flow step through ``torch.compile`` (``policy.vla.compile``; inference only, compiled in
-the warm-up calls, whose time is printed). "peak MB" is the process's peak resident memory after the row
-(``ru_maxrss``): cumulative, so a row's figure bounds what it needed together with every row before it.
+"""VLA policy (policy.kind=vla) cost against the state flow policy measured in the same run, on the CPU or
+a GPU: per-chunk inference latency at each batch size (K=10 Euler steps, one VLM pass per chunk; the VLM's
+processor, which runs on the CPU in every case, also timed alone) and flow-BC training steps/s. Backbones are
+randomly initialised Idefics3 (SmolVLM) models built from config, no download: ``tiny`` (the tests' 2-layer
+model, one 32 px camera), ``smolvlm256m`` (SmolVLM-256M-Instruct's architecture: SigLIP-B/16 at 512 px + a
+30-layer 576-wide Llama, one camera upscaled to 512 px by the processor) and ``smolvlm500m``
+(SmolVLM-500M-Instruct's: the same vision tower + a 32-layer 960-wide Llama). Sim-like state (22 + 7),
+action dim 4, h=5, the default expert (4 layers, width 256); the VLA trains with the vision encoder frozen
+and the language model fine-tuned (the defaults), its backbone in ``--dtype`` (the expert stays float32).
+Each VLA also runs with its expert's cross-attention K/V cache turned off (the plain decoder at every flow
+step), inference only, for the cache's gain in the same run; with ``--compile`` also with its cached flow
+step through ``torch.compile`` (``policy.vla.compile``; inference only, compiled in the warm-up calls, whose
+time is printed). "peak MB" on the CPU is the process's peak resident memory after the row (``ru_maxrss``,
+cumulative: it bounds what the row needed together with every row before it); on a GPU it is the row's own
+peak of allocated GPU memory (``torch.cuda.max_memory_allocated``). GPU times synchronise the device.
 
 Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes tiny smolvlm256m] [--compile]
+     [--device cuda] [--dtype bfloat16] [--batches 1 8] [--train-batch 8]
 """
 
 from __future__ import annotations
@@ -32,37 +36,84 @@ from robot_rl.config import BCConfig, PolicyConfig, VLAConfig
 from robot_rl.policies import FlowChunkPolicy, build_agent
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 from robot_rl.policies.vla import VLAPolicy
+from robot_rl.policies.vla import backbone as bb
+from robot_rl.policies.vla.backbone import DTYPES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from tiny_vlm import SMOLVLM_256M, TINY, random_idefics3  # noqa: E402
+from tiny_vlm import SMOLVLM_256M, SMOLVLM_500M, TINY, random_idefics3  # noqa: E402
 
-SIZES = {"tiny": (TINY, 32), "smolvlm256m": (SMOLVLM_256M, 64)}  # (VLM sizes, camera pixels)
+SIZES = {"tiny": (TINY, 32), "smolvlm256m": (SMOLVLM_256M, 64), "smolvlm500m": (SMOLVLM_500M, 64)}
+"""name -> (VLM sizes, camera pixels)"""
 
 
-def steps_per_s(agent, batch: dict, budget_s: float, min_steps: int = 3) -> float:
+def steps_per_s(agent, batch: dict, budget_s: float, device: torch.device, min_steps: int = 3) -> float:
     """Training updates per second over as many as fit in ``budget_s`` (after 1 warm-up)."""
     agent.update(batch)
+    _sync(device)
     times = []
     start = time.perf_counter()
     while len(times) < min_steps or time.perf_counter() - start < budget_s:
         t0 = time.perf_counter()
         agent.update(batch)
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return 1.0 / statistics.median(times)
 
 
-def measure(name: str, agent, shapes: dict, budget_s: float, train: bool = True) -> dict[str, float]:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _to(x, device: torch.device):
+    """Tensors of a (nested) batch dict moved to ``device``."""
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def processor_ms(policy: VLAPolicy, obs: dict, budget_s: float) -> float:
+    """Median ms of the VLM processor alone (tokenising, image resize/normalise on the CPU, copy to the
+    policy's device) for ``obs``: the part of a chunk no accelerator speeds up."""
+    images = policy._images(obs)
+    tasks = policy._tasks(obs, len(images[0]))
+    per_sample = [[x[b].numpy() for x in images] for b in range(len(tasks))]
+    device = policy.expert.action_out.weight.device
+
+    def run():
+        bb.processor_inputs(policy.processor, tasks, per_sample, device, policy.backbone.dtype)
+        _sync(device)
+
+    return latency_ms(run, budget_s, min_iters=3)
+
+
+def measure(agent, shapes: dict, budget_s: float, batches: list[int], train_batch: int, train: bool = True):
+    """Latency per chunk (ms) at each batch, processor ms (VLA), train steps/s, peak MB, parameters (M)."""
+    device = agent.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     out = {}
     agent.eval()
-    for b in (1, 8):
-        obs = fake_obs(b, shapes, seed=0)
+    for b in batches:
+        obs = {k: v.to(device) for k, v in fake_obs(b, shapes, seed=0).items()}
+
+        def act(obs=obs):
+            agent.act(obs)
+            _sync(device)
+
         with torch.inference_mode():
-            out[f"ms_b{b}"] = latency_ms(lambda obs=obs: agent.act(obs), budget_s, min_iters=3)
+            out[f"ms_b{b}"] = latency_ms(act, budget_s, min_iters=3)
+            if isinstance(agent.policy, VLAPolicy):
+                out[f"proc_ms_b{b}"] = processor_ms(agent.policy, obs, budget_s / 2)
     out["train_steps_s"] = float("nan")
     if train:
-        batch = fake_batch(8, 5, shapes, SIM_ACTION_DIM, seed=0)
-        out["train_steps_s"] = steps_per_s(agent, batch, budget_s)
-    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+        batch = fake_batch(train_batch, 5, shapes, SIM_ACTION_DIM, seed=0)
+        batch = _to(batch, device)
+        out["train_steps_s"] = steps_per_s(agent, batch, budget_s, device)
+    if device.type == "cuda":
+        out["peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     params = sum(p.numel() for p in agent.policy.parameters())
     trained = sum(p.numel() for p in agent.policy.parameters() if p.requires_grad)
     out["params_m"], out["trained_m"] = params / 1e6, trained / 1e6
@@ -71,63 +122,72 @@ def measure(name: str, agent, shapes: dict, budget_s: float, train: bool = True)
 
 def main() -> None:
     parser = torch_parser(__doc__, time_per_case=3.0)
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "smolvlm256m"], choices=list(SIZES))
     parser.add_argument("--compile", action="store_true", help="add a row with policy.vla.compile")
+    parser.add_argument("--device", default="cpu", help="torch device of every policy (cpu, cuda)")
+    parser.add_argument("--dtype", default="float32", choices=list(DTYPES), help="the VLM backbone's dtype")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8], help="inference batch sizes")
+    parser.add_argument("--train-batch", type=int, default=8)
     args = parser.parse_args()
     stats = start_torch(args)
+    device = torch.device(args.device)
     pcfg = PolicyConfig()
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads; "
-        f"h={pcfg.horizon} K={pcfg.flow_steps}"
+        f"{where}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads; "
+        f"h={pcfg.horizon} K={pcfg.flow_steps}; backbone {args.dtype}",
+        flush=True,
     )
-    rows = {
-        "state flow": measure(
-            "flow",
-            build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats),
-            SIM_OBS_SHAPES,
-            args.time_per_case,
-        )
-    }
+    run = partial(measure, budget_s=args.time_per_case, batches=args.batches, train_batch=args.train_batch)
+    flow = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats, device=device)
+    rows = {"state flow": run(flow, SIM_OBS_SHAPES)}
     for size in args.sizes:
         sizes, pixels = SIZES[size]
         shapes = SIM_OBS_SHAPES | {"observation.images.front": (pixels, pixels, 3)}
         t0 = time.perf_counter()
         model, processor = random_idefics3(sizes)
-        cfg = PolicyConfig(kind="vla", vla=VLAConfig(instruction="Pick up the cube and lift it."))
-        policy = VLAPolicy(cfg, shapes, SIM_ACTION_DIM, fake_stats(shapes), model, processor)
-        print(f"built {size} in {time.perf_counter() - t0:.1f} s")
-        budget = args.time_per_case
-        rows[f"VLA {size}"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget)
+        vla = VLAConfig(instruction="Pick up the cube and lift it.", dtype=args.dtype)
+        cfg = PolicyConfig(kind="vla", vla=vla)
+        policy = VLAPolicy(cfg, shapes, SIM_ACTION_DIM, fake_stats(shapes), model, processor).to(device)
+        print(f"built {size} in {time.perf_counter() - t0:.1f} s", flush=True)
+        rows[f"VLA {size}"] = run(FlowBC(policy, BCConfig()), shapes)
         if args.compile:
             policy.expert.compile_sampling = True
             t0 = time.perf_counter()
-            rows[f"VLA {size} compiled"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
+            rows[f"VLA {size} compiled"] = run(FlowBC(policy, BCConfig()), shapes, train=False)
             print(f"compiled row of {size}: {time.perf_counter() - t0:.1f} s, compiles included")
             policy.expert.compile_sampling = False
         policy.velocity_field = partial(FlowChunkPolicy.velocity_field, policy)  # the plain decoder
-        rows[f"VLA {size} no KV cache"] = measure(size, FlowBC(policy, BCConfig()), shapes, budget, False)
-    base = rows["state flow"]
-    head = ("policy", "params M", "trained M", "ms/chunk b=1", "ms/chunk b=8", "train steps/s b=8", "peak MB")
-    columns = "{:<22} | {:>8} | {:>9} | {:>12} | {:>12} | {:>17} | {:>7} | "
-    print(columns.format(*head) + "slower than state flow (b=1, b=8, train)")
+        rows[f"VLA {size} no KV cache"] = run(FlowBC(policy, BCConfig()), shapes, train=False)
+        del policy, model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    report(rows, args)
+
+
+def report(rows: dict[str, dict], args) -> None:
+    base, b1, bn = rows["state flow"], args.batches[0], args.batches[-1]
+    head = ("policy", "params M", "trained M", *(f"ms/chunk b={b}" for b in args.batches))
+    head += (f"processor ms b={b1}", f"train steps/s b={args.train_batch}", "peak MB")
+    print(" | ".join(head) + f" | slower than state flow (b={b1}, b={bn}, train)")
     for name, r in rows.items():
         train = base["train_steps_s"] / r["train_steps_s"]
-        ratio = f"x{r['ms_b1'] / base['ms_b1']:.0f}, x{r['ms_b8'] / base['ms_b8']:.0f}, " + (
+        ratio = f"x{r[f'ms_b{b1}'] / base[f'ms_b{b1}']:.0f}, x{r[f'ms_b{bn}'] / base[f'ms_b{bn}']:.0f}, " + (
             f"x{train:.0f}" if train == train else "-"
         )
-        cells = (name, r["params_m"], r["trained_m"], r["ms_b1"], r["ms_b8"], r["train_steps_s"], r["rss_mb"])
-        line = "{:<22} | {:>8.1f} | {:>9.1f} | {:>12.1f} | {:>12.1f} | {:>17.2f} | {:>7.0f} | ".format(*cells)
-        print(line + (ratio if r is not base else "(baseline)"))
+        cells = [name, f"{r['params_m']:.1f}", f"{r['trained_m']:.1f}"]
+        cells += [f"{r[f'ms_b{b}']:.1f}" for b in args.batches]
+        proc = r.get(f"proc_ms_b{b1}", float("nan"))
+        cells += [f"{proc:.1f}", f"{r['train_steps_s']:.2f}", f"{r['peak_mb']:.0f}"]
+        print(" | ".join(cells) + " | " + (ratio if r is not base else "(baseline)"))
     for size in args.sizes:
         on, off = rows[f"VLA {size}"], rows[f"VLA {size} no KV cache"]
-        gain = f"b=1 x{off['ms_b1'] / on['ms_b1']:.2f}, b=8 x{off['ms_b8'] / on['ms_b8']:.2f}"
+        gain = ", ".join(f"b={b} x{off[f'ms_b{b}'] / on[f'ms_b{b}']:.2f}" for b in args.batches)
         print(f"K/V cache speed-up per chunk, {size}: {gain}")
         if args.compile:
             c = rows[f"VLA {size} compiled"]
-            print(
-                f"torch.compile speed-up per chunk, {size}: b=1 x{on['ms_b1'] / c['ms_b1']:.2f}, "
-                f"b=8 x{on['ms_b8'] / c['ms_b8']:.2f} (against the eager cached step)"
-            )
+            gain = ", ".join(f"b={b} x{on[f'ms_b{b}'] / c[f'ms_b{b}']:.2f}" for b in args.batches)
+            print(f"torch.compile speed-up per chunk, {size}: {gain} (against the eager cached step)")
 
 
 if __name__ == "__main__":

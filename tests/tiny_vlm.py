@@ -79,6 +79,13 @@ SMOLVLM_256M = {
         "max_position_embeddings": 8192,
     },
 }
+# SmolVLM-500M-Instruct's architecture (its config.json): the same SigLIP-B/16 at 512 px and pixel shuffle, a
+# SmolLM2-360M-style Llama (32 layers of width 960, 15 heads, 5 KV heads).
+SMOLVLM_500M = SMOLVLM_256M | {
+    "text": SMOLVLM_256M["text"]
+    | {"hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 15}
+    | {"num_key_value_heads": 5},
+}
 TINY = {
     "image": IMAGE,
     "patch": PATCH,
@@ -107,8 +114,8 @@ def build_tiny_vlm(path: str | Path, seed: int = 0) -> Path:
 
 def random_idefics3(sizes: dict, seed: int = 0) -> tuple[Idefics3ForConditionalGeneration, Idefics3Processor]:
     """A randomly initialised Idefics3 model and its processor of ``sizes`` (:data:`TINY`, or
-    :data:`SMOLVLM_256M` for benchmarks). The tokenizer is always the tiny one (its ids fit any larger
-    vocabulary)."""
+    :data:`SMOLVLM_256M` / :data:`SMOLVLM_500M` for benchmarks). The tokenizer is always the tiny one (its
+    ids fit any larger vocabulary)."""
     image, patch, scale = sizes["image"], sizes["patch"], sizes["scale"]
     tokenizer = _tokenizer()
     image_processor = Idefics3ImageProcessorPil(
