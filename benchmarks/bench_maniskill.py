@@ -5,11 +5,14 @@ one run so the ratios share the machine's load.
 Rows: a plain ManiSkill env (its own ``gym.make(num_envs=1)``, ``env.step``: the baseline); the ``maniskill``
 batched backend at N = 1 and 8 (ratio: its overhead over the plain env); and, for scale, the built-in
 ``robot_rl/PandaPickCube-v0`` single env and ``mujoco_cpu`` at N = 8 (2 threads, actuator controller).
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_maniskill.py`` (about 1 minute).
+``--camera 64``: every row renders one 64 px camera at every step (ManiSkill's ``base_camera`` through SAPIEN
+on lavapipe, ``obs_mode="state_dict+rgb"``; the built-in task's ``front`` camera through MuJoCo's EGL).
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_maniskill.py [--camera 64]`` (about 1 minute).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -49,13 +52,17 @@ def single(env) -> float:
         env.close()
 
 
-def plain_maniskill():
-    """ManiSkill's own PickCube-v1 env (its gym.make, num_envs=1) with the backend's settings."""
+def plain_maniskill(camera: int):
+    """ManiSkill's own PickCube-v1 env (its gym.make, num_envs=1) with the backend's settings; ``camera`` >
+    0 renders its ``base_camera`` at that side (px)."""
     use_venv_vulkan()
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
 
-    return gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict", **DEFAULTS)
+    if not camera:
+        return gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict", **DEFAULTS)
+    size = {"width": camera, "height": camera}
+    return gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict+rgb", sensor_configs=size, **DEFAULTS)
 
 
 def batched(cfg: EnvConfig, n: int, backend: str) -> float:
@@ -70,12 +77,18 @@ def batched(cfg: EnvConfig, n: int, backend: str) -> float:
 
 
 def main() -> None:
-    base = single(plain_maniskill())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--camera", type=int, default=0, help="render one camera of this side (px)")
+    cam = parser.parse_args().camera
+    print(f"one {cam} px camera per env" if cam else "state only")
+    base = single(plain_maniskill(cam))
     rows = [("plain ManiSkill env, PickCube-v1 (baseline)", base)]
-    cfg = EnvConfig(id="PickCube-v1")
+    size = {"cameras": ["base_camera"], "image_size": cam} if cam else {}
+    cfg = EnvConfig(id="PickCube-v1", **size)
     for n in (1, 8):
         rows.append((f"maniskill backend, N = {n}", batched(cfg, n, "maniskill")))
-    ours = EnvConfig(kwargs={"controller": "actuator"})
+    size = {"cameras": ["front"], "image_size": cam} if cam else {}
+    ours = EnvConfig(kwargs={"controller": "actuator"}, **size)
     rows.append(("built-in pick-cube single env (actuator)", single(make_env(ours))))
     rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched(ours, 8, "mujoco_cpu")))
     print(f"{'row':<46} {'env steps/s':>12} {'x plain ManiSkill':>18}")

@@ -277,7 +277,8 @@ class EnvConfig:
     (default none: the simulator) runs the task on a robot instead (:class:`RobotConfig`). ``backend`` picks
     the batched simulator of :func:`robot_rl.sim.batched_factory.make_batched_env`: ``gym_vector``
     (gymnasium's vector env, any id), ``mujoco_cpu`` (the built-in task, in-process threads) or ``maniskill``
-    (ManiSkill3's own tasks such as ``PickCube-v1``, state only, on SAPIEN's PhysX CPU backend); collect,
+    (ManiSkill3's own tasks such as ``PickCube-v1`` on SAPIEN's PhysX CPU backend; ``cameras`` are then
+    ManiSkill's sensor names, e.g. ``base_camera``); collect,
     eval and pipeline roll out on it (:func:`robot_rl.cli.envs.make_rollout_vec_env`), the online actor
     does not use it yet. ``robot_type`` is the robot model that
     ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:

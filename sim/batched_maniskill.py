@@ -12,7 +12,12 @@ Embodied AI" (the tasks, their rewards, success checks and controllers are ManiS
   ``qvel`` (9)) and ``extra.tcp_pose`` (7: position m, quaternion wxyz), S = 25 for the Panda;
   ``observation.environment_state`` float32 (N, E) is every other ``extra`` entry (``PickCube-v1``:
   ``is_grasped`` (1), ``goal_pos`` (3), ``obj_pose`` (7), ``tcp_to_obj_pos`` (3), ``obj_to_goal_pos`` (3);
-  E = 17). Cameras are not offered (state only).
+  E = 17).
+- **Cameras:** ``env.cameras`` names ManiSkill sensors of the task (``PickCube-v1``: ``base_camera``); each
+  gives ``observation.images.<name>`` uint8 (N, S, S, 3), S = ``env.image_size``, rendered by SAPIEN
+  (ManiSkill's ``obs_mode="state_dict+rgb"``, so the state keys above stay whole: the images are added, the
+  privileged object state is not withheld, as for the built-in tasks). Rendering does not change the
+  physics: the same seeds and actions give the same states with and without cameras (tested).
 - **Actions:** ManiSkill's controller (default ``pd_ee_delta_pos``: (N, 4) in [-1, 1], end-effector delta
   position and gripper, normalised by ManiSkill), float32.
 - **Rate:** ManiSkill's control frequency (``PickCube-v1``: 20 Hz) as ``metadata["render_fps"]``, the
@@ -24,11 +29,11 @@ Embodied AI" (the tasks, their rewards, success checks and controllers are ManiS
   episode is exactly a single ManiSkill env's for that seed; each later episode of env ``i`` is reset with a
   seed drawn from ``numpy.random.default_rng(s_i)``, reproducible from ``s_i`` alone.
 
-``env.kwargs`` go to ``gym.make`` (e.g. ``control_mode``, ``reward_mode``, ``robot_uids``); ``obs_mode`` is
-fixed to ``state_dict``. ManiSkill needs a Vulkan driver even without cameras: a GPU's, or on a CPU Mesa's
-lavapipe from Mesa >= 23 (older ones are refused by SAPIEN). When neither ``VK_DRIVER_FILES`` nor
-``VK_ICD_FILENAMES`` is set, the lavapipe that ``./setup.sh test`` puts into the venv
-(:data:`VENV_ICD`) is used.
+``env.kwargs`` go to ``gym.make`` (e.g. ``control_mode``, ``reward_mode``, ``robot_uids``,
+``sensor_configs``); ``obs_mode`` is fixed (``state_dict``, with cameras ``state_dict+rgb``). ManiSkill
+needs a Vulkan driver even without cameras: a GPU's, or on a CPU Mesa's lavapipe from Mesa >= 23 (older
+ones are refused by SAPIEN). When neither ``VK_DRIVER_FILES`` nor ``VK_ICD_FILENAMES`` is set, the
+lavapipe that ``./setup.sh test`` puts into the venv (:data:`VENV_ICD`) is used.
 """
 
 from __future__ import annotations
@@ -82,14 +87,15 @@ class ManiSkillBatchedEnv(BatchedEnv):
     docstring for keys, units, seeds and ends).
 
     Args:
-        cfg: env config: ``id`` a ManiSkill task id; ``kwargs`` for ``gym.make``; no cameras, robot or
-            ``spawn_region``.
+        cfg: env config: ``id`` a ManiSkill task id; ``kwargs`` for ``gym.make``; ``cameras`` (ManiSkill
+            sensor names) and ``image_size`` (pixels); no robot or ``spawn_region``.
         num_envs: N.
 
     Raises:
         MissingExtraError: ManiSkill is not installed (names ``pip install 'robot-rl[maniskill]'``).
-        ValueError: a built-in or unknown id, cameras, a robot, ``spawn_region``, an ``obs_mode`` other than
-            ``state_dict`` or a ``sim_backend`` other than ``physx_cpu``.
+        ValueError: a built-in or unknown id, a camera the task does not have, a robot, ``spawn_region``,
+            an ``obs_mode`` given in ``kwargs`` other than ``state_dict``, or a ``sim_backend`` other than
+            ``physx_cpu``.
         RuntimeError: SAPIEN found no Vulkan driver (the message says how to get one).
     """
 
@@ -100,16 +106,21 @@ class ManiSkillBatchedEnv(BatchedEnv):
                 f"env.backend=maniskill runs ManiSkill3's own tasks (e.g. PickCube-v1), not {cfg.id!r}: "
                 "the built-in tasks run on env.backend=mujoco_cpu or gym_vector"
             )
-        if cfg.robot is not None or cfg.cameras or cfg.spawn_region:
+        if cfg.robot is not None or cfg.spawn_region:
             raise ValueError(
-                "env.backend=maniskill is state-only on the simulator: env.cameras, env.robot and "
+                "env.backend=maniskill runs ManiSkill's simulated tasks as they are: env.robot and "
                 "env.spawn_region must be unset"
             )
         kwargs = {**DEFAULTS, **cfg.kwargs}
-        if kwargs.setdefault("obs_mode", "state_dict") != "state_dict":
+        if kwargs.get("obs_mode", "state_dict") != "state_dict":
             raise ValueError(
-                f"env.kwargs.obs_mode={kwargs['obs_mode']!r}: the maniskill backend reads state_dict"
+                f"env.kwargs.obs_mode={kwargs['obs_mode']!r}: the maniskill backend reads state_dict "
+                "(cameras come from env.cameras)"
             )
+        self.cameras = list(cfg.cameras)
+        kwargs["obs_mode"] = "state_dict+rgb" if self.cameras else "state_dict"
+        if self.cameras:
+            kwargs.setdefault("sensor_configs", {"width": cfg.image_size, "height": cfg.image_size})
         if kwargs["sim_backend"] not in ("physx_cpu", "cpu"):
             raise ValueError(
                 f"env.kwargs.sim_backend={kwargs['sim_backend']!r}: only physx_cpu is supported "
@@ -140,11 +151,17 @@ class ManiSkillBatchedEnv(BatchedEnv):
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self._obs: list[dict[str, np.ndarray]] = [{} for _ in range(num_envs)]
         first, _ = self.envs[0].reset(seed=0)
-        state, env_state = _split(first)
+        sensors = sorted(first.get("sensor_data", {}))
+        unknown = [c for c in self.cameras if c not in sensors]
+        if unknown:
+            self.close()
+            raise ValueError(f"env.cameras {unknown}: {cfg.id} has the cameras {sensors}")
         self.single_observation_space = spaces.Dict(
             {
-                keys.STATE: spaces.Box(-np.inf, np.inf, state.shape, np.float32),
-                keys.ENV_STATE: spaces.Box(-np.inf, np.inf, env_state.shape, np.float32),
+                k: spaces.Box(0, 255, v.shape, np.uint8)
+                if v.dtype == np.uint8
+                else spaces.Box(-np.inf, np.inf, v.shape, np.float32)
+                for k, v in self._as_obs(first).items()
             }
         )
 
@@ -162,7 +179,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
                     self._rngs[i] = np.random.default_rng()
                 episode_seed = int(self._rngs[i].integers(2**31 - 1))
             raw, _ = self.envs[i].reset(seed=episode_seed)
-            self._obs[i] = _as_obs(raw)
+            self._obs[i] = self._as_obs(raw)
         return self._stack(), {"is_success": np.zeros(self.num_envs, dtype=bool)}
 
     def tasks(self) -> list[str]:
@@ -176,9 +193,9 @@ class ManiSkillBatchedEnv(BatchedEnv):
         dtype = self.single_action_space.dtype
         for i in np.flatnonzero(active):
             raw, r, te, tr, info = self.envs[i].step(actions[i].astype(dtype))
-            self._obs[i] = _as_obs(raw)
+            self._obs[i] = self._as_obs(raw)
             reward[i] = float(np.asarray(r).reshape(-1)[0])
-            unstable[i] = not all(np.isfinite(v).all() for v in self._obs[i].values())
+            unstable[i] = not all(np.isfinite(self._obs[i][k]).all() for k in (keys.STATE, keys.ENV_STATE))
             terminated[i] = _item(te) or unstable[i]
             truncated[i] = _item(tr)
             success[i] = _item(info.get("success", False))
@@ -198,7 +215,15 @@ class ManiSkillBatchedEnv(BatchedEnv):
     def _stack(self) -> dict[str, np.ndarray]:
         if not all(self._obs):
             raise RuntimeError("maniskill batched env: call reset() (all envs) before step()")
-        return {k: np.stack([o[k] for o in self._obs]) for k in (keys.STATE, keys.ENV_STATE)}
+        return {k: np.stack([o[k] for o in self._obs]) for k in self._obs[0]}
+
+    def _as_obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+        """ManiSkill observation (batch of 1) -> this backend's keys for one env."""
+        state, env_state = _split(raw)
+        obs = {keys.STATE: state, keys.ENV_STATE: env_state}
+        for cam in self.cameras:
+            obs[keys.image_key(cam)] = np.asarray(raw["sensor_data"][cam]["rgb"], dtype=np.uint8)[0]
+        return obs
 
 
 def _item(value: Any) -> bool:
@@ -218,11 +243,6 @@ def _split(raw: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     env = [flat(v) for v in extra.values()]
     empty = np.zeros(0, np.float32)
     return np.concatenate(robot), (np.concatenate(env) if env else empty)
-
-
-def _as_obs(raw: dict[str, Any]) -> dict[str, np.ndarray]:
-    state, env_state = _split(raw)
-    return {keys.STATE: state, keys.ENV_STATE: env_state}
 
 
 class ManiSkillEnv(gym.Env):

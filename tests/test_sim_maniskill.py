@@ -174,7 +174,8 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
     cases = [
         (EnvConfig(), "ManiSkill3's own tasks"),
         (EnvConfig(id="NoSuchTask-v9"), "not a registered ManiSkill3 task"),
-        (EnvConfig(id=ID, cameras=["front"]), "state-only"),
+        (EnvConfig(id=ID, cameras=["front"]), r"\['front'\]: PickCube-v1 has the cameras \['base_camera'\]"),
+        (EnvConfig(id=ID, spawn_region=[0.0, 0.1, 0.0, 0.1]), "spawn_region must be unset"),
         (EnvConfig(id=ID, kwargs={"sim_backend": "physx_cuda"}), "only physx_cpu"),
         (EnvConfig(id=ID, kwargs={"obs_mode": "rgb"}), "reads state_dict"),
     ]
@@ -190,6 +191,34 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
             env.step(np.array([[np.nan, 0.0, 0.0, 0.0]]))
     finally:
         env.close()
+
+
+def test_cameras_add_images_and_leave_the_state_and_the_physics_as_without(maniskill):
+    """``env.cameras=[base_camera]``: uint8 (N, 32, 32, 3) frames of the scene that change as the arm moves,
+    next to the same state keys, and the same states as the state-only env for the same seeds and actions
+    (rendering never touches the simulation)."""
+    cfg = EnvConfig(id=ID, cameras=["base_camera"], image_size=32)
+    env, plain = make_batched_env(cfg, num_envs=2, backend="maniskill"), _env(2)
+    key = keys.image_key("base_camera")
+    try:
+        space = env.single_observation_space
+        assert space[key].shape == (32, 32, 3) and space[key].dtype == np.uint8
+        assert space[keys.ENV_STATE].shape == (17,)
+        obs, _ = env.reset(seed=[3, 4])
+        ref, _ = plain.reset(seed=[3, 4])
+        first = obs[key].copy()
+        assert first.dtype == np.uint8 and first.shape == (2, 32, 32, 3) and first.std() > 5
+        rng = np.random.default_rng(1)
+        for _ in range(15):
+            a = rng.uniform(-1, 1, (2, 4)).astype(np.float32)
+            obs, *_ = env.step(a)
+            ref, *_ = plain.step(a)
+            for k in (keys.STATE, keys.ENV_STATE):
+                np.testing.assert_array_equal(obs[k], ref[k])
+        assert np.abs(obs[key].astype(int) - first).mean() > 0.5  # the arm moved in view
+    finally:
+        env.close()
+        plain.close()
 
 
 def test_scripted_expert_clean_succeeds_and_noise_makes_it_worse(maniskill):
@@ -235,6 +264,26 @@ def test_pipeline_collects_trains_and_evaluates_on_maniskill(maniskill, tmp_path
     report = json.loads((run / "report.json").read_text())
     assert report["dataset"]["num_episodes"] == 4 and 0.0 < report["dataset"]["demo_success_rate"] <= 1.0
     assert {m: s["num_episodes"] for m, s in report["methods"].items()} == {"bc": 2, "offline": 2}
+
+
+def test_collect_with_a_maniskill_camera_writes_its_video(maniskill, tmp_path):
+    """`robot-rl collect` on ManiSkill with ``env.cameras=[base_camera]`` (a real process): the dataset has
+    the camera as a LeRobot video feature at ManiSkill's rate next to the whole state, and its frames
+    decode to images of the scene."""
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+
+    code = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    run = tmp_path / "run"
+    args = ["collect", "--config", str(CONFIG), f"--run_dir={run}", "--collect.num_episodes=2"]
+    args += ["--env.cameras=[base_camera]", "--env.image_size=48"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    key = keys.image_key("base_camera")
+    info = json.loads((run / "dataset" / "meta" / "info.json").read_text())
+    assert info["fps"] == 20 and info["features"][key]["dtype"] == "video"
+    assert info["features"][key]["shape"] == [48, 48, 3] and info["features"][keys.ENV_STATE]["shape"] == [17]
+    frame = LeRobotDataset(run / "dataset")[0][key]
+    assert frame.shape == (3, 48, 48) and float(frame.std()) > 0.02
 
 
 def test_make_env_builds_the_same_task_as_one_gymnasium_env(maniskill):
