@@ -71,6 +71,8 @@ DEFAULTS = {
     "sim_backend": "physx_cpu",
     "render_backend": "sapien_cpu",
 }
+RENDER_SIZE = 128
+"""Side (pixels) of ``render()`` frames, as the built-in tasks' (the report's videos)."""
 _NO_VULKAN = ("failed to find a rendering device", "Failed to find a supported physical device")
 
 
@@ -90,6 +92,8 @@ class ManiSkillBatchedEnv(BatchedEnv):
         cfg: env config: ``id`` a ManiSkill task id; ``kwargs`` for ``gym.make``; ``cameras`` (ManiSkill
             sensor names) and ``image_size`` (pixels); no robot or ``spawn_region``.
         num_envs: N.
+        render_mode: ``None`` or ``"rgb_array"``: ManiSkill's own render camera, :data:`RENDER_SIZE` px
+            (``envs[i].render()``; :meth:`ManiSkillEnv.render` for one env).
 
     Raises:
         MissingExtraError: ManiSkill is not installed (names ``pip install 'robot-rl[maniskill]'``).
@@ -99,7 +103,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
         RuntimeError: SAPIEN found no Vulkan driver (the message says how to get one).
     """
 
-    def __init__(self, cfg: EnvConfig, num_envs: int) -> None:
+    def __init__(self, cfg: EnvConfig, num_envs: int, render_mode: str | None = None) -> None:
         require("mani_skill", "env.backend=maniskill", "pip install 'robot-rl[maniskill]'")
         if cfg.id.startswith("robot_rl/"):
             raise ValueError(
@@ -121,6 +125,11 @@ class ManiSkillBatchedEnv(BatchedEnv):
         kwargs["obs_mode"] = "state_dict+rgb" if self.cameras else "state_dict"
         if self.cameras:
             kwargs.setdefault("sensor_configs", {"width": cfg.image_size, "height": cfg.image_size})
+        if render_mode is not None:
+            if render_mode != "rgb_array":
+                raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+            size = {"width": RENDER_SIZE, "height": RENDER_SIZE}
+            kwargs.update(render_mode=render_mode, human_render_camera_configs=size)
         if kwargs["sim_backend"] not in ("physx_cpu", "cpu"):
             raise ValueError(
                 f"env.kwargs.sim_backend={kwargs['sim_backend']!r}: only physx_cpu is supported "
@@ -250,17 +259,24 @@ class ManiSkillEnv(gym.Env):
     (what :func:`robot_rl.sim.make_env` builds for ``env.backend=maniskill``): observations are the batched
     env's row 0 (``observation.state`` (S,), ``observation.environment_state`` (E,) float32), ``step`` takes
     (d,) and does not reset by itself; ``info`` has ``is_success`` and ``sim_unstable``; ``task`` is the
-    instruction.
+    instruction. With ``render_mode="rgb_array"``, ``render()`` gives ManiSkill's render camera as uint8
+    (:data:`RENDER_SIZE`, :data:`RENDER_SIZE`, 3) (the pipeline's videos).
 
     Args and raises: as :class:`ManiSkillBatchedEnv` with N = 1.
     """
 
-    def __init__(self, cfg: EnvConfig) -> None:
-        self.batched = ManiSkillBatchedEnv(cfg, 1)
+    def __init__(self, cfg: EnvConfig, render_mode: str | None = None) -> None:
+        self.batched = ManiSkillBatchedEnv(cfg, 1, render_mode)
         self.observation_space = self.batched.single_observation_space
         self.action_space = self.batched.single_action_space
-        self.metadata = {"render_modes": [], **self.batched.metadata}
+        self.render_mode = render_mode
+        self.metadata = {"render_modes": ["rgb_array"], **self.batched.metadata}
         self.task = self.batched.task
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode is None:
+            return None
+        return np.asarray(self.batched.envs[0].render(), dtype=np.uint8)[0]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, _ = self.batched.reset(seed=[seed])

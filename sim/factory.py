@@ -47,7 +47,7 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     if cfg.backend == "maniskill":
         from robot_rl.sim.batched_maniskill import ManiSkillEnv
 
-        return ManiSkillEnv(cfg)
+        return ManiSkillEnv(cfg, render_mode)
     if cfg.id in TASKS:
         # Constructed directly: gym.make would swallow max_episode_steps into its own TimeLimit wrapper.
         return build_task_env(cfg, render_mode)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -246,13 +247,14 @@ def test_scripted_expert_clean_succeeds_and_noise_makes_it_worse(maniskill):
 @pytest.mark.slow
 def test_pipeline_collects_trains_and_evaluates_on_maniskill(maniskill, tmp_path):
     """`robot-rl pipeline --config configs/maniskill_pick_cube.yaml` with tiny budgets, in a real process:
-    the dataset is written at ManiSkill's 20 Hz with its keys, and both methods are evaluated on it."""
+    the dataset is written at ManiSkill's 20 Hz with its keys, both methods are evaluated on it, and the
+    report's videos show ManiSkill's render camera."""
     code = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
     run = tmp_path / "run"
     args = [
         *("pipeline", "--config", str(CONFIG), f"--run_dir={run}", "--seeds=[0]"),
         *("--collect.num_episodes=4", "--bc.steps=20", "--offline.steps=10", "--offline.best_of_n=4"),
-        "--eval.episodes_per_seed=2",
+        *("--eval.episodes_per_seed=2", "--eval.num_videos=1"),
     ]
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -264,6 +266,12 @@ def test_pipeline_collects_trains_and_evaluates_on_maniskill(maniskill, tmp_path
     report = json.loads((run / "report.json").read_text())
     assert report["dataset"]["num_episodes"] == 4 and 0.0 < report["dataset"]["demo_success_rate"] <= 1.0
     assert {m: s["num_episodes"] for m, s in report["methods"].items()} == {"bc": 2, "offline": 2}
+    videos = sorted(run.glob("videos/*.mp4"))
+    assert [v.name.split("_ep")[0] for v in videos] == ["bc", "offline"] and report["videos"]
+    with av.open(str(videos[0])) as container:
+        assert container.streams.video[0].average_rate == 20  # ManiSkill's control rate
+        frame = next(container.decode(video=0)).to_ndarray(format="rgb24")
+    assert frame.shape == (128, 128, 3) and frame.std() > 5
 
 
 def test_collect_with_a_maniskill_camera_writes_its_video(maniskill, tmp_path):
@@ -305,6 +313,14 @@ def test_make_env_builds_the_same_task_as_one_gymnasium_env(maniskill):
         assert isinstance(reward, float) and set(info) == {"is_success", "sim_unstable"}
         with pytest.raises(ValueError, match="outside its bounds"):
             single.step(np.array([0.0, 0.0, 0.0, 3.0]))
+        assert single.render() is None  # no render_mode
     finally:
         single.close()
         batched.close()
+    shown = make_env(EnvConfig(id=ID, backend="maniskill"), render_mode="rgb_array")
+    try:
+        shown.reset(seed=4)
+        frame = shown.render()
+        assert frame.dtype == np.uint8 and frame.shape == (128, 128, 3) and frame.std() > 5
+    finally:
+        shown.close()
