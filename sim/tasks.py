@@ -52,7 +52,10 @@ TASKS: dict[str, TaskSpec] = {
 }
 """Every built-in task, by gymnasium id."""
 
-MANISKILL_EXPERTS: dict[str, str] = {"PickCube-v1": "robot_rl.sim.maniskill_experts:PickCubeV1Expert"}
+MANISKILL_EXPERTS: dict[str, str] = {
+    "PickCube-v1": "robot_rl.sim.maniskill_experts:PickCubeV1Expert",
+    "PushCube-v1": "robot_rl.sim.maniskill_experts:PushCubeV1Expert",
+}
 """Scripted experts of ManiSkill3 tasks (``env.backend=maniskill``), by ManiSkill id."""
 
 

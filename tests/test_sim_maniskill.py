@@ -194,6 +194,30 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
         env.close()
 
 
+def test_push_cube_expert_pushes_into_the_goal_and_noise_slows_it(maniskill):
+    from robot_rl.sim.tasks import has_expert, make_expert
+
+    assert has_expert("PushCube-v1") and not has_expert("StackCube-v1")
+    env = make_batched_env(EnvConfig(id="PushCube-v1"), num_envs=1, backend="maniskill")
+    try:
+        steps = {}
+        for noise in (0.0, 1.0):
+            expert, lengths = make_expert("PushCube-v1", noise=noise, seed=0), []
+            for seed in range(6):
+                obs, _ = env.reset(seed=[seed])
+                expert.reset(seed=[0, seed])
+                length, info = 0, {"_final": [False]}
+                while not info["_final"][0]:  # the env truncates at its 50-step horizon
+                    obs, _, _, _, info = env.step(expert.act({k: v[0] for k, v in obs.items()})[None])
+                    length += 1
+                assert noise or info["is_success"][0], f"clean expert failed on seed {seed}"
+                lengths.append(length)
+            steps[noise] = np.mean(lengths)
+        assert steps[1.0] > steps[0.0] + 2, steps
+    finally:
+        env.close()
+
+
 def test_cameras_add_images_and_leave_the_state_and_the_physics_as_without(maniskill):
     """``env.cameras=[base_camera]``: uint8 (N, 32, 32, 3) frames of the scene that change as the arm moves,
     next to the same state keys, and the same states as the state-only env for the same seeds and actions
