@@ -11,6 +11,10 @@ clean) adds Gaussian action noise of std ``0.3 * noise`` on x, y, z and a per-ep
 cube-to-goal line, down to 2 cm above the table, then push along that line until the cube is in the goal
 circle. ``noise`` as above (action noise; the offset shifts the point pushed at). Success rates:
 :class:`PushCubeV1Expert`.
+
+``StackCube-v1`` (Panda, ``pd_ee_delta_pos``): pick the red cube as for ``PickCube-v1``, carry it over the
+green one, lower it onto it, open and back off (ManiSkill's success: on top within 5 mm in height, released
+and at rest). Success rates: :class:`StackCubeV1Expert`.
 """
 
 from __future__ import annotations
@@ -145,3 +149,79 @@ class PushCubeV1Expert:
         gain = GAIN if self.phase != PUSH else GAIN / 3  # push slowly: the cube must not be flicked away
         move = (target - tcp) * gain + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
         return np.append(np.clip(move, -1.0, 1.0), -1.0).astype(np.float32)
+
+
+STACK_A, STACK_B = slice(0, 3), slice(7, 10)
+"""StackCube-v1's ``observation.environment_state``: cube A's position (m, then its quaternion), cube B's."""
+GRIPPER = slice(7, 9)
+"""The Panda's finger joints (m, 0.04 open) in ``observation.state``."""
+CARRY_HEIGHT_M, STACK_HEIGHT_M = 0.07, 0.041
+"""Over cube B: carrying height and releasing height of the TCP above B's centre (m; stacked: 0.04)."""
+RELEASE_STEPS = 4
+S_APPROACH, S_DESCEND, S_CLOSE, S_CARRY, S_LOWER, S_RELEASE, S_RETREAT = range(7)
+
+
+class StackCubeV1Expert:
+    """Stacking expert for ManiSkill3's ``StackCube-v1``; ``act`` returns float32 (4,) in [-1, 1]. Phases:
+    approach 5 cm over cube A, descend, close, carry to :data:`CARRY_HEIGHT_M` over cube B, lower to
+    :data:`STACK_HEIGHT_M`, open for :data:`RELEASE_STEPS` steps, retreat upwards (and approach again when
+    cube A is dropped before it is over B). Over 30 seeds (50-step horizon): success 0.90 at noise 0 (30.6
+    steps on average; the failures are arm motions ManiSkill's end-effector controller does not carry
+    out), 0.80 at 0.3 (34.9), 0.50 at 0.6 (42.4).
+
+    Args:
+        noise: suboptimality knob >= 0 (module docstring of :mod:`robot_rl.sim.maniskill_experts`).
+        seed: seeds the noise generator.
+
+    Raises:
+        ValueError: ``noise`` is negative.
+    """
+
+    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
+        if noise < 0:
+            raise ValueError(f"noise must be >= 0, got {noise}")
+        self.noise = float(noise)
+        self.rng = np.random.default_rng(seed)
+        self.reset()
+
+    def reset(self, seed: int | list[int] | None = None) -> None:
+        """New episode; ``seed`` (as ``numpy.random.default_rng``) reseeds the noise; ``None`` continues."""
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.offset = np.append(self.rng.normal(0.0, OFFSET_NOISE_M * self.noise / 2, 2), 0.0)
+        self.phase, self.steps = S_APPROACH, 0
+
+    def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        state, env = obs[keys.STATE], obs[keys.ENV_STATE]
+        tcp, a, b = state[TCP], env[STACK_A], env[STACK_B]
+        held = np.linalg.norm(a - tcp) < 0.02 and state[GRIPPER].sum() > 0.02  # fingers on the cube
+        self.steps += 1
+        if self.phase in (S_CARRY, S_LOWER) and not held:
+            self.phase, self.steps = S_APPROACH, 0
+        if self.phase == S_APPROACH and np.linalg.norm((a - tcp)[:2]) < 0.01:
+            self.phase, self.steps = S_DESCEND, 0
+        if self.phase == S_DESCEND and abs(a[2] - tcp[2]) < 0.005:
+            self.phase, self.steps = S_CLOSE, 0
+        if self.phase == S_CLOSE and self.steps > CLOSE_STEPS:
+            self.phase, self.steps = (S_CARRY if held else S_APPROACH), 0
+        over_b = b + self.offset + [0.0, 0.0, CARRY_HEIGHT_M]
+        if self.phase == S_CARRY and np.linalg.norm((over_b - tcp)[:2]) < 0.005 and tcp[2] > b[2] + 0.05:
+            self.phase, self.steps = S_LOWER, 0
+        on_b = np.linalg.norm((b + self.offset - tcp)[:2]) < 0.008
+        low = min(tcp[2] - b[2] - STACK_HEIGHT_M, a[2] - b[2] - 0.04) < 0.004  # at the release height, or A
+        if self.phase == S_LOWER and low and on_b:  # resting on B
+            self.phase, self.steps = S_RELEASE, 0
+        if self.phase == S_RELEASE and self.steps > RELEASE_STEPS:
+            self.phase, self.steps = S_RETREAT, 0
+        target, grip = {
+            S_APPROACH: (a + [0.0, 0.0, 0.05], 1.0),
+            S_DESCEND: (a, 1.0),
+            S_CLOSE: (a, -1.0),
+            S_CARRY: (over_b if tcp[2] > b[2] + 0.05 else np.append(tcp[:2], over_b[2]), -1.0),
+            S_LOWER: (np.append((b + self.offset)[:2], b[2] + STACK_HEIGHT_M if on_b else tcp[2]), -1.0),
+            S_RELEASE: (tcp, 1.0),
+            S_RETREAT: (np.append(tcp[:2], b[2] + 0.12), 1.0),
+        }[self.phase]
+        gain = GAIN / 2 if self.phase == S_LOWER else GAIN
+        move = (target - tcp) * gain + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
+        return np.append(np.clip(move, -1.0, 1.0), grip).astype(np.float32)

@@ -55,6 +55,7 @@ TASKS: dict[str, TaskSpec] = {
 MANISKILL_EXPERTS: dict[str, str] = {
     "PickCube-v1": "robot_rl.sim.maniskill_experts:PickCubeV1Expert",
     "PushCube-v1": "robot_rl.sim.maniskill_experts:PushCubeV1Expert",
+    "StackCube-v1": "robot_rl.sim.maniskill_experts:StackCubeV1Expert",
 }
 """Scripted experts of ManiSkill3 tasks (``env.backend=maniskill``), by ManiSkill id."""
 

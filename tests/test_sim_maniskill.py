@@ -197,7 +197,7 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
 def test_push_cube_expert_pushes_into_the_goal_and_noise_slows_it(maniskill):
     from robot_rl.sim.tasks import has_expert, make_expert
 
-    assert has_expert("PushCube-v1") and not has_expert("StackCube-v1")
+    assert has_expert("PushCube-v1") and not has_expert("LiftPegUpright-v1")
     env = make_batched_env(EnvConfig(id="PushCube-v1"), num_envs=1, backend="maniskill")
     try:
         steps = {}
@@ -214,6 +214,26 @@ def test_push_cube_expert_pushes_into_the_goal_and_noise_slows_it(maniskill):
                 lengths.append(length)
             steps[noise] = np.mean(lengths)
         assert steps[1.0] > steps[0.0] + 2, steps
+    finally:
+        env.close()
+
+
+def test_stack_cube_expert_stacks_and_noise_makes_it_fail_more(maniskill):
+    from robot_rl.sim.tasks import make_expert
+
+    env = make_batched_env(EnvConfig(id="StackCube-v1"), num_envs=1, backend="maniskill")
+    try:
+        wins = {}
+        for noise in (0.0, 0.6):
+            expert, wins[noise] = make_expert("StackCube-v1", noise=noise, seed=0), 0
+            for seed in range(8):
+                obs, _ = env.reset(seed=[seed])
+                expert.reset(seed=[0, seed])
+                info = {"_final": [False]}
+                while not info["_final"][0]:
+                    obs, _, _, _, info = env.step(expert.act({k: v[0] for k, v in obs.items()})[None])
+                wins[noise] += bool(info["is_success"][0])
+        assert wins[0.0] >= 6 and wins[0.6] < wins[0.0], wins
     finally:
         env.close()
 
