@@ -40,10 +40,10 @@ APPROACH, DESCEND, CLOSE, CARRY = range(4)
 CLOSE_STEPS = 3
 
 
-class PickCubeV1Expert:
-    """Pick-and-place expert for ManiSkill3's ``PickCube-v1``; ``act`` returns float32 (4,) in [-1, 1]
-    (dx, dy, dz, gripper: 1 open, -1 closed). Phases: approach 5 cm over the cube, descend, close for
-    ``CLOSE_STEPS`` steps, carry to the goal (and approach again when the cube is not held).
+class _PhasedExpert:
+    """What the experts share: the ``noise`` knob (action noise of std ``ACTION_NOISE * noise`` and a
+    per-episode xy offset of std ``offset_noise_m * noise`` m on the point they aim at), the seeded noise
+    generator and the phase machine's start (``phase``, ``steps`` in it).
 
     Args:
         noise: suboptimality knob >= 0 (module docstring).
@@ -52,6 +52,9 @@ class PickCubeV1Expert:
     Raises:
         ValueError: ``noise`` is negative.
     """
+
+    offset_noise_m: float
+    first_phase: int
 
     def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
         if noise < 0:
@@ -64,8 +67,25 @@ class PickCubeV1Expert:
         """New episode; ``seed`` (as ``numpy.random.default_rng``) reseeds the noise; ``None`` continues."""
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        self.offset = np.append(self.rng.normal(0.0, OFFSET_NOISE_M * self.noise, 2), 0.0)
-        self.phase, self.steps = APPROACH, 0
+        self.offset = np.append(self.rng.normal(0.0, self.offset_noise_m * self.noise, 2), 0.0)
+        self.phase, self.steps = self.first_phase, 0
+
+    def noisy(self, move: np.ndarray, grip: float) -> np.ndarray:
+        """``move`` (3,) normalised + action noise, clipped to [-1, 1], then ``grip``: float32 (4,)."""
+        move = move + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
+        return np.append(np.clip(move, -1.0, 1.0), grip).astype(np.float32)
+
+
+class PickCubeV1Expert(_PhasedExpert):
+    """Pick-and-place expert for ManiSkill3's ``PickCube-v1``; ``act`` returns float32 (4,) in [-1, 1]
+    (dx, dy, dz, gripper: 1 open, -1 closed). Phases: approach 5 cm over the cube, descend, close for
+    ``CLOSE_STEPS`` steps, carry to the goal (and approach again when the cube is not held).
+
+    Args and raises: as :class:`_PhasedExpert`.
+    """
+
+    offset_noise_m = OFFSET_NOISE_M
+    first_phase = APPROACH
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         state, env = obs[keys.STATE], obs[keys.ENV_STATE]
@@ -85,8 +105,7 @@ class PickCubeV1Expert:
             CLOSE: (cube, -1.0),
             CARRY: (env[GOAL], -1.0),
         }[self.phase]
-        move = (target - tcp) * GAIN + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
-        return np.append(np.clip(move, -1.0, 1.0), grip).astype(np.float32)
+        return self.noisy((target - tcp) * GAIN, grip)
 
 
 PUSH_GOAL, PUSH_CUBE = slice(0, 3), slice(3, 6)
@@ -96,7 +115,7 @@ BEHIND_M, PUSH_HEIGHT_M = 0.05, 0.02
 ALIGN, LOWER, PUSH = range(3)
 
 
-class PushCubeV1Expert:
+class PushCubeV1Expert(_PhasedExpert):
     """Push expert for ManiSkill3's ``PushCube-v1``; ``act`` returns float32 (4,) in [-1, 1] (dx, dy, dz,
     gripper -1: closed). Phases: align over the push start (5 cm behind the cube on the cube-to-goal line),
     lower to 2 cm, push through the cube towards the goal (align again when the cube drifts off the line).
@@ -104,27 +123,11 @@ class PushCubeV1Expert:
     time): success 1.00 at noise 0 (11.6 steps on average), 1.00 at 0.3 (12.0), 1.00 at 0.6 (12.6), 0.93
     at 1.0 (18.3).
 
-    Args:
-        noise: suboptimality knob >= 0 (module docstring).
-        seed: seeds the noise generator.
-
-    Raises:
-        ValueError: ``noise`` is negative.
+    Args and raises: as :class:`_PhasedExpert`.
     """
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        if noise < 0:
-            raise ValueError(f"noise must be >= 0, got {noise}")
-        self.noise = float(noise)
-        self.rng = np.random.default_rng(seed)
-        self.reset()
-
-    def reset(self, seed: int | list[int] | None = None) -> None:
-        """New episode; ``seed`` (as ``numpy.random.default_rng``) reseeds the noise; ``None`` continues."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.offset = np.append(self.rng.normal(0.0, OFFSET_NOISE_M * self.noise / 2, 2), 0.0)
-        self.phase = ALIGN
+    offset_noise_m = OFFSET_NOISE_M / 2
+    first_phase = ALIGN
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         state, env = obs[keys.STATE], obs[keys.ENV_STATE]
@@ -132,7 +135,7 @@ class PushCubeV1Expert:
         line = (goal - cube)[:2]
         line = line / max(float(np.linalg.norm(line)), 1e-6)
         start = np.append(cube[:2] - BEHIND_M * line, PUSH_HEIGHT_M)
-        # distance of the TCP from the push line, and how far along it (behind the cube is negative)
+        # the TCP's distance from the cube-to-goal line (m)
         rel = (tcp - cube)[:2]
         off_line = abs(rel[0] * line[1] - rel[1] * line[0])
         if self.phase == PUSH and off_line > 0.02:
@@ -147,8 +150,7 @@ class PushCubeV1Expert:
             PUSH: np.append(goal[:2] + 0.03 * line, PUSH_HEIGHT_M),
         }[self.phase]
         gain = GAIN if self.phase != PUSH else GAIN / 3  # push slowly: the cube must not be flicked away
-        move = (target - tcp) * gain + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
-        return np.append(np.clip(move, -1.0, 1.0), -1.0).astype(np.float32)
+        return self.noisy((target - tcp) * gain, -1.0)
 
 
 STACK_A, STACK_B = slice(0, 3), slice(7, 10)
@@ -161,7 +163,7 @@ RELEASE_STEPS = 4
 S_APPROACH, S_DESCEND, S_CLOSE, S_CARRY, S_LOWER, S_RELEASE, S_RETREAT = range(7)
 
 
-class StackCubeV1Expert:
+class StackCubeV1Expert(_PhasedExpert):
     """Stacking expert for ManiSkill3's ``StackCube-v1``; ``act`` returns float32 (4,) in [-1, 1]. Phases:
     approach 5 cm over cube A, descend, close, carry to :data:`CARRY_HEIGHT_M` over cube B, lower to
     :data:`STACK_HEIGHT_M`, open for :data:`RELEASE_STEPS` steps, retreat upwards (and approach again when
@@ -169,27 +171,11 @@ class StackCubeV1Expert:
     steps on average; the failures are arm motions ManiSkill's end-effector controller does not carry
     out), 0.80 at 0.3 (34.9), 0.50 at 0.6 (42.4).
 
-    Args:
-        noise: suboptimality knob >= 0 (module docstring of :mod:`robot_rl.sim.maniskill_experts`).
-        seed: seeds the noise generator.
-
-    Raises:
-        ValueError: ``noise`` is negative.
+    Args and raises: as :class:`_PhasedExpert`.
     """
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
-        if noise < 0:
-            raise ValueError(f"noise must be >= 0, got {noise}")
-        self.noise = float(noise)
-        self.rng = np.random.default_rng(seed)
-        self.reset()
-
-    def reset(self, seed: int | list[int] | None = None) -> None:
-        """New episode; ``seed`` (as ``numpy.random.default_rng``) reseeds the noise; ``None`` continues."""
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        self.offset = np.append(self.rng.normal(0.0, OFFSET_NOISE_M * self.noise / 2, 2), 0.0)
-        self.phase, self.steps = S_APPROACH, 0
+    offset_noise_m = OFFSET_NOISE_M / 2
+    first_phase = S_APPROACH
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         state, env = obs[keys.STATE], obs[keys.ENV_STATE]
@@ -223,5 +209,4 @@ class StackCubeV1Expert:
             S_RETREAT: (np.append(tcp[:2], b[2] + 0.12), 1.0),
         }[self.phase]
         gain = GAIN / 2 if self.phase == S_LOWER else GAIN
-        move = (target - tcp) * gain + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
-        return np.append(np.clip(move, -1.0, 1.0), grip).astype(np.float32)
+        return self.noisy((target - tcp) * gain, grip)
