@@ -57,6 +57,14 @@ def expert_rate(
     )
 
 
+def maniskill_horizon(task: str) -> int:
+    """ManiSkill's own episode horizon of ``task`` (control steps; the maniskill backend truncates there)."""
+    import gymnasium as gym
+    import mani_skill.envs  # noqa: F401  (registers ManiSkill's ids)
+
+    return gym.spec(task).max_episode_steps
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--episodes", type=int, default=50)
@@ -72,7 +80,7 @@ def main() -> None:
             rate, steps, _ = expert_rate(config, args.episodes, noise, tuple(args.overrides))
             cells.append(f"{rate:.2f} ({steps:.0f})")
         cfg = load_config(config, [])
-        horizon = "ManiSkill's" if cfg.env.backend == "maniskill" else cfg.env.max_episode_steps
+        horizon = maniskill_horizon(task) if cfg.env.backend == "maniskill" else cfg.env.max_episode_steps
         print(f"| `{task}` | {horizon} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -20,6 +20,7 @@ Run: python benchmarks/bench_vla.py [--time-per-case 3] [--threads N] [--sizes t
 
 from __future__ import annotations
 
+import gc
 import resource
 import statistics
 import sys
@@ -88,7 +89,7 @@ def processor_ms(policy: VLAPolicy, obs: dict, budget_s: float) -> float:
 
 
 def measure(agent, shapes: dict, budget_s: float, batches: list[int], train_batch: int, train: bool = True):
-    """Latency per chunk (ms) at each batch, processor ms (VLA), train steps/s, peak MB, parameters (M)."""
+    """Latency per chunk (ms) at each batch, train steps/s, peak MB, parameters (M)."""
     device = agent.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -103,8 +104,6 @@ def measure(agent, shapes: dict, budget_s: float, batches: list[int], train_batc
 
         with torch.inference_mode():
             out[f"ms_b{b}"] = latency_ms(act, budget_s, min_iters=3)
-            if isinstance(agent.policy, VLAPolicy):
-                out[f"proc_ms_b{b}"] = processor_ms(agent.policy, obs, budget_s / 2)
     out["train_steps_s"] = float("nan")
     if train:
         batch = fake_batch(train_batch, 5, shapes, SIM_ACTION_DIM, seed=0)
@@ -118,6 +117,31 @@ def measure(agent, shapes: dict, budget_s: float, batches: list[int], train_batc
     trained = sum(p.numel() for p in agent.policy.parameters() if p.requires_grad)
     out["params_m"], out["trained_m"] = params / 1e6, trained / 1e6
     return out
+
+
+class Table:
+    """Prints each row as soon as it is measured (a run cut short keeps its rows), ratios against the
+    first row (the state flow policy)."""
+
+    def __init__(self, batches: list[int], train_batch: int) -> None:
+        self.batches, self.base = batches, None
+        b1, bn = batches[0], batches[-1]
+        head = ("policy", "params M", "trained M", *(f"ms/chunk b={b}" for b in batches))
+        head += (f"train steps/s b={train_batch}", "peak MB")
+        print(" | ".join(head) + f" | slower than state flow (b={b1}, b={bn}, train)", flush=True)
+
+    def row(self, name: str, r: dict[str, float]) -> dict[str, float]:
+        base = self.base = self.base or r
+        b1, bn = self.batches[0], self.batches[-1]
+        train = base["train_steps_s"] / r["train_steps_s"]
+        ratio = f"x{r[f'ms_b{b1}'] / base[f'ms_b{b1}']:.0f}, x{r[f'ms_b{bn}'] / base[f'ms_b{bn}']:.0f}, " + (
+            f"x{train:.0f}" if train == train else "-"
+        )
+        cells = [name, f"{r['params_m']:.1f}", f"{r['trained_m']:.1f}"]
+        cells += [f"{r[f'ms_b{b}']:.1f}" for b in self.batches]
+        cells += [f"{r['train_steps_s']:.2f}", f"{r['peak_mb']:.0f}"]
+        print(" | ".join(cells) + " | " + (ratio if r is not base else "(baseline)"), flush=True)
+        return r
 
 
 def main() -> None:
@@ -139,8 +163,10 @@ def main() -> None:
         flush=True,
     )
     run = partial(measure, budget_s=args.time_per_case, batches=args.batches, train_batch=args.train_batch)
+    table = Table(args.batches, args.train_batch)
     flow = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats, device=device)
-    rows = {"state flow": run(flow, SIM_OBS_SHAPES)}
+    table.row("state flow", run(flow, SIM_OBS_SHAPES))
+    notes = []
     for size in args.sizes:
         sizes, pixels = SIZES[size]
         shapes = SIM_OBS_SHAPES | {"observation.images.front": (pixels, pixels, 3)}
@@ -149,45 +175,31 @@ def main() -> None:
         vla = VLAConfig(instruction="Pick up the cube and lift it.", dtype=args.dtype)
         cfg = PolicyConfig(kind="vla", vla=vla)
         policy = VLAPolicy(cfg, shapes, SIM_ACTION_DIM, fake_stats(shapes), model, processor).to(device)
-        print(f"built {size} in {time.perf_counter() - t0:.1f} s", flush=True)
-        rows[f"VLA {size}"] = run(FlowBC(policy, BCConfig()), shapes)
+        built = time.perf_counter() - t0
+        print(f"built {size} in {built:.1f} s; backbone {policy.backbone.dtype}", flush=True)
+        on = table.row(f"VLA {size}", run(FlowBC(policy, BCConfig()), shapes))
+        proc = []
+        for b in args.batches:
+            obs = {k: v.to(device) for k, v in fake_obs(b, shapes, seed=0).items()}
+            proc.append(f"b={b} {processor_ms(policy, obs, args.time_per_case / 2):.1f}")
+        notes.append(f"VLM processor alone (CPU), {size}, ms: " + ", ".join(proc))
         if args.compile:
             policy.expert.compile_sampling = True
             t0 = time.perf_counter()
-            rows[f"VLA {size} compiled"] = run(FlowBC(policy, BCConfig()), shapes, train=False)
+            c = table.row(f"VLA {size} compiled", run(FlowBC(policy, BCConfig()), shapes, train=False))
             print(f"compiled row of {size}: {time.perf_counter() - t0:.1f} s, compiles included")
             policy.expert.compile_sampling = False
+            gain = ", ".join(f"b={b} x{on[f'ms_b{b}'] / c[f'ms_b{b}']:.2f}" for b in args.batches)
+            notes.append(f"torch.compile speed-up per chunk, {size}: {gain} (against the eager cached step)")
         policy.velocity_field = partial(FlowChunkPolicy.velocity_field, policy)  # the plain decoder
-        rows[f"VLA {size} no KV cache"] = run(FlowBC(policy, BCConfig()), shapes, train=False)
-        del policy, model
+        off = table.row(f"VLA {size} no KV cache", run(FlowBC(policy, BCConfig()), shapes, train=False))
+        gain = ", ".join(f"b={b} x{off[f'ms_b{b}'] / on[f'ms_b{b}']:.2f}" for b in args.batches)
+        notes.append(f"K/V cache speed-up per chunk, {size}: {gain}")
+        del policy, model  # velocity_field's partial is a reference cycle: collect it before freeing memory
+        gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    report(rows, args)
-
-
-def report(rows: dict[str, dict], args) -> None:
-    base, b1, bn = rows["state flow"], args.batches[0], args.batches[-1]
-    head = ("policy", "params M", "trained M", *(f"ms/chunk b={b}" for b in args.batches))
-    head += (f"processor ms b={b1}", f"train steps/s b={args.train_batch}", "peak MB")
-    print(" | ".join(head) + f" | slower than state flow (b={b1}, b={bn}, train)")
-    for name, r in rows.items():
-        train = base["train_steps_s"] / r["train_steps_s"]
-        ratio = f"x{r[f'ms_b{b1}'] / base[f'ms_b{b1}']:.0f}, x{r[f'ms_b{bn}'] / base[f'ms_b{bn}']:.0f}, " + (
-            f"x{train:.0f}" if train == train else "-"
-        )
-        cells = [name, f"{r['params_m']:.1f}", f"{r['trained_m']:.1f}"]
-        cells += [f"{r[f'ms_b{b}']:.1f}" for b in args.batches]
-        proc = r.get(f"proc_ms_b{b1}", float("nan"))
-        cells += [f"{proc:.1f}", f"{r['train_steps_s']:.2f}", f"{r['peak_mb']:.0f}"]
-        print(" | ".join(cells) + " | " + (ratio if r is not base else "(baseline)"))
-    for size in args.sizes:
-        on, off = rows[f"VLA {size}"], rows[f"VLA {size} no KV cache"]
-        gain = ", ".join(f"b={b} x{off[f'ms_b{b}'] / on[f'ms_b{b}']:.2f}" for b in args.batches)
-        print(f"K/V cache speed-up per chunk, {size}: {gain}")
-        if args.compile:
-            c = rows[f"VLA {size} compiled"]
-            gain = ", ".join(f"b={b} x{on[f'ms_b{b}'] / c[f'ms_b{b}']:.2f}" for b in args.batches)
-            print(f"torch.compile speed-up per chunk, {size}: {gain} (against the eager cached step)")
+    print("\n".join(notes))
 
 
 if __name__ == "__main__":

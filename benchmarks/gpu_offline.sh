@@ -28,7 +28,7 @@ pack)
   ;;
 run)
   export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-  OUT=${OUT:-/tmp/gpu_bench}; PY=${PYTHON:-python3}; mkdir -p "$OUT"
+  OUT=$(realpath -m "${OUT:-/tmp/gpu_bench}"); PY=${PYTHON:-python3}; mkdir -p "$OUT"
   VLA_SIZES=${VLA_SIZES:-smolvlm256m smolvlm500m}; VLA_B=${VLA_B:-1 8 64}; DEVICE=${DEVICE:-cuda}
   MJX_N=${MJX_N:-1 1024 4096}; MJX_BIG=${MJX_BIG:-4096}
   T0=$(date +%s); el() { echo "[t=$(($(date +%s) - T0)) s] $*"; }
@@ -40,19 +40,19 @@ run)
   mkdir -p "$SITE/src" && cp -r robot_rl "$SITE/src/"
   for d in sim policies hardware teleop; do ln -s "$PWD/$d" "$SITE/src/robot_rl/$d"; done
   export PYTHONPATH="$SITE/lib:$SITE/src"
-  quiet() { grep -v -i "warp\|coplanar\|warnings.warn"; }
+  quiet() { grep -v -i "warp\|coplanar\|warnings.warn\|UserWarning"; }
   el "VLA, backbone bfloat16"
-  (cd benchmarks && timeout 130 $PY bench_vla.py --device $DEVICE --dtype bfloat16 --sizes $VLA_SIZES \
-    --batches $VLA_B --train-batch 32 --time-per-case 1 2>&1 | tee "$OUT/vla_bf16.log" | quiet)
+  (cd benchmarks && timeout 170 $PY bench_vla.py --device $DEVICE --dtype bfloat16 --sizes $VLA_SIZES \
+    --batches $VLA_B --train-batch 32 --time-per-case 1 2>&1 | quiet | tee "$OUT/vla_bf16.log")
   el "VLA, backbone float32"
-  (cd benchmarks && timeout 50 $PY bench_vla.py --device $DEVICE --dtype float32 --sizes ${VLA_SIZES%% *} \
-    --batches $VLA_B --train-batch 32 --time-per-case 1 2>&1 | tee "$OUT/vla_fp32.log" | quiet)
+  (cd benchmarks && timeout 80 $PY bench_vla.py --device $DEVICE --dtype float32 --sizes ${VLA_SIZES%% *} \
+    --batches $VLA_B --train-batch 32 --time-per-case 1 2>&1 | quiet | tee "$OUT/vla_fp32.log")
   el "MJX primitive-fast"
-  timeout 170 $PY benchmarks/bench_mjx.py --models "$PACK/mjx" --variants primitive-fast --num-envs $MJX_N \
+  timeout 150 $PY benchmarks/bench_mjx.py --models "$PACK/mjx" --variants primitive-fast --num-envs $MJX_N \
     --json "$OUT/mjx_fast.json" 2>&1 | quiet | tee "$OUT/mjx_fast.log"
   for v in primitive full; do
     el "MJX $v"
-    timeout 70 $PY benchmarks/bench_mjx.py --models "$PACK/mjx" --variants $v --num-envs $MJX_BIG --no-check \
+    timeout 60 $PY benchmarks/bench_mjx.py --models "$PACK/mjx" --variants $v --num-envs $MJX_BIG --no-check \
       --json "$OUT/mjx_$v.json" 2>&1 | quiet | tee "$OUT/mjx_$v.log"
   done
   el "done"

@@ -26,7 +26,7 @@ Backends (:func:`robot_rl.sim.batched_factory.make_batched_env`, ``env.backend``
 (gymnasium's vector env: one worker process per env, any gymnasium id), ``mujoco_cpu`` (the built-in
 Panda tasks only: N MuJoCo simulations in this process, stepped in a thread pool; see
 :mod:`robot_rl.sim.batched_mujoco`) and ``maniskill`` (ManiSkill3's own tasks on SAPIEN's PhysX CPU
-backend, state only; see :mod:`robot_rl.sim.batched_maniskill`).
+backend, cameras rendered by SAPIEN; see :mod:`robot_rl.sim.batched_maniskill`).
 """
 
 from __future__ import annotations

@@ -123,8 +123,9 @@ class ManiSkillBatchedEnv(BatchedEnv):
             )
         self.cameras = list(cfg.cameras)
         kwargs["obs_mode"] = "state_dict+rgb" if self.cameras else "state_dict"
-        if self.cameras:
-            kwargs.setdefault("sensor_configs", {"width": cfg.image_size, "height": cfg.image_size})
+        if self.cameras:  # env.image_size, unless env.kwargs.sensor_configs says otherwise
+            size = {"width": cfg.image_size, "height": cfg.image_size}
+            kwargs["sensor_configs"] = size | dict(kwargs.get("sensor_configs") or {})
         if render_mode is not None:
             if render_mode != "rgb_array":
                 raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
@@ -142,9 +143,15 @@ class ManiSkillBatchedEnv(BatchedEnv):
             raise ValueError(f"env.id={cfg.id!r} is not a registered ManiSkill3 task (e.g. PickCube-v1)")
         self.envs = []
         try:
-            for _ in range(num_envs):
+            for i in range(num_envs):
                 self.envs.append(gym.make(cfg.id, num_envs=1, **kwargs))
-        except RuntimeError as err:
+                if i == 0:  # a wrong camera name fails before the other N - 1 envs are built
+                    first, _ = self.envs[0].reset(seed=0)
+                    sensors = sorted(first.get("sensor_data", {}))
+                    unknown = [c for c in self.cameras if c not in sensors]
+                    if unknown:
+                        raise ValueError(f"env.cameras {unknown}: {cfg.id} has the cameras {sensors}")
+        except (RuntimeError, ValueError) as err:
             self.close()
             if any(s in str(err) for s in _NO_VULKAN):
                 raise RuntimeError(
@@ -159,12 +166,6 @@ class ManiSkillBatchedEnv(BatchedEnv):
         self.single_action_space = self.envs[0].action_space
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self._obs: list[dict[str, np.ndarray]] = [{} for _ in range(num_envs)]
-        first, _ = self.envs[0].reset(seed=0)
-        sensors = sorted(first.get("sensor_data", {}))
-        unknown = [c for c in self.cameras if c not in sensors]
-        if unknown:
-            self.close()
-            raise ValueError(f"env.cameras {unknown}: {cfg.id} has the cameras {sensors}")
         self.single_observation_space = spaces.Dict(
             {
                 k: spaces.Box(0, 255, v.shape, np.uint8)
@@ -231,19 +232,24 @@ class ManiSkillBatchedEnv(BatchedEnv):
         state, env_state = _split(raw)
         obs = {keys.STATE: state, keys.ENV_STATE: env_state}
         for cam in self.cameras:
-            obs[keys.image_key(cam)] = np.asarray(raw["sensor_data"][cam]["rgb"], dtype=np.uint8)[0]
+            obs[keys.image_key(cam)] = _numpy(raw["sensor_data"][cam]["rgb"]).astype(np.uint8)[0]
         return obs
 
 
+def _numpy(value: Any) -> np.ndarray:
+    """A ManiSkill value (a torch tensor, on the CPU or a GPU, or an array or number) as a numpy array."""
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
 def _item(value: Any) -> bool:
-    return bool(np.asarray(value).reshape(-1)[0])
+    return bool(_numpy(value).reshape(-1)[0])
 
 
 def _split(raw: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """ManiSkill ``state_dict`` (batch of 1) -> (robot state (S,), environment state (E,)) float32."""
 
     def flat(value: Any) -> np.ndarray:
-        return np.asarray(value, dtype=np.float32).reshape(-1)
+        return _numpy(value).astype(np.float32).reshape(-1)
 
     extra = dict(raw.get("extra", {}))
     robot = [flat(v) for v in raw["agent"].values()]
@@ -276,7 +282,7 @@ class ManiSkillEnv(gym.Env):
     def render(self) -> np.ndarray | None:
         if self.render_mode is None:
             return None
-        return np.asarray(self.batched.envs[0].render(), dtype=np.uint8)[0]
+        return _numpy(self.batched.envs[0].render()).astype(np.uint8)[0]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, _ = self.batched.reset(seed=[seed])

@@ -9,12 +9,13 @@ clean) adds Gaussian action noise of std ``0.3 * noise`` on x, y, z and a per-ep
 
 ``PushCube-v1`` (Panda, ``pd_ee_delta_pos``): gripper closed, over the point 5 cm behind the cube on the
 cube-to-goal line, down to 2 cm above the table, then push along that line until the cube is in the goal
-circle. ``noise`` as above (action noise; the offset shifts the point pushed at). Success rates:
-:class:`PushCubeV1Expert`.
+circle. ``noise``: the same action noise, and an offset of half that std (``0.02 * noise`` m) on the point
+pushed at. Success rates: :class:`PushCubeV1Expert`.
 
 ``StackCube-v1`` (Panda, ``pd_ee_delta_pos``): pick the red cube as for ``PickCube-v1``, carry it over the
 green one, lower it onto it, open and back off (ManiSkill's success: on top within 5 mm in height, released
-and at rest). Success rates: :class:`StackCubeV1Expert`.
+and at rest). ``noise``: the same action noise, and an offset of std ``0.02 * noise`` m on the point over
+the green cube where the red one is put down. Success rates: :class:`StackCubeV1Expert`.
 """
 
 from __future__ import annotations

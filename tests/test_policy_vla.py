@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from tiny_vlm import IMAGE, build_tiny_paligemma, build_tiny_vlm  # noqa: E402
+from tiny_vlm import IMAGE, TINY, build_tiny_paligemma, build_tiny_vlm, random_idefics3  # noqa: E402
 
 from robot_rl.cli.main import main  # noqa: E402
 from robot_rl.config import PolicyConfig, VLAConfig  # noqa: E402
@@ -179,6 +179,18 @@ def test_checkpoint_round_trip_gives_identical_chunks(vlm, tmp_path, vla):
     loaded, _, _ = load_policy(tmp_path / "ckpt")
     noise = torch.randn(2, 1, H, D, generator=torch.Generator().manual_seed(7))
     assert torch.equal(policy.act(_obs(2), noise), loaded.act(_obs(2), noise))
+
+
+def test_a_passed_in_backbone_takes_the_configured_dtype(vlm):
+    """A model handed to VLAPolicy (benchmarks, users who load it themselves) is cast to policy.vla.dtype as
+    a loaded one is; it stayed float32 before, so a "bfloat16" benchmark measured float32."""
+    model, processor = random_idefics3(TINY)
+    cfg = _cfg(vlm, dtype="bfloat16")
+    policy = VLAPolicy(cfg, SHAPES, D, _stats(), model, processor)
+    assert policy.backbone.dtype == torch.bfloat16
+    assert policy.act(_obs(2)).dtype == torch.float32  # the expert and the chunk stay float32
+    with pytest.raises(ValueError, match=r"policy\.vla\.dtype='float16': one of float32, bfloat16"):
+        VLAPolicy(_cfg(vlm, dtype="float16"), SHAPES, D, _stats(), *random_idefics3(TINY))
 
 
 def test_checkpoint_on_another_backbone_is_refused(vlm, tmp_path):

@@ -183,6 +183,8 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
     for cfg, match in cases:
         with pytest.raises(ValueError, match=match):
             make_batched_env(cfg, num_envs=1, backend="maniskill")
+    with pytest.raises(ValueError, match="render_mode must be None or 'rgb_array'"):
+        make_batched_env(EnvConfig(id=ID), num_envs=1, backend="maniskill", render_mode="human")
     env = _env(1)
     try:
         env.reset(seed=0)

@@ -57,7 +57,7 @@ class VLAPolicy(FlowChunkPolicy):
         action_dim: d.
         stats: FeatureStats per vector key and ``action``.
         model, processor: an already loaded backbone (default: :func:`~.backbone.load_vlm` of
-            ``cfg.vla.vlm``).
+            ``cfg.vla.vlm``); it is cast to ``cfg.vla.dtype`` as a loaded one is.
 
     Observations: the camera images (B, H, W, 3) uint8, the vector keys (B, S) float, and ``obs["task"]``
     (B strings) or, when absent, ``cfg.vla.instruction``.
@@ -108,6 +108,10 @@ class VLAPolicy(FlowChunkPolicy):
         else:
             if model is None:
                 model, processor = bb.load_vlm(vcfg.vlm, vcfg.dtype)
+            elif vcfg.dtype not in bb.DTYPES:
+                raise ValueError(f"policy.vla.dtype={vcfg.dtype!r}: one of {', '.join(bb.DTYPES)}")
+            else:
+                model = model.to(bb.DTYPES[vcfg.dtype])
             self.backbone_ref = bb.backbone_ref(vcfg.vlm) if vcfg.vlm else type(model).__name__
             bb.configure_training(model, vcfg, self.backbone_ref)
             width = model.config.get_text_config().hidden_size
