@@ -71,6 +71,28 @@ class _PhasedExpert:
         self.offset = np.append(self.rng.normal(0.0, self.offset_noise_m * self.noise, 2), 0.0)
         self.phase, self.steps = self.first_phase, 0
 
+    def grasp(
+        self, tcp: np.ndarray, cube: np.ndarray, held: bool, holding: tuple[int, ...]
+    ) -> tuple[np.ndarray, float] | None:
+        """The pick the experts share: advance the phase (approach 5 cm over ``cube`` (m), descend, close
+        for ``CLOSE_STEPS`` steps, then ``CARRY`` when ``held``; back to approach when a phase in
+        ``holding`` finds the cube dropped) and return the TCP target (m) and grip of a grasp phase, or
+        ``None`` when the expert is past the grasp (its own phases decide)."""
+        self.steps += 1
+        if self.phase in holding and not held:
+            self.phase, self.steps = APPROACH, 0
+        if self.phase == APPROACH and np.linalg.norm((cube - tcp)[:2]) < 0.01:
+            self.phase, self.steps = DESCEND, 0
+        if self.phase == DESCEND and abs(cube[2] - tcp[2]) < 0.005:
+            self.phase, self.steps = CLOSE, 0
+        if self.phase == CLOSE and self.steps > CLOSE_STEPS:
+            self.phase, self.steps = (CARRY if held else APPROACH), 0
+        return {
+            APPROACH: (cube + [0.0, 0.0, 0.05], 1.0),
+            DESCEND: (cube, 1.0),
+            CLOSE: (cube, -1.0),
+        }.get(self.phase)
+
     def noisy(self, move: np.ndarray, grip: float) -> np.ndarray:
         """``move`` (3,) normalised + action noise, clipped to [-1, 1], then ``grip``: float32 (4,)."""
         move = move + self.rng.normal(0.0, ACTION_NOISE * self.noise, 3)
@@ -91,21 +113,7 @@ class PickCubeV1Expert(_PhasedExpert):
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         state, env = obs[keys.STATE], obs[keys.ENV_STATE]
         tcp, cube, held = state[TCP], env[CUBE] + self.offset, env[GRASPED] > 0.5
-        self.steps += 1
-        if self.phase == CARRY and not held:
-            self.phase, self.steps = APPROACH, 0
-        if self.phase == APPROACH and np.linalg.norm((cube - tcp)[:2]) < 0.01:
-            self.phase, self.steps = DESCEND, 0
-        if self.phase == DESCEND and abs(cube[2] - tcp[2]) < 0.005:
-            self.phase, self.steps = CLOSE, 0
-        if self.phase == CLOSE and self.steps > CLOSE_STEPS:
-            self.phase, self.steps = (CARRY if held else APPROACH), 0
-        target, grip = {
-            APPROACH: (cube + [0.0, 0.0, 0.05], 1.0),
-            DESCEND: (cube, 1.0),
-            CLOSE: (cube, -1.0),
-            CARRY: (env[GOAL], -1.0),
-        }[self.phase]
+        target, grip = self.grasp(tcp, cube, held, (CARRY,)) or (env[GOAL], -1.0)
         return self.noisy((target - tcp) * GAIN, grip)
 
 
@@ -161,7 +169,8 @@ GRIPPER = slice(7, 9)
 CARRY_HEIGHT_M, STACK_HEIGHT_M = 0.07, 0.041
 """Over cube B: carrying height and releasing height of the TCP above B's centre (m; stacked: 0.04)."""
 RELEASE_STEPS = 4
-S_APPROACH, S_DESCEND, S_CLOSE, S_CARRY, S_LOWER, S_RELEASE, S_RETREAT = range(7)
+LOWER_ONTO, RELEASE, RETREAT = range(4, 7)
+"""StackCube-v1's phases after the shared pick's (``APPROACH``, ``DESCEND``, ``CLOSE``, ``CARRY``)."""
 
 
 class StackCubeV1Expert(_PhasedExpert):
@@ -176,38 +185,33 @@ class StackCubeV1Expert(_PhasedExpert):
     """
 
     offset_noise_m = OFFSET_NOISE_M / 2
-    first_phase = S_APPROACH
+    first_phase = APPROACH
 
     def act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         state, env = obs[keys.STATE], obs[keys.ENV_STATE]
         tcp, a, b = state[TCP], env[STACK_A], env[STACK_B]
         held = np.linalg.norm(a - tcp) < 0.02 and state[GRIPPER].sum() > 0.02  # fingers on the cube
-        self.steps += 1
-        if self.phase in (S_CARRY, S_LOWER) and not held:
-            self.phase, self.steps = S_APPROACH, 0
-        if self.phase == S_APPROACH and np.linalg.norm((a - tcp)[:2]) < 0.01:
-            self.phase, self.steps = S_DESCEND, 0
-        if self.phase == S_DESCEND and abs(a[2] - tcp[2]) < 0.005:
-            self.phase, self.steps = S_CLOSE, 0
-        if self.phase == S_CLOSE and self.steps > CLOSE_STEPS:
-            self.phase, self.steps = (S_CARRY if held else S_APPROACH), 0
+        picking = self.grasp(tcp, a, bool(held), (CARRY, LOWER_ONTO))
         over_b = b + self.offset + [0.0, 0.0, CARRY_HEIGHT_M]
-        if self.phase == S_CARRY and np.linalg.norm((over_b - tcp)[:2]) < 0.005 and tcp[2] > b[2] + 0.05:
-            self.phase, self.steps = S_LOWER, 0
+        if self.phase == CARRY and np.linalg.norm((over_b - tcp)[:2]) < 0.005 and tcp[2] > b[2] + 0.05:
+            self.phase, self.steps = LOWER_ONTO, 0
         on_b = np.linalg.norm((b + self.offset - tcp)[:2]) < 0.008
         low = min(tcp[2] - b[2] - STACK_HEIGHT_M, a[2] - b[2] - 0.04) < 0.004  # at the release height, or A
-        if self.phase == S_LOWER and low and on_b:  # resting on B
-            self.phase, self.steps = S_RELEASE, 0
-        if self.phase == S_RELEASE and self.steps > RELEASE_STEPS:
-            self.phase, self.steps = S_RETREAT, 0
-        target, grip = {
-            S_APPROACH: (a + [0.0, 0.0, 0.05], 1.0),
-            S_DESCEND: (a, 1.0),
-            S_CLOSE: (a, -1.0),
-            S_CARRY: (over_b if tcp[2] > b[2] + 0.05 else np.append(tcp[:2], over_b[2]), -1.0),
-            S_LOWER: (np.append((b + self.offset)[:2], b[2] + STACK_HEIGHT_M if on_b else tcp[2]), -1.0),
-            S_RELEASE: (tcp, 1.0),
-            S_RETREAT: (np.append(tcp[:2], b[2] + 0.12), 1.0),
-        }[self.phase]
-        gain = GAIN / 2 if self.phase == S_LOWER else GAIN
+        if self.phase == LOWER_ONTO and low and on_b:  # resting on B
+            self.phase, self.steps = RELEASE, 0
+        if self.phase == RELEASE and self.steps > RELEASE_STEPS:
+            self.phase, self.steps = RETREAT, 0
+        target, grip = (
+            picking
+            or {
+                CARRY: (over_b if tcp[2] > b[2] + 0.05 else np.append(tcp[:2], over_b[2]), -1.0),
+                LOWER_ONTO: (
+                    np.append((b + self.offset)[:2], b[2] + STACK_HEIGHT_M if on_b else tcp[2]),
+                    -1.0,
+                ),
+                RELEASE: (tcp, 1.0),
+                RETREAT: (np.append(tcp[:2], b[2] + 0.12), 1.0),
+            }[self.phase]
+        )
+        gain = GAIN / 2 if self.phase == LOWER_ONTO else GAIN
         return self.noisy((target - tcp) * gain, grip)
