@@ -34,11 +34,11 @@ SECONDS = 4.0
 SUBSTEPS = 50  # physics_hz / control_hz of the default EnvConfig
 
 
-def _timed(step, per_call: int) -> float:
-    """Calls/s of ``step`` x ``per_call`` over at least :data:`SECONDS` (and at least 3 calls)."""
+def timed(step, per_call: int, seconds: float = SECONDS) -> float:
+    """Calls/s of ``step`` x ``per_call`` over at least ``seconds`` (and at least 3 calls)."""
     step()  # warm up
     n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < SECONDS or n < 3:
+    while time.perf_counter() - start < seconds or n < 3:
         step()
         n += 1
     return n * per_call / (time.perf_counter() - start)
@@ -49,9 +49,9 @@ def bare(num: int, threads: int) -> float:
     m = load_model()
     datas = [mujoco.MjData(m) for _ in range(num)]
     if threads == 1:
-        return _timed(lambda: [mujoco.mj_step(m, d, 100) for d in datas], 100 * num)
+        return timed(lambda: [mujoco.mj_step(m, d, 100) for d in datas], 100 * num)
     with ThreadPoolExecutor(threads) as pool:
-        return _timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
+        return timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
 
 
 def _cfg(controller: str, camera: int) -> EnvConfig:
@@ -61,18 +61,22 @@ def _cfg(controller: str, camera: int) -> EnvConfig:
 
 
 def single(controller: str, camera: int) -> float:
-    env = make_env(_cfg(controller, camera))
+    return env_rate(make_env(_cfg(controller, camera)))
+
+
+def env_rate(env, seconds: float = SECONDS) -> float:
+    """Env steps/s of one gymnasium env (random actions, reset at each episode's end); closes it."""
     rng = np.random.default_rng(0)
     low, high = env.action_space.low, env.action_space.high
     env.reset(seed=0)
 
     def step():
         _, _, te, tr, _ = env.step(rng.uniform(low, high).astype(np.float32))
-        if te or tr:
+        if bool(te) or bool(tr):
             env.reset()
 
     try:
-        return _timed(step, 1)
+        return timed(step, 1, seconds)
     finally:
         env.close()
 
@@ -83,18 +87,26 @@ def vector(num: int, camera: int) -> float:
     low, high = venv.single_action_space.low, venv.single_action_space.high
     venv.reset(seed=0)
     try:
-        return _timed(lambda: venv.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
+        return timed(lambda: venv.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
     finally:
         venv.close()
 
 
 def batched(num: int, controller: str, camera: int) -> float:
-    env = make_batched_env(_cfg(controller, camera), num_envs=num, backend="mujoco_cpu")
+    return batched_rate(_cfg(controller, camera), num, "mujoco_cpu")
+
+
+def batched_rate(cfg: EnvConfig, num: int, backend: str, seconds: float = SECONDS) -> float:
+    """Env steps/s of ``num`` envs of ``cfg`` on the batched ``backend`` (random float32 actions)."""
+    env = make_batched_env(cfg, num_envs=num, backend=backend)
+    space = env.single_action_space
     rng = np.random.default_rng(0)
-    low, high = env.single_action_space.low, env.single_action_space.high
     env.reset(seed=0)
     try:
-        return _timed(lambda: env.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
+        shape = (num, *space.shape)
+        return timed(
+            lambda: env.step(rng.uniform(space.low, space.high, shape).astype(np.float32)), num, seconds
+        )
     finally:
         env.close()
 

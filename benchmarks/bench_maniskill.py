@@ -13,43 +13,14 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_maniskill.py [--camera 64]`` (a
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
+from bench_batched import batched_rate, env_rate
 
 from robot_rl.config import EnvConfig
 from robot_rl.sim import make_env
-from robot_rl.sim.batched_factory import make_batched_env
 from robot_rl.sim.batched_maniskill import DEFAULTS, use_venv_vulkan
 
 SECONDS = 5.0
-
-
-def _timed(step, per_call: int) -> float:
-    """Env steps/s of ``step`` (``per_call`` env steps a call) over at least :data:`SECONDS`."""
-    step()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < SECONDS or n < 3:
-        step()
-        n += 1
-    return n * per_call / (time.perf_counter() - start)
-
-
-def single(env) -> float:
-    """Env steps/s of one gymnasium env (random actions, reset at each episode's end); closes it."""
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    low, high = env.action_space.low, env.action_space.high
-
-    def step():
-        _, _, terminated, truncated, _ = env.step(rng.uniform(low, high).astype(np.float32))
-        if bool(terminated) or bool(truncated):
-            env.reset()
-
-    try:
-        return _timed(step, 1)
-    finally:
-        env.close()
 
 
 def plain_maniskill(camera: int):
@@ -65,32 +36,21 @@ def plain_maniskill(camera: int):
     return gym.make("PickCube-v1", num_envs=1, obs_mode="state_dict+rgb", sensor_configs=size, **DEFAULTS)
 
 
-def batched(cfg: EnvConfig, n: int, backend: str) -> float:
-    env = make_batched_env(cfg, num_envs=n, backend=backend)
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    space = env.single_action_space
-    try:
-        return _timed(lambda: env.step(rng.uniform(space.low, space.high, (n, *space.shape))), n)
-    finally:
-        env.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--camera", type=int, default=0, help="render one camera of this side (px)")
     cam = parser.parse_args().camera
     print(f"one {cam} px camera per env" if cam else "state only")
-    base = single(plain_maniskill(cam))
+    base = env_rate(plain_maniskill(cam), SECONDS)
     rows = [("plain ManiSkill env, PickCube-v1 (baseline)", base)]
     size = {"cameras": ["base_camera"], "image_size": cam} if cam else {}
     cfg = EnvConfig(id="PickCube-v1", **size)
     for n in (1, 8):
-        rows.append((f"maniskill backend, N = {n}", batched(cfg, n, "maniskill")))
+        rows.append((f"maniskill backend, N = {n}", batched_rate(cfg, n, "maniskill", SECONDS)))
     size = {"cameras": ["front"], "image_size": cam} if cam else {}
     ours = EnvConfig(kwargs={"controller": "actuator"}, **size)
-    rows.append(("built-in pick-cube single env (actuator)", single(make_env(ours))))
-    rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched(ours, 8, "mujoco_cpu")))
+    rows.append(("built-in pick-cube single env (actuator)", env_rate(make_env(ours), SECONDS)))
+    rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched_rate(ours, 8, "mujoco_cpu", SECONDS)))
     print(f"{'row':<46} {'env steps/s':>12} {'x plain ManiSkill':>18}")
     for name, rate in rows:
         print(f"{name:<46} {rate:>12.0f} {rate / base:>18.2f}")

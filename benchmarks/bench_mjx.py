@@ -55,14 +55,9 @@ def physics_model(env) -> mujoco.MjModel:
     their meshes, the actuators configured as ``env``'s. Three gripper bodies take their mass from their
     geoms, visual ones included, so every body's mass and inertia are copied from ``env``'s model and the
     derived constants recomputed (``mj_setConst``)."""
-    from robot_rl.sim.assets import ARM_ROOT_BODY, scene_xml
+    from robot_rl.sim.assets import scene_spec
 
-    spec = mujoco.MjSpec.from_string(scene_xml(objects=env.objects))
-    stack = [spec.body(ARM_ROOT_BODY)]
-    while stack:
-        body = stack.pop()
-        body.gravcomp = 1.0
-        stack.extend(body.bodies)
+    spec = scene_spec(timestep_s=env.model.opt.timestep, objects=env.objects, arm_gravcomp=True)
     for g in list(spec.geoms):
         if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.contype == 0 and g.conaffinity == 0:
             spec.delete(g)
@@ -71,7 +66,6 @@ def physics_model(env) -> mujoco.MjModel:
         if (mesh.name or Path(mesh.file).stem) not in used:  # an unnamed mesh is named after its file
             spec.delete(mesh)
     m = spec.compile()
-    m.opt.timestep = env.model.opt.timestep
     if (m.nbody, m.nq, m.nu) != (env.model.nbody, env.model.nq, env.model.nu):
         raise RuntimeError("removing the visual geoms changed the bodies, joints or actuators")
     for field in ("gainprm", "biasprm", "biastype", "forcelimited", "forcerange", "ctrllimited"):

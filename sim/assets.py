@@ -87,8 +87,14 @@ ARM_ROOT_BODY = "link1"
 """The first moving body of the arm: it and every body below it (arm links, gripper) get ``gravcomp``."""
 
 
-@lru_cache(maxsize=16)
-def _compiled(image_size: int, timestep_s: float, objects: str, arm_gravcomp: bool) -> mujoco.MjModel:
+def scene_spec(
+    image_size: int = 128,
+    timestep_s: float = 0.002,
+    objects: str = PICK_CUBE_OBJECTS,
+    arm_gravcomp: bool = False,
+) -> mujoco.MjSpec:
+    """The scene of :func:`scene_xml` as an uncompiled ``MjSpec`` (to edit before compiling), with
+    ``gravcomp`` on the arm and gripper bodies when ``arm_gravcomp`` (see :func:`load_model`)."""
     spec = mujoco.MjSpec.from_string(scene_xml(image_size, timestep_s, objects))
     if arm_gravcomp:
         stack = [spec.body(ARM_ROOT_BODY)]
@@ -96,7 +102,12 @@ def _compiled(image_size: int, timestep_s: float, objects: str, arm_gravcomp: bo
             body = stack.pop()
             body.gravcomp = 1.0
             stack.extend(body.bodies)
-    return spec.compile()
+    return spec
+
+
+@lru_cache(maxsize=16)
+def _compiled(image_size: int, timestep_s: float, objects: str, arm_gravcomp: bool) -> mujoco.MjModel:
+    return scene_spec(image_size, timestep_s, objects, arm_gravcomp).compile()
 
 
 def load_model(

@@ -35,8 +35,8 @@ def collect(cfg: PipelineConfig) -> dict:
     Episodes already written by a killed run are kept; collection continues with the remaining seeds.
 
     Raises:
-        ConfigError: ``cfg.env.id`` has no scripted expert (the built-in tasks and ManiSkill's
-            ``PickCube-v1`` have one), or
+        ConfigError: ``cfg.env.id`` has no scripted expert (the built-in tasks and the ManiSkill tasks
+            of ``robot_rl.sim.tasks.MANISKILL_EXPERTS`` have one), or
             ``env.robot.action`` is not ``ee_delta`` (the expert's actions).
         OSError: the run dir is not writable (checked first) or the disk fills up (names the path).
     """
