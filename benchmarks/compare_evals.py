@@ -2,9 +2,12 @@
 of each method against a baseline, pairing episodes by (training seed, env seed).
 
 Each method is ``label=run_dir:algo`` (the eval files ``<run_dir>/eval/<algo>_seed<s>.json`` that
-``robot-rl eval`` writes); the first one is the baseline.
+``robot-rl eval`` writes) or ``label=run_dir:algo@name`` for an evaluation run with ``--eval.name=name``
+(``<algo>_seed<s>_<name>.json``); the first one is the baseline.
 
     python benchmarks/compare_evals.py --seeds 0 1 2 bc=runs/dense:bc qc=runs/qc_dense:offline
+    python benchmarks/compare_evals.py --seeds 0 1 2 bc=runs/mt20/vla:bc@push_to_target \
+        corft=runs/mt20/vla:offline@push_to_target
 
 Prints a Markdown table.
 """
@@ -21,12 +24,18 @@ _SEED_KEY = 10_000_000  # env seeds are < 1e7 above EVAL_SEED_OFFSET: (seed, env
 
 
 def load(spec: str, seeds: list[int]) -> tuple[str, dict[int, list[EpisodeResult]]]:
-    """``label=run_dir:algo`` -> (label, {seed: episodes}). Raises FileNotFoundError naming the file."""
+    """``label=run_dir:algo[@name]`` -> (label, {seed: episodes}).
+
+    Raises:
+        FileNotFoundError: naming the missing evaluation file.
+    """
     label, where = spec.split("=", 1)
     run_dir, algo = where.rsplit(":", 1)
+    algo, _, name = algo.partition("@")
+    suffix = f"_{name}" if name else ""
     per_seed = {}
     for seed in seeds:
-        path = Path(run_dir) / "eval" / f"{algo}_seed{seed}.json"
+        path = Path(run_dir) / "eval" / f"{algo}_seed{seed}{suffix}.json"
         if not path.is_file():
             raise FileNotFoundError(f"{label}: no evaluation at {path}")
         per_seed[seed] = [EpisodeResult(**e) for e in json.loads(path.read_text())["episodes"]]
@@ -46,7 +55,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("methods", nargs="+", help="label=run_dir:algo; the first is the baseline")
+    parser.add_argument("methods", nargs="+", help="label=run_dir:algo[@name]; the first is the baseline")
     args = parser.parse_args()
     runs = [load(spec, args.seeds) for spec in args.methods]
     base_label, base = runs[0]
