@@ -279,8 +279,8 @@ class EnvConfig:
     (gymnasium's vector env, any id), ``mujoco_cpu`` (the built-in task, in-process threads) or ``maniskill``
     (ManiSkill3's own tasks such as ``PickCube-v1`` on SAPIEN's PhysX CPU backend; ``cameras`` are then
     ManiSkill's sensor names, e.g. ``base_camera``); collect,
-    eval and pipeline roll out on it (:func:`robot_rl.cli.envs.make_rollout_vec_env`), the online actor
-    does not use it yet. ``robot_type`` is the robot model that
+    eval, pipeline and ``ppo`` roll out on it (:func:`robot_rl.cli.envs.make_rollout_vec_env`); an online
+    actor with ``online.envs_per_actor`` > 1 requires ``mujoco_cpu``. ``robot_type`` is the robot model that
     ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:
     ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot
     (``so101``, ``ur``, ...), the env id for a foreign env. The task suite's ids
@@ -292,6 +292,14 @@ class EnvConfig:
     empty: the task's own region (``PandaTaskEnv.spawn_default``). Collect in one region and evaluate in a
     disjoint one (``robot-rl eval --env.spawn_region=... --eval.name=heldout_pos``) for held-out object
     positions; a foreign env or a robot refuses it.
+    ``tasks``: a multi-task batch on ``env.backend=mujoco_cpu`` (suite ids; env i of N runs
+    ``tasks[i % len(tasks)]`` with its own instruction, success rule and reward, all with this config's
+    rates and ``max_episode_steps``), for one language-conditioned policy trained online on several tasks
+    at once (``robot-rl ppo``, as RLinf's multi-task runs). Its observations leave out
+    ``observation.environment_state`` (its size differs per task), as a policy trained on
+    ``robot-rl dataset merge ... --drop observation.environment_state`` expects. Empty (default): every env
+    runs ``id``. Collect and evaluate per task (``--env.id``); those commands and the online runtime
+    refuse it.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"
@@ -311,6 +319,7 @@ class EnvConfig:
     robot: RobotConfig | None = None
     randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
     spawn_region: list[float] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
 
 
 @dataclass

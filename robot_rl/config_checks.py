@@ -350,6 +350,7 @@ def problems(cfg: Any) -> list[str]:
     if cfg.env.adapter is not None:
         out += adapter_problems(cfg.env.adapter)
     out += randomize_problems(cfg.env.randomize) + eval_problems(cfg) + batched_actor_problems(cfg)
+    out += multitask_problems(cfg.env)
     if cfg.env.robot is not None and any(getattr(cfg.env.randomize, k) for k in RANDOMIZE_RULES):
         out.append("env.randomize: randomises the simulator only; unset it with env.robot")
     return out + deploy_problems(cfg)
@@ -380,6 +381,23 @@ def batched_actor_problems(cfg: Any) -> list[str]:
             f"online.envs_per_actor={n} with intervention.device=gui: the GUI's live view and relabels "
             "address one env's episodes; use another device (it drives env 0) or online.envs_per_actor=1"
         )
+    return out
+
+
+def multitask_problems(env: Any) -> list[str]:
+    """``env.tasks`` (a multi-task batch) runs on ``env.backend=mujoco_cpu`` in the simulator only; which ids
+    are suite tasks is checked when the envs are built
+    (:class:`robot_rl.sim.batched_mujoco.MujocoCpuBatchedEnv`)."""
+    if not env.tasks:
+        return []
+    out = []
+    if env.backend != "mujoco_cpu":
+        out.append(
+            f"env.tasks={list(env.tasks)}: a multi-task batch needs env.backend=mujoco_cpu, "
+            f"not env.backend={env.backend!r}"
+        )
+    if env.robot is not None:
+        out.append("env.tasks: a multi-task batch runs in the simulator; unset it with env.robot")
     return out
 
 

@@ -9,9 +9,13 @@ is 50 substeps of ``[PD torque in numpy, mj_step]``: ``mj_step`` releases the GI
 different envs runs in parallel threads, while the controller's numpy lines (about a fifth of a step) and
 the once-per-step IK hold it. Envs are split into one contiguous shard per thread.
 
-Cameras are rendered on the calling thread after the physics, all envs with one offscreen renderer (one GL
-context; the models are copies of one scene, each env's own model gives its visuals, e.g. its
-``env.randomize`` draws), so GL never runs in the pool.
+Cameras are rendered on the calling thread after the physics, all envs of a task with one offscreen
+renderer (one GL context per task; the models are copies of the task's scene, each env's own model gives
+its visuals, e.g. its ``env.randomize`` draws), so GL never runs in the pool.
+
+With ``env.tasks`` the batch is multi-task: env i runs ``tasks[i % T]``; ``tasks()`` gives each env's
+instruction, and the observations hold ``observation.state`` (the Panda's, the same for every task) and the
+cameras, not ``observation.environment_state`` (7 to 21 numbers, by task).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,13 +43,15 @@ class MujocoCpuBatchedEnv(BatchedEnv):
     Args:
         cfg: env config with a built-in id (:data:`robot_rl.sim.tasks.TASKS`; rates, horizon, success rule,
             cameras, ``kwargs`` such as ``reward`` and ``torque_every`` as for the single env);
-            ``cfg.robot`` must be unset.
-        num_envs: N.
+            ``cfg.robot`` must be unset. ``cfg.tasks`` (suite ids, optional): env i runs
+            ``cfg.tasks[i % T]`` instead of ``cfg.id`` (module docstring).
+        num_envs: N (at least ``len(cfg.tasks)``).
         num_threads: pool size (default ``os.cpu_count()``, at most N); 1 steps in the calling thread.
 
     Raises:
         ImportError: ``mujoco`` is not installed.
-        ValueError: a foreign ``cfg.id``, a robot, ``num_threads`` < 1, or invalid env settings.
+        ValueError: a foreign ``cfg.id`` or ``cfg.tasks`` entry, fewer envs than ``cfg.tasks``, a robot,
+            ``num_threads`` < 1, or invalid env settings.
         FileNotFoundError: gym-hil (the Panda model) is not installed.
         RendererError: cameras are requested and no offscreen GL backend works.
     """
@@ -54,11 +61,19 @@ class MujocoCpuBatchedEnv(BatchedEnv):
 
         if importlib.util.find_spec("mujoco") is None:
             raise ImportError("env.backend=mujoco_cpu needs MuJoCo: `pip install mujoco gym-hil`")
-        if cfg.id not in TASKS or cfg.robot is not None:
+        task_ids = list(cfg.tasks) or [cfg.id]
+        foreign = [t for t in task_ids if t not in TASKS]
+        if foreign or cfg.robot is not None:
+            key = "env.tasks" if cfg.tasks else "env.id"
             raise ValueError(
                 f"env.backend=mujoco_cpu runs the built-in simulated tasks ({', '.join(TASKS)}) only "
-                f"(env.id={cfg.id!r}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
+                f"({key}={foreign or task_ids}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
                 "use env.backend=gym_vector"
+            )
+        if num_envs < len(task_ids):
+            raise ValueError(
+                f"env.tasks has {len(task_ids)} tasks but the batch has {num_envs} envs: give at least one "
+                "env per task (env i runs env.tasks[i % T])"
             )
         threads = (os.cpu_count() or 1) if num_threads is None else num_threads
         if threads < 1:
@@ -68,8 +83,11 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         check_mujoco_gl()
         from robot_rl.sim.panda_base import CAMERAS
 
-        self.envs = [build_task_env(cfg, cameras=[]) for _ in range(num_envs)]
+        self.task_ids = [task_ids[i % len(task_ids)] for i in range(num_envs)]
+        self.envs = [build_task_env(replace(cfg, id=t), cameras=[]) for t in self.task_ids]
         self.num_envs = num_envs
+        multi_task = len(set(task_ids)) > 1
+        self._obs_keys = (keys.STATE,) if multi_task else (keys.STATE, keys.ENV_STATE)
         self.cameras = list(cfg.cameras)
         for cam in self.cameras:
             if cam not in CAMERAS:
@@ -79,17 +97,22 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         first = self.envs[0]
         self.task = first.task
         self.single_action_space = first.action_space
-        obs_spaces = dict(first.observation_space.spaces)
+        obs_spaces = {k: first.observation_space[k] for k in self._obs_keys}
+        shapes = {env.observation_space[keys.STATE].shape for env in self.envs}
+        if len(shapes) > 1:
+            raise ValueError(f"env.tasks: the tasks' {keys.STATE} shapes differ ({sorted(shapes)})")
         for cam in self.cameras:
             obs_spaces[keys.image_key(cam)] = spaces.Box(
                 0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8
             )
         self.single_observation_space = spaces.Dict(obs_spaces)
-        self._renderer = None
+        self._renderers: dict[str, Any] = {}  # task id -> renderer of that task's scene
         if self.cameras:
             from robot_rl.sim.render import OffscreenRenderer
 
-            self._renderer = OffscreenRenderer(first.model)
+            for t, env in zip(self.task_ids, self.envs, strict=True):
+                if t not in self._renderers:
+                    self._renderers[t] = OffscreenRenderer(env.model)
         threads = min(threads, num_envs)
         self._shards = [s for s in np.array_split(np.arange(num_envs), threads) if s.size]
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mujoco_cpu") if threads > 1 else None
@@ -141,9 +164,9 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers = {}
         for env in self.envs:
             env.close()
 
@@ -151,9 +174,12 @@ class MujocoCpuBatchedEnv(BatchedEnv):
     def _stack(self) -> dict[str, np.ndarray]:
         if not all(self._obs):
             raise RuntimeError("mujoco_cpu batched env: call reset() (all envs) before step()")
-        obs = {k: np.stack([o[k] for o in self._obs]) for k in (keys.STATE, keys.ENV_STATE)}
+        obs = {k: np.stack([o[k] for o in self._obs]) for k in self._obs_keys}
         for cam, name in zip(self.cameras, self._camera_names, strict=True):
             obs[keys.image_key(cam)] = np.stack(
-                [self._renderer.render(env.data, name, self.image_size, env.model) for env in self.envs]
+                [
+                    self._renderers[t].render(env.data, name, self.image_size, env.model)
+                    for t, env in zip(self.task_ids, self.envs, strict=True)
+                ]
             )
         return obs

@@ -26,8 +26,14 @@ def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None):
     Raises:
         ValueError: what ``make_vector_env`` raises.
         ConfigError: what ``make_batched_env`` refuses (e.g. ``mujoco_cpu`` with a foreign ``env.id`` or a
-            robot), naming ``env.backend``; the CLI prints it as one line with exit code 2.
+            robot), naming ``env.backend``; ``env.tasks`` (collect and eval run one task, so that every
+            method sees the same episodes); the CLI prints it as one line with exit code 2.
     """
+    if cfg.tasks:
+        raise ConfigError(
+            f"env.tasks={list(cfg.tasks)}: collect and eval run one task each; unset env.tasks and give "
+            "--env.id=<task> (with --eval.name=<task> for one file per task)"
+        )
     if cfg.backend == "gym_vector":
         from robot_rl.sim import make_vector_env
 

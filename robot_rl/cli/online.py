@@ -52,6 +52,11 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     cfg = apply_flags(args, cfg)
     if cfg.online.runtime not in RUNTIMES:
         raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
+    if cfg.env.tasks:
+        raise ConfigError(
+            f"env.tasks={list(cfg.env.tasks)}: the online runtime runs one task (env.id); a multi-task "
+            "batch trains with robot-rl ppo"
+        )
     cfg = resolve_control_hz(cfg)  # a foreign env's own rate, for episode cycle times
     if args.role != "all":
         preflight(cfg, args.role)

@@ -4,7 +4,8 @@ simulator -> evaluation of both, for one training seed.
 With ``ppo.init`` empty the start is the run's own BC checkpoint: demos are collected (built-in task,
 unless ``data.path`` names a dataset) and BC is trained first when those stages have not finished. The
 PPO stage (``stages/ppo_<method>_seed<s>.json``) and each evaluation are skipped on a rerun once done;
-a killed PPO run starts over (it keeps no resume checkpoint).
+a killed PPO run starts over (it keeps no resume checkpoint). A multi-task batch (``env.tasks``) is not
+evaluated here: evaluation runs one task at a time, and the summary says how.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def run(cfg: PipelineConfig, seed: int) -> str:
         f"{trained['wall_time_s']:.0f} s ({trained['env_steps_per_s']:.0f} env steps/s in rollouts), "
         f"checkpoint {trained['checkpoint']}"
     ]
+    if cfg.env.tasks:  # evaluation runs one task at a time (paired episodes per task)
+        lines.append(
+            f"env.tasks: evaluate each task with `robot-rl eval --algo ppo --ppo.method={cfg.ppo.method} "
+            f"--seeds=[{seed}] --env.id=<task> --eval.name=<task>` (env.tasks unset)"
+        )
+        return "\n".join(lines)
     if not cfg.ppo.init:
         before = stages.evaluate(cfg, "bc", seed)
         lines.append(eval_summary("bc", seed, before["summary"], str(run_dir.eval_file("bc", seed))))
