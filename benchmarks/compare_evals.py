@@ -5,9 +5,11 @@ Each method is ``label=run_dir:algo`` (the eval files ``<run_dir>/eval/<algo>_se
 ``robot-rl eval`` writes) or ``label=run_dir:algo@name`` for an evaluation run with ``--eval.name=name``
 (``<algo>_seed<s>_<name>.json``); the first one is the baseline.
 
-    python benchmarks/compare_evals.py --seeds 0 1 2 bc=runs/dense:bc qc=runs/qc_dense:offline
-    python benchmarks/compare_evals.py --seeds 0 1 2 bc=runs/mt20/vla:bc@push_to_target \
-        corft=runs/mt20/vla:offline@push_to_target
+    python benchmarks/compare_evals.py bc=runs/dense:bc qc=runs/qc_dense:offline --seeds 0 1 2
+    python benchmarks/compare_evals.py bc=runs/mt20/vla:bc@push_to_target \
+        corft=runs/mt20/vla:offline@push_to_target --seeds 0 1 2
+
+(``--seeds`` after the methods: it takes every number that follows it.)
 
 Prints a Markdown table.
 """

@@ -292,11 +292,15 @@ class EnvConfig:
     empty: the task's own region (``PandaTaskEnv.spawn_default``). Collect in one region and evaluate in a
     disjoint one (``robot-rl eval --env.spawn_region=... --eval.name=heldout_pos``) for held-out object
     positions; a foreign env or a robot refuses it.
-    ``tasks``: a multi-task batch on ``env.backend=mujoco_cpu`` (suite ids; env i of N runs
-    ``tasks[i % len(tasks)]`` with its own instruction, success rule and reward, all with this config's
-    rates and ``max_episode_steps``), for one language-conditioned policy trained online on several tasks
-    at once (``robot-rl ppo``, as RLinf's multi-task runs). Its observations leave out
-    ``observation.environment_state`` (its size differs per task), as a policy trained on
+    ``environment_state_size``: pad the built-in task's ``observation.environment_state`` with trailing
+    zeros to this many numbers (0: the task's own, 4 to 21), so that the suite's datasets merge as they are
+    and one policy reads every task's object state (Meta-World's fixed-size observation); collect, train
+    and evaluate with the same value. ``tasks``: a multi-task batch on ``env.backend=mujoco_cpu`` (suite
+    ids; env i of N runs ``tasks[i % len(tasks)]`` with its own instruction, success rule and reward, all
+    with this config's rates and ``max_episode_steps``), for one language-conditioned policy trained online
+    on several tasks at once (``robot-rl ppo``, as RLinf's multi-task runs). Its observations hold
+    ``observation.environment_state`` only when every task's has the same size (set
+    ``environment_state_size``); otherwise they leave it out, as a policy trained on
     ``robot-rl dataset merge ... --drop observation.environment_state`` expects. Empty (default): every env
     runs ``id``. Collect and evaluate per task (``--env.id``); those commands and the online runtime
     refuse it.
@@ -319,6 +323,7 @@ class EnvConfig:
     robot: RobotConfig | None = None
     randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
     spawn_region: list[float] = field(default_factory=list)
+    environment_state_size: int = 0
     tasks: list[str] = field(default_factory=list)
 
 

@@ -124,6 +124,7 @@ RULES: dict[str, Range | Choice] = {
     "env.num_envs": COUNT,
     "env.backend": Choice(("gym_vector", "mujoco_cpu", "maniskill")),  # robot_rl.sim.batched_factory.BACKENDS
     "env.spawn_region": ANY,
+    "env.environment_state_size": NONNEG_INT,
     **{f"env.randomize.{k}": r for k, r in RANDOMIZE_RULES.items()},
     "collect.num_episodes": COUNT,
     "collect.expert_noise": NONNEG,
@@ -413,6 +414,10 @@ def eval_problems(cfg: Any) -> list[str]:
         out.append(f"env.spawn_region={region!r}: must be [] or [x_lo, x_hi, y_lo, y_hi] (m) with lo <= hi")
     if region and cfg.env.robot is not None:
         out.append("env.spawn_region: places the simulator's objects only; unset it with env.robot")
+    if cfg.env.environment_state_size and cfg.env.robot is not None:
+        out.append(
+            "env.environment_state_size: pads the simulator's object state only; unset it with env.robot"
+        )
     if not _EVAL_NAME.fullmatch(cfg.eval.name):
         out.append(f"eval.name={cfg.eval.name!r}: only letters, digits, _ and - (it names a file)")
     for task, wordings in cfg.eval.paraphrases.items():

@@ -14,8 +14,9 @@ renderer (one GL context per task; the models are copies of the task's scene, ea
 its visuals, e.g. its ``env.randomize`` draws), so GL never runs in the pool.
 
 With ``env.tasks`` the batch is multi-task: env i runs ``tasks[i % T]``; ``tasks()`` gives each env's
-instruction, and the observations hold ``observation.state`` (the Panda's, the same for every task) and the
-cameras, not ``observation.environment_state`` (7 to 21 numbers, by task).
+instruction, and the observations hold ``observation.state`` (the Panda's, the same for every task), the
+cameras, and ``observation.environment_state`` only when it has one size in every task (4 to 21 numbers
+by task, unless ``env.environment_state_size`` pads them to one).
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         self.task_ids = [task_ids[i % len(task_ids)] for i in range(num_envs)]
         self.envs = [build_task_env(replace(cfg, id=t), cameras=[]) for t in self.task_ids]
         self.num_envs = num_envs
-        multi_task = len(set(task_ids)) > 1
-        self._obs_keys = (keys.STATE,) if multi_task else (keys.STATE, keys.ENV_STATE)
+        sizes = {env.observation_space[keys.ENV_STATE].shape for env in self.envs}
+        self._obs_keys = (keys.STATE,) if len(sizes) > 1 else (keys.STATE, keys.ENV_STATE)
         self.cameras = list(cfg.cameras)
         for cam in self.cameras:
             if cam not in CAMERAS:

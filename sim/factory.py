@@ -57,6 +57,10 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         raise ValueError(f"env.randomize randomises the built-in tasks only, not env.id={cfg.id!r}; unset it")
     if cfg.spawn_region:
         raise ValueError(f"env.spawn_region places the built-in tasks' objects only, not env.id={cfg.id!r}")
+    if cfg.environment_state_size:
+        raise ValueError(
+            f"env.environment_state_size pads the built-in tasks' state only, not env.id={cfg.id!r}"
+        )
     from robot_rl.sim.adapter import make_foreign_env
 
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)

@@ -136,11 +136,15 @@ class PandaTaskEnv(gym.Env):
         spawn_region: ``(x_lo, x_hi, y_lo, y_hi)`` (m, world) the task draws its objects' xy from
             (``env.spawn_region``); ``None`` or empty: the task's :attr:`spawn_default`. A region outside
             the training one evaluates held-out object positions.
+        environment_state_size: pad ``observation.environment_state`` with trailing zeros to this many
+            numbers (``env.environment_state_size``; 0: the task's own :attr:`env_state_dim`), so that
+            tasks share one observation layout for a multi-task policy, as Meta-World's fixed 39-number
+            observation does (Yu et al. 2019, "Meta-World", §4.1).
 
     Raises:
         ValueError: bad rates, unknown camera, render mode, reward or controller, non-positive sizes or
             step counts, a ``spawn_region`` that is not 4 finite numbers with low <= high inside the
-            workspace's xy.
+            workspace's xy, an ``environment_state_size`` below the task's :attr:`env_state_dim`.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -167,8 +171,15 @@ class PandaTaskEnv(gym.Env):
         reward: str = "sparse",
         randomize: RandomizeConfig | None = None,
         spawn_region: list[float] | tuple[float, ...] | None = None,
+        environment_state_size: int = 0,
     ) -> None:
         self.spawn_x, self.spawn_y = check_spawn_region(spawn_region or self.spawn_default)
+        if environment_state_size and environment_state_size < self.env_state_dim:
+            raise ValueError(
+                f"env.environment_state_size={environment_state_size} is below {type(self).__name__}'s "
+                f"{self.env_state_dim} numbers of observation.environment_state: give 0 or more"
+            )
+        self.env_state_size = int(environment_state_size) or self.env_state_dim
         if reward not in self.reward_modes:
             raise ValueError(f"reward must be one of {self.reward_modes}, got {reward!r}")
         self.reward_mode = reward
@@ -220,7 +231,7 @@ class PandaTaskEnv(gym.Env):
         )
         obs = {
             keys.STATE: spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32),
-            keys.ENV_STATE: spaces.Box(-np.inf, np.inf, (self.env_state_dim,), np.float32),
+            keys.ENV_STATE: spaces.Box(-np.inf, np.inf, (self.env_state_size,), np.float32),
         }
         for cam in self.cameras:
             obs[keys.image_key(cam)] = spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
@@ -362,7 +373,9 @@ class PandaTaskEnv(gym.Env):
             ]
         ).astype(np.float32)
         state = self.randomizer.observe(state)
-        obs = {keys.STATE: state, keys.ENV_STATE: np.asarray(self._env_state(), dtype=np.float32)}
+        env_state = np.zeros(self.env_state_size, dtype=np.float32)
+        env_state[: self.env_state_dim] = self._env_state()
+        obs = {keys.STATE: state, keys.ENV_STATE: env_state}
         if self.cameras:
             renderer = self._get_renderer()
             for cam in self.cameras:

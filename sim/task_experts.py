@@ -46,7 +46,7 @@ class PickColourExpert(PickCubeExpert):
         target = named_colour(_instruction(obs))
         if target is None:
             raise ValueError(f"instruction {_instruction(obs)!r} names none of the colours {list(COLOURS)}")
-        cubes = np.asarray(obs[keys.ENV_STATE]).reshape(len(COLOURS), 7)
+        cubes = np.asarray(obs[keys.ENV_STATE])[: len(COLOURS) * 7].reshape(len(COLOURS), 7)  # padding after
         return super().act({keys.STATE: obs[keys.STATE], keys.ENV_STATE: cubes[target]})
 
 

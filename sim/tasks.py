@@ -100,11 +100,11 @@ def make_expert(task_id: str, noise: float = 0.0, seed: int = 0):
 def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list[str] | None = None):
     """The suite env ``cfg.id`` with the rates, horizon, success rule and cameras of ``cfg`` (``cameras``
     overrides ``cfg.cameras``; ``cfg.kwargs`` are passed on, e.g. ``torque_every``, ``reward``; so are
-    ``cfg.randomize`` and ``cfg.spawn_region``).
+    ``cfg.randomize``, ``cfg.spawn_region`` and ``cfg.environment_state_size``).
 
     Raises:
         ValueError: ``cfg.id`` is not a suite task, or invalid env settings (rates, cameras, render mode,
-            ``spawn_region``).
+            ``spawn_region``, ``environment_state_size``).
     """
     cls = task_env_class(cfg.id)
     return cls(
@@ -118,5 +118,6 @@ def build_task_env(cfg: EnvConfig, render_mode: str | None = None, cameras: list
         render_mode=render_mode,
         randomize=cfg.randomize,
         spawn_region=cfg.spawn_region or None,
+        environment_state_size=cfg.environment_state_size,
         **cfg.kwargs,
     )

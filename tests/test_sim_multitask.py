@@ -176,3 +176,39 @@ def test_ppo_trains_one_policy_on_a_multitask_batch(tmp_path, monkeypatch, capsy
         assert list(given) == instructions * 2
     loaded, _, _ = load_agent(run.checkpoint("ppo_flow_noise", 0))
     assert loaded.policy.cfg.tasks == instructions
+
+
+def test_padded_environment_state_keeps_the_task_and_its_expert_unchanged():
+    """``env.environment_state_size`` appends zeros: the task's numbers, its expert's actions and its
+    rewards are those of the unpadded env, and a multi-task batch then keeps the feature."""
+    from robot_rl.sim.tasks import make_expert
+
+    plain = make_env(EnvConfig(id=PUSH))
+    padded = make_env(EnvConfig(id=PUSH, environment_state_size=12))
+    experts = [make_expert(PUSH, noise=0.3, seed=0) for _ in range(2)]
+    try:
+        assert padded.observation_space[keys.ENV_STATE].shape == (12,)
+        a, _ = plain.reset(seed=7)
+        b, _ = padded.reset(seed=7)
+        for _ in range(15):
+            np.testing.assert_array_equal(b[keys.ENV_STATE][:10], a[keys.ENV_STATE])
+            assert not b[keys.ENV_STATE][10:].any()
+            act_a, act_b = experts[0].act(a), experts[1].act(b)
+            np.testing.assert_array_equal(act_a, act_b)
+            a, ra, *_ = plain.step(act_a)
+            b, rb, *_ = padded.step(act_b)
+            assert ra == rb
+    finally:
+        plain.close()
+        padded.close()
+    cfg = EnvConfig(tasks=[PICK, DRAWER, PUSH], backend="mujoco_cpu", environment_state_size=10)
+    with make_batched_env(cfg, num_envs=3, num_threads=1) as env:
+        obs, _ = env.reset(seed=[0, 1, 2])
+        assert obs[keys.ENV_STATE].shape == (3, 10)
+        assert not obs[keys.ENV_STATE][1, 4:].any() and obs[keys.ENV_STATE][1, :4].any()  # the drawer's 4
+    with pytest.raises(ValueError, match="env.environment_state_size=3 is below PandaOpenDrawerEnv's 4"):
+        make_env(EnvConfig(id=DRAWER, environment_state_size=3))
+    with pytest.raises(ValueError, match="environment_state_size pads the built-in tasks' state only"):
+        make_env(EnvConfig(id="Reacher-v5", environment_state_size=12))
+    with pytest.raises(ConfigError, match="env.environment_state_size=-1"):
+        load_config(None, ["--env.environment_state_size=-1"])
