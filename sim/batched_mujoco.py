@@ -65,10 +65,10 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         task_ids = list(cfg.tasks) or [cfg.id]
         foreign = [t for t in task_ids if t not in TASKS]
         if foreign or cfg.robot is not None:
-            key = "env.tasks" if cfg.tasks else "env.id"
+            given = f"env.tasks={foreign or task_ids}" if cfg.tasks else f"env.id={cfg.id!r}"
             raise ValueError(
                 f"env.backend=mujoco_cpu runs the built-in simulated tasks ({', '.join(TASKS)}) only "
-                f"({key}={foreign or task_ids}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
+                f"({given}, env.robot={'set' if cfg.robot is not None else 'unset'}); "
                 "use env.backend=gym_vector"
             )
         if num_envs < len(task_ids):
