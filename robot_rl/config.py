@@ -298,12 +298,12 @@ class EnvConfig:
     and evaluate with the same value. ``tasks``: a multi-task batch on ``env.backend=mujoco_cpu`` (suite
     ids; env i of N runs ``tasks[i % len(tasks)]`` with its own instruction, success rule and reward, all
     with this config's rates and ``max_episode_steps``), for one language-conditioned policy trained online
-    on several tasks at once (``robot-rl ppo``, as RLinf's multi-task runs). Its observations hold
+    on several tasks at once (``robot-rl ppo``, as RLinf's multi-task runs; ``robot-rl online`` with
+    ``online.envs_per_actor`` >= the task count, a human on one task per actor). Its observations hold
     ``observation.environment_state`` only when every task's has the same size (set
     ``environment_state_size``); otherwise they leave it out, as a policy trained on
     ``robot-rl dataset merge ... --drop observation.environment_state`` expects. Empty (default): every env
-    runs ``id``. Collect and evaluate per task (``--env.id``); those commands and the online runtime
-    refuse it.
+    runs ``id``. Collect and evaluate per task (``--env.id``); those commands refuse it.
     """
 
     id: str = "robot_rl/PandaPickCube-v0"

@@ -1,7 +1,8 @@
 """Multi-task batches (``env.tasks`` on ``mujoco_cpu``, issue 20 item 2): env i runs ``tasks[i % T]`` exactly
 as that task's single env (state, camera, reward, success, instruction), without the per-task
-``observation.environment_state``; π_RL PPO trains one instruction-conditioned policy on it; collect, eval
-and the online runtime refuse it with the key named."""
+``observation.environment_state``; π_RL PPO trains one instruction-conditioned policy on it; collect and
+eval refuse it, and the online runtime one with fewer envs per actor than tasks, with the key named (its
+online run: tests/test_online_multitask.py)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_bad_multitask_settings_name_the_key(tmp_path, capsys):
     for command, needle in [
         ("collect", "collect and eval run one task each"),
         ("eval", "collect and eval run one task each"),
-        ("online", "the online runtime runs one task"),
+        ("online", "set online.envs_per_actor to at least 2"),
     ]:
         assert main([command, *flags]) == 2, command
         assert needle in capsys.readouterr().err, command

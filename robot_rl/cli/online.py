@@ -52,10 +52,11 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     cfg = apply_flags(args, cfg)
     if cfg.online.runtime not in RUNTIMES:
         raise ConfigError(f"online.runtime={cfg.online.runtime!r}; expected one of {RUNTIMES}")
-    if cfg.env.tasks:
+    if cfg.env.tasks and cfg.online.envs_per_actor < len(cfg.env.tasks):
         raise ConfigError(
-            f"env.tasks={list(cfg.env.tasks)}: the online runtime runs one task (env.id); a multi-task "
-            "batch trains with robot-rl ppo"
+            f"env.tasks={list(cfg.env.tasks)} with online.envs_per_actor={cfg.online.envs_per_actor}: a "
+            "multi-task online run steps every task in each actor's batch; set online.envs_per_actor to at "
+            f"least {len(cfg.env.tasks)}"
         )
     cfg = resolve_control_hz(cfg)  # a foreign env's own rate, for episode cycle times
     if args.role != "all":

@@ -217,8 +217,13 @@ class Actor:
             self.high,
             actor_id=self.actor_id,
             control_hz=self.cfg.env.control_hz,
-            task_id=self.cfg.env.id,
+            task_id=self.device_task_id,
         )
+
+    @property
+    def device_task_id(self) -> str:
+        """The task whose scripted human ``intervention.device=sim_human`` plays: ``env.id``."""
+        return self.cfg.env.id
 
     def num_logged(self) -> int:
         with self._log_lock:

@@ -21,6 +21,10 @@ steps of all N envs. What changes:
   it drove are recorded with ``complementary_info.is_intervention``, a label ends env 0's episode, an
   e-stop ends env 0's episode and holds every env until it is released; the other envs run the policy.
   The web GUI is refused (config check): its live view and relabels address one env's episodes;
+- with ``env.tasks`` (T suite tasks, N >= T) the batch is multi-task: env i of actor k runs
+  ``env.tasks[(k + i) % T]`` with its own instruction (the policy's ``policy.tasks`` must hold every one),
+  so the device of actor k drives task ``k % T`` (``sim_human`` plays that task's scripted human) and
+  T actors put a human on every task; the episode horizon is one for all (``env.max_episode_steps``);
 - the ``online.max_env_steps_ahead`` throttle (:meth:`Actor._throttle`) counts the steps of every
   episode in flight;
 - a policy forward that returns NaN/inf ends every queried env's episode (logged as truncated, nothing
@@ -37,6 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -74,9 +79,22 @@ class BatchedActor(Actor):
         from robot_rl.sim import make_batched_env
         from robot_rl.sim.batched_rollout import RolloutView
 
-        env = RolloutView(make_batched_env(self.cfg.env, self.num_envs, backend="mujoco_cpu"))
+        env_cfg = replace(self.cfg.env, tasks=self.task_ids) if self.cfg.env.tasks else self.cfg.env
+        env = RolloutView(make_batched_env(env_cfg, self.num_envs, backend="mujoco_cpu"))
         self.task = env.env.task
         return env, env.single_observation_space.spaces, env.single_action_space
+
+    @property
+    def task_ids(self) -> list[str]:
+        """``env.tasks`` rotated by the actor id: env i of actor k runs ``env.tasks[(k + i) % T]``, so the
+        device of actor k (on env 0) drives task ``k % T`` and T actors' devices cover every task."""
+        k = self.actor_id % len(self.cfg.env.tasks)
+        return list(self.cfg.env.tasks[k:]) + list(self.cfg.env.tasks[:k])
+
+    @property
+    def device_task_id(self) -> str:
+        """The task of env 0, which the device drives: ``env.id``, or this actor's first of ``env.tasks``."""
+        return self.task_ids[0] if self.cfg.env.tasks else self.cfg.env.id
 
     @staticmethod
     def _log_episode_spec(shapes: dict[str, tuple[int, ...]]) -> dict:
