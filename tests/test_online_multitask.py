@@ -117,3 +117,18 @@ def test_each_actor_runs_every_task_with_a_human_on_a_different_one(two_task_run
     assert intervened[PICK] > 0 and intervened[DRAWER] > 0, intervened
     replay = ZarrReplayBuffer(folder / "replay")
     assert set(np.unique(replay.arrays()[keys.TASK_INDEX]).tolist()) == {0, 1}
+
+
+def test_a_policy_that_reads_a_state_the_batch_leaves_out_is_refused(two_task_run, tmp_path, capsys):
+    """Without padding, the two tasks' object states differ in size, so the batch leaves the feature out;
+    the checkpoint (trained on it) is refused before any actor starts, naming env.tasks and the key."""
+    from robot_rl.cli.main import main
+
+    unpadded = [f for f in MULTI if f != PADDED]
+    flags = overrides(
+        tmp_path / "run", *unpadded, f"--online.init={two_task_run / 'checkpoints' / 'offline_seed0'}"
+    )
+    assert main(["online", *flags]) == 2
+    err = capsys.readouterr().err
+    assert "the checkpoint does not fit env.tasks=" in err and keys.ENV_STATE in err, err
+    assert not (tmp_path / "run" / "online").exists()

@@ -62,13 +62,18 @@ class OnlineAgent:
 
 def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
     """The env's observation shapes, action dimension, and ``cfg.policy`` with the env's action box filled
-    in where ``policy.action_low/high`` are empty (one env is built and closed)."""
-    from robot_rl.sim import box_bounds, make_env
+    in where ``policy.action_low/high`` are empty (one env is built and closed; with ``env.tasks`` the
+    multi-task batch the actors step, whose observations may leave ``environment_state`` out)."""
+    from robot_rl.sim import box_bounds, make_batched_env, make_env
 
-    env = make_env(cfg.env)
+    if cfg.env.tasks:
+        env = make_batched_env(cfg.env, len(cfg.env.tasks), backend="mujoco_cpu")
+        obs_space, space = env.single_observation_space, env.single_action_space
+    else:
+        env = make_env(cfg.env)
+        obs_space, space = env.observation_space, env.action_space
     try:
-        shapes = {k: tuple(int(d) for d in s.shape) for k, s in env.observation_space.spaces.items()}
-        space = env.action_space
+        shapes = {k: tuple(int(d) for d in s.shape) for k, s in obs_space.spaces.items()}
         policy = cfg.policy
         if not (policy.action_low or policy.action_high):
             policy = replace(policy, **box_bounds(space))
@@ -137,9 +142,8 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     try:
         check_compatible(saved, env_obs, action_dim)
     except ValueError as err:
-        raise ConfigError(
-            f"online.init={init}: the checkpoint does not fit env {cfg.env.id!r}: {err}"
-        ) from err
+        env = f"env.tasks={list(cfg.env.tasks)}" if cfg.env.tasks else f"env {cfg.env.id!r}"
+        raise ConfigError(f"online.init={init}: the checkpoint does not fit {env}: {err}") from err
     if "policy" not in state_dicts:
         raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
     obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
