@@ -36,8 +36,8 @@ def trace(env, source: AgentSource, obs_keys: list[str], env_seed: int, max_step
     source.reset(0, env_seed)
     queue: list[np.ndarray] = []
     pinch_z, offset, closure, cube_z = [], [], [], []
-    success, steps = False, 0
-    for steps in range(1, max_steps + 1):
+    success = False
+    for _ in range(max_steps):
         if not queue:
             batch = {k: obs[k][None] for k in obs_keys}
             batch[keys.TASK] = np.array([info.get("task", "")], dtype=object)
@@ -55,7 +55,7 @@ def trace(env, source: AgentSource, obs_keys: list[str], env_seed: int, max_step
     closed = np.flatnonzero(np.asarray(closure) > 0.5)
     return {
         "success": success,
-        "steps": steps,
+        "steps": len(pinch_z),
         "min_pinch_z_m": round(float(pinch_z[low]), 3),
         "offset_there_m": round(float(offset[low]), 3),
         "first_closed_step": int(closed[0]) if closed.size else -1,
