@@ -22,7 +22,7 @@ steps of all N envs. What changes:
   e-stop ends env 0's episode and holds every env until it is released; the other envs run the policy.
   The web GUI is refused (config check): its live view and relabels address one env's episodes;
 - with ``env.tasks`` (T suite tasks, N >= T) the batch is multi-task: env i of actor k runs
-  ``env.tasks[(k + i) % T]`` with its own instruction (the policy's ``policy.tasks`` must hold every one),
+  ``env.tasks[(k + i) % T]`` with its own instruction (one the policy was not trained on stops the actor),
   so the device of actor k drives task ``k % T`` (``sim_human`` plays that task's scripted human) and
   T actors put a human on every task; the episode horizon is one for all (``env.max_episode_steps``);
 - the ``online.max_env_steps_ahead`` throttle (:meth:`Actor._throttle`) counts the steps of every
