@@ -110,3 +110,40 @@ def toy_episode(
         keys.INTERVENTION: np.full(length, intervened),
         keys.final_key(keys.STATE): np.full(3, final, np.float32),
     }
+
+
+def replay_on_single_env(env_cfg, seed: int, frames: dict, labelled: bool = False, device=None):
+    """Re-run a logged episode on the single env of ``env_cfg`` from its seed with its actions; assert every
+    recorded observation, reward and the final observation match bit for bit (``labelled``: a human's label
+    set the last step's outcome). With ``device`` (the simulated human that drove this env), also assert
+    it steps in exactly where the log says it did, with the logged action. Returns the env's last
+    (terminated, truncated)."""
+    from robot_rl.runtime.intervention import start_episode
+    from robot_rl.sim import make_env
+
+    env = make_env(env_cfg)
+    try:
+        obs, info = env.reset(seed=seed)
+        if device is not None:
+            start_episode(device, seed, info["task"])
+        ended = (False, False)
+        for t, action in enumerate(frames[keys.ACTION]):
+            assert not any(ended), f"the env's episode ended before logged step {t}"
+            for k in (keys.STATE, keys.ENV_STATE):
+                np.testing.assert_array_equal(frames[k][t], obs[k], err_msg=f"{k} at step {t}")
+            if device is not None:
+                human = device.poll(obs)
+                took_over = human is not None and human.action is not None
+                assert took_over == bool(frames[keys.INTERVENTION][t]), f"intervention at step {t}"
+                if took_over:
+                    np.testing.assert_allclose(frames[keys.ACTION][t], human.action, atol=1e-6)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            if not (labelled and t == len(frames[keys.ACTION]) - 1):
+                assert frames[keys.REWARD][t] == np.float32(reward)
+                assert frames[keys.DONE][t] == terminated
+            ended = (terminated, truncated)
+        for k in (keys.STATE, keys.ENV_STATE):
+            np.testing.assert_array_equal(frames[keys.final_key(k)], obs[k], err_msg=f"final {k}")
+        return ended
+    finally:
+        env.close()

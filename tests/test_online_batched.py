@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from online_setup import CODE, copy_run, free_address, overrides
+from online_setup import CODE, copy_run, free_address, overrides, replay_on_single_env
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, load_config
@@ -18,32 +18,6 @@ from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, Actor
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY, BatchedActor, actor_class
 
 BATCHED = ["--online.envs_per_actor=2", "--env.backend=mujoco_cpu"]
-
-
-def _replay_on_single_env(cfg, seed: int, frames: dict, labelled: bool = False) -> tuple[bool, bool]:
-    """Re-run a logged episode on the single env from its seed with its actions; assert every recorded
-    observation, reward and the final observation match bit for bit (``labelled``: a human's label set the
-    last step's outcome). Returns the env's last (terminated, truncated)."""
-    from robot_rl.sim import make_env
-
-    env = make_env(cfg.env)
-    try:
-        obs, _ = env.reset(seed=seed)
-        ended = (False, False)
-        for t, action in enumerate(frames[keys.ACTION]):
-            assert not any(ended), f"the env's episode ended before logged step {t}"
-            for k in (keys.STATE, keys.ENV_STATE):
-                np.testing.assert_array_equal(frames[k][t], obs[k], err_msg=f"{k} at step {t}")
-            obs, reward, terminated, truncated, _ = env.step(action)
-            if not (labelled and t == len(frames[keys.ACTION]) - 1):
-                assert frames[keys.REWARD][t] == np.float32(reward)
-                assert frames[keys.DONE][t] == terminated
-            ended = (terminated, truncated)
-        for k in (keys.STATE, keys.ENV_STATE):
-            np.testing.assert_array_equal(frames[keys.final_key(k)], obs[k], err_msg=f"final {k}")
-        return ended
-    finally:
-        env.close()
 
 
 def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, tmp_path):
@@ -86,7 +60,7 @@ def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, 
     for index in range(log.num_episodes):
         frames = log.episode(index)
         steps = len(frames[keys.ACTION])
-        terminated, truncated = _replay_on_single_env(cfg, int(seeds[index]), frames)
+        terminated, truncated = replay_on_single_env(cfg.env, int(seeds[index]), frames)
         # each episode ends where its own env ended it, or at the actor's cap
         assert terminated or truncated or steps == 25, (index, steps)
         assert steps <= 25
@@ -189,7 +163,7 @@ def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_r
     np.testing.assert_array_equal(seen[4:], second[keys.STATE])
     assert actor.counters["interventions"] == 2
     for index, frames in enumerate((first, second, other)):
-        _replay_on_single_env(cfg, int(seeds[index]), frames, labelled=index == 0)
+        replay_on_single_env(cfg.env, int(seeds[index]), frames, labelled=index == 0)
     # a restarted actor goes on with each env's seeds; one with another N is refused, naming the key
     link = ZmqLearnerLink(server.address)
     again = BatchedActor(cfg, 0, 0, link)
@@ -248,7 +222,7 @@ def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
     assert len(labelled[keys.ACTION]) == 2 and not labelled[keys.SUCCESS][-1]
     # env 1 ran its first chunk to its end (the stop is checked at a query moment), then was cut there
     assert len(in_flight[keys.ACTION]) == cfg.policy.horizon and not in_flight[keys.DONE].any()
-    ended = _replay_on_single_env(cfg, int(per_episode[ENV_SEED_KEY][1]), in_flight)
+    ended = replay_on_single_env(cfg.env, int(per_episode[ENV_SEED_KEY][1]), in_flight)
     assert ended == (False, False)  # neither terminated nor truncated by the env: cut by the stop
 
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from online_setup import CODE, free_address, overrides
+from online_setup import CODE, free_address, overrides, replay_on_single_env
 
 from robot_rl import keys
 from robot_rl.cli import stages
@@ -20,7 +20,6 @@ from robot_rl.config import EnvConfig, load_config
 from robot_rl.data.lerobot.ops import merge
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY
-from robot_rl.runtime.intervention import start_episode
 from robot_rl.sim import make_env
 from robot_rl.teleop import make_device
 
@@ -56,30 +55,6 @@ def two_task_run(tmp_path_factory):
     return root / "run"
 
 
-def _replay(task: str, seed: int, frames: dict, device) -> None:
-    """Re-run a logged episode on ``task``'s single env from its seed with its actions: every observation
-    and reward matches bit for bit, and ``device`` (that task's simulated human, None for a policy-only
-    env) steps in exactly where the log says it did, with the logged action."""
-    env = make_env(EnvConfig(id=task, environment_state_size=7))
-    try:
-        obs, info = env.reset(seed=seed)
-        if device is not None:
-            start_episode(device, seed, info["task"])
-        for t, action in enumerate(frames[keys.ACTION]):
-            for k in (keys.STATE, keys.ENV_STATE):
-                np.testing.assert_array_equal(frames[k][t], obs[k], err_msg=f"{task} {k} at step {t}")
-            if device is not None:
-                human = device.poll(obs)
-                took_over = human is not None and human.action is not None
-                assert took_over == bool(frames[keys.INTERVENTION][t]), f"{task} step {t}"
-                if took_over:
-                    np.testing.assert_allclose(frames[keys.ACTION][t], human.action, atol=1e-6)
-            obs, reward, *_ = env.step(action)
-            assert frames[keys.REWARD][t] == np.float32(reward)
-    finally:
-        env.close()
-
-
 def test_each_actor_runs_every_task_with_a_human_on_a_different_one(two_task_run):
     run = two_task_run
     args = overrides(run, *MULTI, f"--online.address={free_address()}")
@@ -111,7 +86,7 @@ def test_each_actor_runs_every_task_with_a_human_on_a_different_one(two_task_run
                 human = make_device(cfg.intervention, *box[task], task_id=task)
             else:
                 assert not frames[keys.INTERVENTION].any()
-            _replay(task, seed, frames, human)
+            replay_on_single_env(EnvConfig(id=task, environment_state_size=7), seed, frames, device=human)
             intervened[task] = intervened.get(task, 0) + int(frames[keys.INTERVENTION].sum())
     # each task had a human: actor 0's on pick-cube, actor 1's on the drawer
     assert intervened[PICK] > 0 and intervened[DRAWER] > 0, intervened
