@@ -226,6 +226,36 @@ def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
     assert ended == (False, False)  # neither terminated nor truncated by the env: cut by the stop
 
 
+
+def test_a_stop_cuts_busy_envs_at_their_next_chunk(tiny_offline_run, tmp_path):
+    """No env is idle when the stop arrives (both run the policy, nobody ends an episode): every episode is
+    cut at the next query moment, after one chunk, and logged; the actor used to act on until an episode
+    ended, up to ``max_steps`` past the budget and past the learner's wait for its bye."""
+    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
+    learner = Learner(cfg, 0, progress=False)
+    server = LearnerServer(learner, cfg.online.address).start()
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor.device = None
+    checks = []
+    actor._should_stop = lambda: checks.append(1) or len(checks) > 1  # stop at the second check
+    try:
+        actor.run()
+        replayed = learner.replay.num_episodes
+    finally:
+        server.close()
+    per_episode = actor.log.episode_arrays()
+    assert sorted(per_episode[ENV_INDEX_KEY].tolist()) == [0, 1] and replayed == 2
+    for index in range(2):
+        frames = actor.log.episode(index)
+        assert len(frames[keys.ACTION]) == cfg.policy.horizon < cfg.env.max_episode_steps
+        ended = replay_on_single_env(cfg.env, int(per_episode[ENV_SEED_KEY][index]), frames)
+        assert ended == (False, False)  # cut by the stop, not ended by its env
+
+
 class _EStop:
     """An operator who latches the e-stop at poll 3 and releases it at poll 7; unplugged at poll 10."""
 

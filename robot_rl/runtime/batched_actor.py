@@ -33,7 +33,12 @@ steps of all N envs. What changes:
 - an idle env starts its next episode only while ``online.env_steps`` has room for it with every episode
   in flight counted at its longest, so one actor ends less than one episode past the budget (as with one
   env) instead of up to N (several actors each fill the room they see: they do not see each other's
-  episodes in flight); when the learner reports the budget spent, episodes still in flight are dropped.
+  episodes in flight);
+- the stop (the learner reports the budget spent, or :meth:`Actor._should_stop`'s other reasons) is checked
+  whenever an env needs a chunk, so it cuts every episode in flight at its next query moment: each is
+  logged as truncated with its final observation, like an episode at ``max_steps``, and offered to the
+  learner. (Waiting for an episode to end instead kept an actor whose N envs were all busy acting for up
+  to ``max_steps`` steps past the budget, longer than the learner waits for its bye.)
 """
 
 from __future__ import annotations
@@ -126,7 +131,7 @@ class BatchedActor(Actor):
         while True:
             idle = ~self._running
             empty = np.array([self._running[i] and not self._queues[i] for i in range(n)])
-            if idle.any() and (empty.any() or not self._running.any()):
+            if empty.any() or not self._running.any():  # a query moment: a stop cuts every episode here
                 try:
                     stop = self._should_stop()
                 except Exception:
@@ -135,11 +140,12 @@ class BatchedActor(Actor):
                 if stop:
                     self._end_all()
                     return
-                start = self._within_budget(idle)
-                if not start.any() and not self._running.any():
-                    time.sleep(POLL_S)  # the budget is in flight to the learner: wait for its stop
-                    continue
-                self._start(start)
+                if idle.any():
+                    start = self._within_budget(idle)
+                    if not start.any() and not self._running.any():
+                        time.sleep(POLL_S)  # the budget is in flight to the learner: wait for its stop
+                        continue
+                    self._start(start)
             human = self._poll()
             if human is not None and human.stop:  # e-stop: nothing is executed until the device releases it
                 log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
