@@ -226,7 +226,6 @@ def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
     assert ended == (False, False)  # neither terminated nor truncated by the env: cut by the stop
 
 
-
 def test_a_stop_cuts_busy_envs_at_their_next_chunk(tiny_offline_run, tmp_path):
     """No env is idle when the stop arrives (both run the policy, nobody ends an episode): every episode is
     cut at the next query moment, after one chunk, and logged; the actor used to act on until an episode
