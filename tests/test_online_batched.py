@@ -196,26 +196,34 @@ class _LabelFailure:
         pass
 
 
-def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
-    """The stop arrives while env 1's episode is running (env 0's ended on a label): that episode is logged
-    as truncated with its final observation and reaches the learner; it used to be dropped."""
+def _stop_at_the_second_check(run, device):
+    """A batched actor (2 envs) with a real learner on localhost whose stop arrives at its second check
+    (the first starts both envs); returns (config, the actor's log, episodes the learner holds)."""
     from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
-    run = copy_run(tiny_offline_run, tmp_path / "run")
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
     learner = Learner(cfg, 0, progress=False)
     server = LearnerServer(learner, cfg.online.address).start()
     actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
-    actor.device = _LabelFailure()
+    if actor.device is not None:
+        actor.device.close()  # the config's simulated human, replaced
+    actor.device = device
     checks = []
-    actor._should_stop = lambda: checks.append(1) or len(checks) > 1  # stop at the second check
+    actor._should_stop = lambda: checks.append(1) or len(checks) > 1
     try:
         actor.run()
-        replayed = learner.replay.num_episodes
+        return cfg, actor.log, learner.replay.num_episodes
     finally:
         server.close()
-    log = actor.log
+
+
+def test_a_stop_logs_the_episodes_still_in_flight(tiny_offline_run, tmp_path):
+    """The stop arrives while env 1's episode is running (env 0's ended on a label): that episode is logged
+    as truncated with its final observation and reaches the learner; it used to be dropped."""
+    cfg, log, replayed = _stop_at_the_second_check(
+        copy_run(tiny_offline_run, tmp_path / "run"), _LabelFailure()
+    )
     per_episode = log.episode_arrays()
     assert per_episode[ENV_INDEX_KEY].tolist() == [0, 1] and replayed == 2
     labelled, in_flight = log.episode(0), log.episode(1)
@@ -230,26 +238,11 @@ def test_a_stop_cuts_busy_envs_at_their_next_chunk(tiny_offline_run, tmp_path):
     """No env is idle when the stop arrives (both run the policy, nobody ends an episode): every episode is
     cut at the next query moment, after one chunk, and logged; the actor used to act on until an episode
     ended, up to ``max_steps`` past the budget and past the learner's wait for its bye."""
-    from robot_rl.runtime.learner import Learner
-    from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
-
-    run = copy_run(tiny_offline_run, tmp_path / "run")
-    cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False)
-    server = LearnerServer(learner, cfg.online.address).start()
-    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
-    actor.device = None
-    checks = []
-    actor._should_stop = lambda: checks.append(1) or len(checks) > 1  # stop at the second check
-    try:
-        actor.run()
-        replayed = learner.replay.num_episodes
-    finally:
-        server.close()
-    per_episode = actor.log.episode_arrays()
+    cfg, log, replayed = _stop_at_the_second_check(copy_run(tiny_offline_run, tmp_path / "run"), None)
+    per_episode = log.episode_arrays()
     assert sorted(per_episode[ENV_INDEX_KEY].tolist()) == [0, 1] and replayed == 2
     for index in range(2):
-        frames = actor.log.episode(index)
+        frames = log.episode(index)
         assert len(frames[keys.ACTION]) == cfg.policy.horizon < cfg.env.max_episode_steps
         ended = replay_on_single_env(cfg.env, int(per_episode[ENV_SEED_KEY][index]), frames)
         assert ended == (False, False)  # cut by the stop, not ended by its env
