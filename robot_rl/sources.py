@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from robot_rl import keys
+from robot_rl.algos.base import NonFiniteChunkError
 
 
 class ExpertSource:
@@ -100,7 +101,9 @@ class AgentSource:
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
         chunk = self._act(obs, env_ids)
         if not np.isfinite(chunk).all():
-            raise ValueError("policy produced NaN/inf actions; stopping instead of sending them to the robot")
+            raise NonFiniteChunkError(
+                "policy produced NaN/inf actions; stopping instead of sending them to the robot"
+            )
         chunk = np.clip(chunk, self.low, self.high)
         if not self.ensemble:
             return chunk

@@ -378,6 +378,12 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
             learner._publish()  # a diverged learner never publishes
         assert learner.version == version
         assert actor._load_policy()
+        agent, act = actor.source.agent, actor.source.agent.act
+        agent.act = lambda obs, *a: (_ for _ in ()).throw(ValueError("observation key 'x' missing"))
+        with pytest.raises(ValueError, match="key 'x' missing"):  # any other policy error is not a NaN stop
+            actor._episode(env_seed=5)
+        assert actor.counters["policy_nan_stops"] == 0
+        agent.act = act
         with torch.no_grad():  # a policy that turns NaN on the actor's side is still caught there
             for p in actor.source.agent.policy.parameters():
                 p.fill_(float("nan"))

@@ -1,6 +1,7 @@
 """The VLA policy (policy.kind=vla) on a tiny random SmolVLM (Idefics3) saved to disk and loaded by path:
 chunks, one VLM pass per chunk, learning, checkpoints, freezing/LoRA, bad input, and the CLI end to end."""
 
+import json
 import sys
 
 import numpy as np
@@ -19,7 +20,7 @@ from robot_rl.extras import MissingExtraError  # noqa: E402
 from robot_rl.policies import FlowChunkPolicy  # noqa: E402
 from robot_rl.policies.checkpoint import CheckpointError, save_checkpoint  # noqa: E402
 from robot_rl.policies.factory import build_policy, load_policy  # noqa: E402
-from robot_rl.policies.vla import VLAPolicy, VLMLoadError, load_vlm  # noqa: E402
+from robot_rl.policies.vla import InstructionError, VLAPolicy, VLMLoadError, load_vlm  # noqa: E402
 
 H, D, S = 3, 4, 5
 SHAPES = {"observation.state": (S,), "observation.images.front": (IMAGE, IMAGE, 3)}
@@ -216,15 +217,19 @@ def test_bad_backbones_name_the_model_and_how_to_fetch_it(tmp_path, monkeypatch,
     monkeypatch.setitem(sys.modules, "peft", None)  # what an environment without the extra looks like
     with pytest.raises(MissingExtraError, match=r"pip install 'robot-rl\[vla\]'"):
         load_vlm(str(vlm))
+    from robot_rl.policies.vla.small import SmallVisionLanguage
+
+    with pytest.raises(MissingExtraError, match=r"pip install 'robot-rl\[vla\]'"):  # the small backbone too
+        SmallVisionLanguage(["observation.images.front"])
 
 
 def test_instruction_longer_than_max_text_tokens_or_missing_is_an_error(vlm):
     policy = _policy(vlm, max_text_tokens=6)
     policy.act(_obs(1) | {"task": ["pick up the cube"]})
     long = "pick up the cube then open the top drawer and push the red button and stack the blue block"
-    with pytest.raises(ValueError, match=r"has \d+ tokens, more than policy\.vla\.max_text_tokens=6"):
+    with pytest.raises(InstructionError, match=r"has \d+ tokens, more than policy\.vla\.max_text_tokens=6"):
         policy.act(_obs(1) | {"task": [long]})
-    with pytest.raises(ValueError, match=r"needs an instruction.*policy\.vla\.instruction"):
+    with pytest.raises(InstructionError, match=r"needs an instruction.*policy\.vla\.instruction"):
         _policy(vlm, instruction="").act(_obs(1))
 
 
@@ -256,6 +261,29 @@ def test_cli_train_and_eval_on_a_camera_dataset(vlm, tmp_path, capsys):
     )
     assert (run / "eval" / "bc_seed0.json").is_file()
     capsys.readouterr()
+    # user-fixable errors are one line naming the fix, not a traceback: an instruction longer than the
+    # policy reads (an eval paraphrase), and a backbone that is not on this machine
+    long = " ".join(["then pick up the cube and put it back"] * 20)
+    para = json.dumps({"Pick up the cube and lift it.": [long]})
+    code = _cli(
+        "eval",
+        "--algo=bc",
+        f"--run_dir={run}",
+        "--seeds=[0]",
+        "--eval.name=long",
+        f"--eval.paraphrases={para}",
+        *env,
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "robot-rl: policy error: instruction" in err, err
+    assert "more than policy.vla.max_text_tokens=" in err and "Traceback" not in err
+    bad = [*vla, "--policy.vla.vlm=robot-rl-test/no-such-vlm"]
+    code = _cli(
+        "train", "--algo=bc", f"--run_dir={tmp_path / 'run3'}", f"--data.path={run / 'dataset'}", *bad
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "robot-rl: VLA backbone error:" in err and "Traceback" not in err, err
+    assert "hf download robot-rl-test/no-such-vlm" in err
     # the same run's dataset with its task blanked: no instruction to condition on
     tasks = run / "dataset" / "meta" / "tasks.parquet"
     import pyarrow as pa

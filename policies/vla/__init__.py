@@ -4,6 +4,6 @@ transformers and peft (the ``vla`` extra) are imported only when a backbone is l
 """
 
 from .backbone import VLMLoadError, load_vlm
-from .policy import VLAPolicy
+from .policy import InstructionError, VLAPolicy
 
-__all__ = ["VLAPolicy", "VLMLoadError", "load_vlm"]
+__all__ = ["InstructionError", "VLAPolicy", "VLMLoadError", "load_vlm"]

@@ -28,7 +28,12 @@ class VLMLoadError(ValueError):
     processor needs a library that is not installed. The message names it and how to fetch it."""
 
 
-def _transformers():
+def require_transformers():
+    """The ``transformers`` module, with ``peft`` checked too (the VLA path's two libraries).
+
+    Raises:
+        MissingExtraError: either is not installed (names ``pip install 'robot-rl[vla]'``).
+    """
     try:
         import peft  # noqa: F401  (LoRA; checked here so the error names the extra before any work)
         import transformers
@@ -48,7 +53,7 @@ def load_vlm(ref: str, dtype: str = "float32") -> tuple[nn.Module, Any]:
         VLMLoadError: ``ref`` is empty, not available offline (says ``hf download <ref>``), not a
             vision-language model, or needs a library that is not installed.
     """
-    transformers = _transformers()
+    transformers = require_transformers()
     if not ref:
         raise VLMLoadError("policy.vla.vlm is empty: set --policy.vla.vlm=<hub id or local folder>")
     if ref.startswith((".", "/", "~")) and not Path(ref).expanduser().is_dir():

@@ -44,6 +44,12 @@ from .expert import FlowExpert
 FINGERPRINT = "backbone_fingerprint"
 
 
+class InstructionError(ValueError):
+    """The VLA policy has no instruction to read (none in ``obs["task"]`` nor ``policy.vla.instruction``) or
+    one longer than ``policy.vla.max_text_tokens`` tokens (names it, its length and the key); the CLI
+    prints it as one line."""
+
+
 class VLAPolicy(FlowChunkPolicy):
     """A VLM-backbone flow chunk policy; a drop-in :class:`FlowChunkPolicy` for the agents, executor and eval.
 
@@ -65,8 +71,8 @@ class VLAPolicy(FlowChunkPolicy):
     Raises:
         MissingExtraError: transformers/peft are missing (``robot-rl[vla]``).
         VLMLoadError: the backbone cannot be loaded (names it and ``hf download``).
-        ValueError: no camera image in ``obs_shapes``; in :meth:`encode`: no instruction, an instruction
-            longer than ``cfg.vla.max_text_tokens`` tokens, or a bad observation (names the key).
+        ValueError: no camera image in ``obs_shapes``; in :meth:`encode`: a bad observation (names the key).
+        InstructionError: in :meth:`encode`: no instruction, or one longer than ``cfg.vla.max_text_tokens``.
     """
 
     def __init__(
@@ -138,7 +144,7 @@ class VLAPolicy(FlowChunkPolicy):
     def _tasks(self, obs: dict, batch: int) -> list[str]:
         tasks = list(obs[TASK]) if TASK in obs else [self.vla_cfg.instruction] * batch
         if not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
-            raise ValueError(
+            raise InstructionError(
                 f"the VLA policy needs an instruction: obs[{TASK!r}] (B strings) or policy.vla.instruction"
             )
         limit = self.vla_cfg.max_text_tokens
@@ -148,7 +154,7 @@ class VLAPolicy(FlowChunkPolicy):
                 ids = self._tokenizer(task, add_special_tokens=False).input_ids
                 n = self._token_counts[task] = len(ids)
             if n > limit:
-                raise ValueError(
+                raise InstructionError(
                     f"instruction {task[:60]!r}... has {n} tokens, more than "
                     f"policy.vla.max_text_tokens={limit}; shorten it or raise the limit"
                 )

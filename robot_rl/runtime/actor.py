@@ -526,6 +526,8 @@ class Actor:
         """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None);
         frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
         last executed step)."""
+        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
+
         obs, info = self.env.reset(seed=env_seed)
         instruction = info.get("task", self.task)  # drawn per episode by some tasks
         task_index = self._task_index(instruction)
@@ -568,7 +570,7 @@ class Actor:
                     try:
                         batch = {k: np.asarray(obs[k])[None] for k in self.obs_keys}
                         chunk = self.source(self._policy_obs(batch, [task_index]), np.array([0]))
-                    except ValueError as err:  # NaN/inf from the policy: never sent to the robot
+                    except NonFiniteChunkError as err:  # never sent to the robot
                         log.error("actor %d: %s; episode stopped safely", self.actor_id, err)
                         self.counters["policy_nan_stops"] += 1
                         break

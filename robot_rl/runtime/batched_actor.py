@@ -251,13 +251,15 @@ class BatchedActor(Actor):
 
         Raises:
             PolicyFaultError: ``online.max_nan_stops`` NaN/inf forwards in a row."""
+        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
+
         self._load_policy()  # between chunks: swap in newer weights
         self._throttle(sum(len(s) for s in self._steps))
         rows = np.asarray(envs)
         try:
             batch = {k: self._obs[k][rows] for k in self.obs_keys}
             chunks = self.source(self._policy_obs(batch, [self._task_indices[i] for i in envs]), rows)
-        except ValueError as err:  # NaN/inf from the policy: never sent to the robot
+        except NonFiniteChunkError as err:  # never sent to the robot
             log.error("actor %d: %s; episodes of envs %s stopped safely", self.actor_id, err, envs)
             self.counters["policy_nan_stops"] += 1
             for i in envs:
