@@ -111,8 +111,9 @@ def build_agent(
     ``qc`` (QCAgent), ``qc_fql`` (QCFQLAgent), ``corft`` (CORFTAgent; ``corft_cfg`` default
     :class:`CORFTConfig`) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
     must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
-    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except ``corft`` on a VLA policy, whose
-    critic and one-step policy read the VLA's trunk (stop-gradient). Modules are moved to ``device``.
+    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except ``corft`` (and ``qc`` /
+    ``qc_fql`` with ``offline_cfg.critic_on_trunk``) on a VLA policy, whose critic and one-step policy
+    read the VLA's trunk (stop-gradient). Modules are moved to ``device``.
 
     Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
     ``PipelineConfig`` (same as :func:`build_agent_from_config`).
@@ -143,7 +144,8 @@ def build_agent(
         width = policy.expert.width if policy_cfg.kind == "vla" else policy.feature_dim  # VLA: token width
         conditioner = IndicatorConditioner(width)
         return RECAPAgent(policy, value.to(device), conditioner.to(device), offline_cfg)
-    if method == "corft" and policy_cfg.kind == "vla":  # CO-RFT: critic and one-step heads on the VLA trunk
+    on_trunk = method == "corft" or getattr(offline_cfg, "critic_on_trunk", False)
+    if on_trunk and policy_cfg.kind == "vla":  # critic and one-step heads on the VLA trunk
         factory = _trunk_factory(policy)
     critic = (PrefixChunkCritic if method == "corft" else ChunkCritic)(
         factory(),

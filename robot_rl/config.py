@@ -451,6 +451,10 @@ class OfflineRLConfig:
     by mean |Q|, FQL's normalisation, under which FQL tunes alpha in about 0.03-10). 10 was the best of
     {0.3, 1, 3, 10, 100} on the sim task (benchmarks/README.md): 0.3 left the data's support (success 0),
     100 behaved like BC.
+    ``critic_on_trunk``: with ``policy.kind=vla``, QC's and QC-FQL's critic (and QC-FQL's one-step policy)
+    read the VLA's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`: the VLM pass and the
+    expert's prefix, pooled, stop-gradient), as CO-RFT's always do, instead of an encoder of their own
+    (the default, false). A config error for another policy kind or for ``recap`` (its value has its own).
     """
 
     method: str = "qc"
@@ -468,6 +472,7 @@ class OfflineRLConfig:
     reward_norm: str = "max"
     reward_range: list[float] = field(default_factory=list)
     terminal_chunks: str = "drop"
+    critic_on_trunk: bool = False
 
 
 @dataclass

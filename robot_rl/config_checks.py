@@ -329,6 +329,12 @@ def problems(cfg: Any) -> list[str]:
         out.append(f"policy.vla.expert_width={cfg.policy.vla.expert_width}: must be a multiple of 32")
     if cfg.policy.kind == "vla" and cfg.policy.vla.backbone == "vlm" and not cfg.policy.vla.vlm:
         out.append("policy.vla.vlm is empty: policy.kind=vla needs a VLM hub id or local folder")
+    if cfg.offline.critic_on_trunk and (cfg.policy.kind != "vla" or cfg.offline.method == "recap"):
+        out.append(
+            f"offline.critic_on_trunk=true with policy.kind={cfg.policy.kind}, offline.method="
+            f"{cfg.offline.method}: the critic reads a VLA's trunk only for qc / qc_fql / corft on "
+            "policy.kind=vla; set it false"
+        )
     if cfg.data.image_size and len(cfg.data.image_size) != 2:
         out.append(f"data.image_size={cfg.data.image_size!r}: must be [] or [H, W]")
     fracs = ("mismatch_frac", "stagnation_frac", "failed_frac")

@@ -343,6 +343,44 @@ def test_small_from_scratch_backbone_reads_minilm_and_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["qc", "qc_fql"])
+def test_qc_critic_on_the_vla_trunk(vlm, method):
+    """``offline.critic_on_trunk``: QC's / QC-FQL's critic (and one-step policy) read the VLA's own trunk,
+    stop-gradient and not stored twice, as CO-RFT's; another policy kind or RECAP is a config error."""
+    from robot_rl.config import ConfigError, OfflineRLConfig, load_config
+    from robot_rl.policies import build_agent
+    from robot_rl.policies.fakes import fake_batch
+    from robot_rl.policies.vla.trunk import VLATrunkFeatures
+
+    offline = OfflineRLConfig(best_of_n=4, critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
+    offline.critic_on_trunk = True
+    torch.manual_seed(0)
+    agent = build_agent(method, _cfg(vlm), offline, SHAPES, D, _stats())
+    nets = [agent.critic, agent.target_critic] + ([agent.one_step] if method == "qc_fql" else [])
+    for net in nets:
+        assert isinstance(net.encoder, VLATrunkFeatures) and net.encoder._policy[0] is agent.policy
+        assert not any(k.startswith("encoder.") for k in net.state_dict())
+    trunk = [p for n, p in agent.policy.named_parameters() if not n.startswith("expert.") and p.requires_grad]
+    before = [p.detach().clone() for p in trunk]
+    head = agent.critic.net[0].weight.detach().clone()
+    metrics = agent.update(fake_batch(4, H, SHAPES, D, seed=0))
+    assert all(np.isfinite(v) for v in metrics.values())
+    assert not torch.equal(head, agent.critic.net[0].weight)  # the head on the trunk trains
+    chunk = agent.act(fake_batch(2, H, SHAPES, D, seed=1)["observations"])
+    assert chunk.shape == (2, H, D) and torch.isfinite(chunk).all()
+    agent.policy.zero_grad(set_to_none=True)  # the TD loss reaches no trunk parameter (stop-gradient)
+    obs = fake_batch(2, H, SHAPES, D, seed=2)["observations"]
+    agent.critic(obs, torch.zeros(2, H, D)).sum().backward()
+    assert trunk and all(p.grad is None for p in trunk)
+    assert any(not torch.equal(b, p) for b, p in zip(before, trunk, strict=True))  # BC trains the trunk
+    for bad in (
+        ["--policy.kind=flow"],
+        ["--policy.kind=vla", f"--policy.vla.vlm={vlm}", "--offline.method=recap"],
+    ):
+        with pytest.raises(ConfigError, match=r"offline\.critic_on_trunk=true"):
+            load_config(None, ["--offline.critic_on_trunk=true", *bad])
+
+
+@pytest.mark.parametrize("method", ["qc", "qc_fql"])
 def test_offline_rl_agents_run_on_the_vla_policy(vlm, method, tmp_path):
     from robot_rl.config import OfflineRLConfig
     from robot_rl.policies import build_agent
