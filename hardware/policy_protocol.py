@@ -76,7 +76,10 @@ class PolicySpec:
     ``action_dim`` d of the (h, d) float32 chunk in robot units; ``model_id``: checkpoint folder name and
     the first 12 hex digits of the SHA-256 of its weights; ``prev_action_start``: the checkpoint's
     ``data.prev_action_start``, what the client feeds as ``observation.prev_action`` at an episode's first
-    step when the policy reads it (``robot_rl.sources.PrevActionSource``).
+    step when the policy reads it (``robot_rl.sources.PrevActionSource``); ``open_vocabulary``: the policy
+    reads free text (a VLA, ``policy.kind=vla``): any ``task`` string is passed to it (an instruction it
+    cannot read, e.g. longer than its ``policy.vla.max_text_tokens``, gets an error reply) and ``tasks``
+    lists the ones it was trained on, for information; without it a ``task`` outside ``tasks`` is refused.
     """
 
     obs_shapes: dict[str, tuple[int, ...]]
@@ -85,6 +88,7 @@ class PolicySpec:
     action_dim: int
     model_id: str
     prev_action_start: str = "zeros"
+    open_vocabulary: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
@@ -108,6 +112,7 @@ class PolicySpec:
                 int(d["action_dim"]),
                 str(d["model_id"]),
                 str(d.get("prev_action_start", "zeros")),
+                bool(d.get("open_vocabulary", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise PolicyInputError(f"policy spec {d!r} is malformed: {err!r}") from err
@@ -148,7 +153,7 @@ class PolicySpec:
         task = body.get(TASK)
         if task is not None and not isinstance(task, str):
             raise PolicyInputError(f"'task' must be a string, got {type(task).__name__}")
-        if self.tasks and task not in self.tasks:
+        if self.tasks and not self.open_vocabulary and task not in self.tasks:
             raise PolicyInputError(
                 f"'task' {task!r} is not one the policy was trained on: {list(self.tasks)}"
             )

@@ -86,13 +86,15 @@ class ServedPolicy:
         if hasattr(agent, "deterministic"):  # SAC: the mean action, as in eval
             agent.deterministic = True
         keys = config.get("obs_keys") or sorted(config["obs_shapes"])
+        policy_cfg = config.get("policy") or {}
         spec = PolicySpec(
             {k: tuple(int(s) for s in config["obs_shapes"][k]) for k in keys},
-            tuple((config.get("policy") or {}).get("tasks") or ()),
+            tuple(policy_cfg.get("tasks") or ()),
             int(agent.policy.horizon),
             int(config["action_dim"]),
             model_id(checkpoint),
             prev_action_start(config),
+            open_vocabulary=policy_cfg.get("kind") == "vla",
         )
         return cls(agent, spec, device)
 
@@ -107,14 +109,23 @@ class ServedPolicy:
 
         Raises:
             ValueError: the policy produced NaN/inf (never sent).
+            PolicyInputError: a VLA cannot read the instruction (longer than it reads, or none).
         """
         batch: dict[str, Any] = {k: torch.from_numpy(np.array(v)[None]) for k, v in obs.items()}
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        if self.spec.tasks:
-            batch["task"] = [task]
+        if self.spec.tasks or (self.spec.open_vocabulary and task is not None):
+            batch["task"] = [task]  # a VLA without one reads its policy.vla.instruction
         if seed is not None:
             torch.manual_seed(seed)
-        return self.agent.act(batch)[0].float().cpu().numpy()
+        try:
+            return self.agent.act(batch)[0].float().cpu().numpy()
+        except ValueError as err:
+            if self.spec.open_vocabulary:  # a VLA that cannot read the instruction: the client's to fix
+                from robot_rl.policies.vla import InstructionError
+
+                if isinstance(err, InstructionError):
+                    raise PolicyInputError(str(err)) from err
+            raise
 
 
 class _Handler:

@@ -3,7 +3,6 @@ a tiny randomly initialised checkpoint, and a real ZeroMQ socket playing a misbe
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import zmq
+from serve_setup import Server
 
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.hardware.policy_protocol import PROTOCOL, PolicyInputError, PolicyTokenError, encode_body
@@ -43,30 +43,6 @@ def checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("serve") / "bc_seed0"
     config = {**config_to_dict(cfg), "obs_keys": sorted(SIM_OBS_SHAPES)}
     return save_agent(path, agent, config, stats, SIM_OBS_SHAPES, D)
-
-
-class Server:
-    """``robot-rl serve`` as a subprocess; ``address`` is the endpoint it printed."""
-
-    def __init__(self, checkpoint: Path, *args: str, address: str = "tcp://127.0.0.1:0") -> None:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "robot_rl.cli.main", "serve", "--checkpoint", str(checkpoint)]
-        self.proc = subprocess.Popen(
-            [*cmd, "--address", address, "--threads", "1", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        line = self.proc.stdout.readline()
-        if not line.startswith("serving "):
-            self.stop()
-            raise RuntimeError(f"server did not start: {line}{self.proc.stderr.read()}")
-        self.address = line.split()[1]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -402,3 +402,45 @@ def test_offline_rl_agents_run_on_the_vla_policy(vlm, method, tmp_path):
         save_agent(tmp_path / "bc", bc, config, _stats(), SHAPES, D)
         warm_start_from_bc(agent, tmp_path / "bc")
         assert torch.equal(agent.policy.expert.action_out.weight, bc.policy.expert.action_out.weight)
+
+
+def test_serve_a_vla_checkpoint_with_any_instruction(vlm, tmp_path):
+    """``robot-rl serve`` on a VLA checkpoint (a real server subprocess on localhost): the chunk equals the
+    in-process one for the same seed, with the checkpoint's instruction or with a new one the client sends
+    (a VLA reads free text; the spec says so); an instruction longer than it reads is an error reply and
+    the server goes on serving."""
+    from serve_setup import Server
+
+    from robot_rl.config import PipelineConfig, config_to_dict
+    from robot_rl.hardware.policy_protocol import PolicyInputError
+    from robot_rl.hardware.remote_policy import RemotePolicy
+    from robot_rl.policies import build_agent_from_config, load_agent, save_agent
+
+    cfg = PipelineConfig(policy=_cfg(vlm))
+    torch.manual_seed(0)
+    agent = build_agent_from_config("bc", cfg, SHAPES, D, _stats())
+    config = {**config_to_dict(cfg), "obs_keys": sorted(SHAPES)}
+    path = save_agent(tmp_path / "bc_seed0", agent, config, _stats(), SHAPES, D)
+    served, _, _ = load_agent(path)
+    served.eval()
+    obs = {k: v[0].numpy() for k, v in _obs(1).items()}
+    server = Server(path)
+    try:
+        remote = RemotePolicy(server.address, timeout_s=30.0)
+        chunks = {}
+        for task in (None, "open the top drawer"):
+            chunk = remote.infer(obs | ({"task": task} if task else {}), seed=3)
+            torch.manual_seed(3)
+            batch = {k: torch.from_numpy(v)[None] for k, v in obs.items()}
+            expected = served.act(batch | ({"task": [task]} if task else {}))[0].numpy()
+            assert chunk.shape == (H, D)
+            np.testing.assert_allclose(chunk, expected, atol=1e-5, rtol=1e-5)
+            chunks[task] = chunk
+        assert not np.allclose(chunks[None], chunks["open the top drawer"])  # the words reach the VLA
+        assert remote.spec.open_vocabulary
+        with pytest.raises(PolicyInputError, match=r"more than policy\.vla\.max_text_tokens"):
+            remote.infer(obs | {"task": " ".join(["pick up the cube"] * 40)}, seed=3)
+        assert remote.infer(obs, seed=3).shape == (H, D)  # still serving
+        remote.close()
+    finally:
+        server.stop()
