@@ -5,16 +5,20 @@ Filtered, and nothing else:
 - gymnasium's passive env checker warning that an observation is not within the env's declared
   observation space (third-party envs often declare tighter bounds than they emit; robot_rl reads the
   values, not the bounds);
+- PyOpenGL's INFO line "No OpenGL_accelerate module loaded" (logger ``OpenGL.acceleratesupport``): the
+  optional C accelerator is not needed for MuJoCo's offscreen context, and the line reached the stderr of
+  every command that configures INFO logging (``robot-rl online``) whenever ``MUJOCO_GL`` was set;
 - tracebacks from ``__del__`` of MuJoCo/gymnasium OpenGL contexts and viewers (``GLContext.__del__``,
   ``OffScreenViewer.__del__``) that run after EGL was terminated at interpreter exit
   ("Exception ignored in: ..."): the process is ending and the GPU context is gone either way.
 
-:func:`filter_known_warnings` installs both filters; it is idempotent and cheap, and is called by the CLI and
-by :func:`robot_rl.sim.make_env` (so spawned env workers get it too).
+:func:`filter_known_warnings` installs the three filters; it is idempotent and cheap, and is called by the
+CLI and by :func:`robot_rl.sim.make_env` (so spawned env workers get it too).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 
@@ -43,10 +47,12 @@ _previous = sys.unraisablehook
 
 
 def filter_known_warnings() -> None:
-    """Install the warning filters and the ``sys.unraisablehook`` for GL teardown (module docstring)."""
+    """Install the warning filters, PyOpenGL's log level and the ``sys.unraisablehook`` for GL teardown
+    (module docstring)."""
     global _previous
     for pattern in IGNORED_MESSAGES:
         warnings.filterwarnings("ignore", message=pattern)
+    logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
     if sys.unraisablehook is not _hook:
         _previous = sys.unraisablehook
         sys.unraisablehook = _hook

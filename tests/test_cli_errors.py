@@ -260,6 +260,9 @@ def _gamepads() -> int:
 def test_missing_gamepad_names_the_device_and_key(run):
     if _gamepads():
         pytest.skip("a gamepad is attached")
-    proc = _cli("online", f"--run_dir={run}", *TINY, "--intervention.device=gamepad")
+    # MUJOCO_GL set (as after an in-process render) once let PyOpenGL's INFO line onto stderr here
+    proc = _cli(
+        "online", f"--run_dir={run}", *TINY, "--intervention.device=gamepad", env={"MUJOCO_GL": "egl"}
+    )
     _error_line(proc, "intervention device error", "intervention.device=gamepad", "gamepad:")
     assert not (run / "online").exists()
