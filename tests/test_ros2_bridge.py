@@ -193,14 +193,29 @@ def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node):
     finally:
         env.close()
     silent = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, sim_prefix="/nobody")
-    silent.connect_wait_s, silent.reset_wait_s = 0.3, 0.3
+    silent.connect_wait_s, silent.reset_wait_s = 0.3, 2.0
     robot = RosRobot(silent, timeout_s=5.0)
     robot.connect()
+    mute = make_node("test_mute", parse_args(node_flags(domain), "t"))  # hears resets, never answers
+    heard, done = [], threading.Event()
+
+    def spin() -> None:
+        while not done.is_set():
+            mute.spin_once(0.05)
+
     try:
-        with pytest.raises(RobotTimeoutError, match=r"no answer on /nobody/scene_reset within 0.3 s"):
+        with pytest.raises(RobotTimeoutError, match=r"no subscriber on /nobody/reset_scene within 2.0 s"):
+            robot.reset_scene(5)  # nobody listens: the request is not sent into the void
+        mute.subscribe(msgs.String, "/nobody/reset_scene", lambda m: heard.append(m.data))
+        threading.Thread(target=spin, daemon=True).start()
+        with pytest.raises(RobotTimeoutError, match=r"no answer on /nobody/scene_reset within 2.0 s"):
             robot.reset_scene(5)
+        time.sleep(0.2)
+        assert heard == ["5"]  # sent once discovery matched the listener, and heard
     finally:
+        done.set()
         robot.disconnect()
+        mute.close()
 
 
 def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node):

@@ -344,7 +344,6 @@ class RosRobot(Robot):
             raise RobotConnectionError("ros2: reset_scene needs env.robot.ros2.sim_prefix (sim_robot_node)")
         request, prefix = "" if seed is None else str(seed), self.cfg.sim_prefix
         self._reset_ack = None
-        self._pubs["reset"].publish(msgs.String(request))
         deadline = time.monotonic() + self.cfg.reset_wait_s
 
         def wait(done, what: str) -> None:
@@ -354,6 +353,11 @@ class RosRobot(Robot):
                     "(env.robot.ros2.reset_wait_s); is sim_robot_node running?"
                 )
 
+        # a request sent before discovery matched the node's reader is lost (volatile QoS): the joint
+        # states can already flow node -> bridge while bridge -> node is still unmatched
+        reset = self._pubs["reset"]
+        wait(lambda: reset.subscription_count() > 0, f"subscriber on {prefix}/reset_scene")
+        reset.publish(msgs.String(request))
         wait(
             lambda: self._reset_ack is not None and self._reset_ack[0] == request,
             f"answer on {prefix}/scene_reset",

@@ -62,6 +62,9 @@ class _Writer(Publisher):
             raise TypeError(f"{self._topic}: publisher of {ros_type(self._type)} got {type(msg).__name__}")
         self._writer.write(msg)
 
+    def subscription_count(self) -> int:
+        return len(self._writer.get_matched_subscriptions())
+
 
 class CycloneNode(Node):
     """A node on a cyclonedds ``DomainParticipant`` of ``args.domain_id`` (module doc)."""

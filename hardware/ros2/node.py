@@ -244,6 +244,11 @@ class Publisher(abc.ABC):
     @abc.abstractmethod
     def publish(self, msg: Any) -> None: ...
 
+    @abc.abstractmethod
+    def subscription_count(self) -> int:
+        """Subscribers matched to this publisher now (rclpy's ``get_subscription_count``): a message
+        published before discovery matched its subscriber is lost (volatile QoS)."""
+
 
 class Node(abc.ABC):
     """A ROS 2 node (module doc). Subclasses implement the transport; nodes of robot_rl use only this API.

@@ -78,6 +78,9 @@ class _RclpyPublisher(Publisher):
     def publish(self, msg: Any) -> None:
         self._pub.publish(to_ros(msg))
 
+    def subscription_count(self) -> int:
+        return int(self._pub.get_subscription_count())
+
 
 class RclpyNode(Node):
     """A node on rclpy (module doc). ``args.domain_id`` is passed to ``rclpy.init`` only when
