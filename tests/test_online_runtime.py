@@ -379,7 +379,11 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
         assert learner.version == version
         assert actor._load_policy()
         agent, act = actor.source.agent, actor.source.agent.act
-        agent.act = lambda obs, *a: (_ for _ in ()).throw(ValueError("observation key 'x' missing"))
+
+        def bad_observation(*_):
+            raise ValueError("observation key 'x' missing")
+
+        agent.act = bad_observation
         with pytest.raises(ValueError, match="key 'x' missing"):  # any other policy error is not a NaN stop
             actor._episode(env_seed=5)
         assert actor.counters["policy_nan_stops"] == 0
