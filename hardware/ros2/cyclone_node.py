@@ -6,6 +6,17 @@ sees these nodes as ROS 2 nodes' topics.
 multicast, as tests and CI use it; otherwise the domain uses ``CYCLONEDDS_URI`` (cyclonedds' default:
 multicast discovery on the default interface), as ROS 2 would.
 
+Interop with ROS 2's default middleware (Fast DDS, vendor id 1.15): Fast DDS 3 (ROS 2 Kilted) announces XTypes
+type information whose collection element flags leave TRY_CONSTRUCT unset (0). The type hash of every
+message with a sequence field (``JointState``, ``Image``, ``JointTrajectory``...) then differs from the one
+cyclonedds computes (TRY_CONSTRUCT1, DISCARD), so cyclonedds fetches Fast DDS's type object, rejects it
+("invalid member flags 0 ... ddsi_xt_type_init_impl with invalid type object"), and, with that allowed,
+fails the assignability check ("wr type not delimited"): no reader or writer of such a type ever matched
+a Fast DDS peer, in either direction, while sequence-free types (``Bool``, ``PoseStamped``) did. Fast DDS
+2.14 (Jazzy) sends no type information, so it matched by name. Every participant here therefore joins with
+:data:`INTEROP_CONFIG` (cyclonedds' ``Compatibility/IgnoreTypeInformation`` for vendor 1.15), which
+matches Fast DDS endpoints by type name, as ROS 2 itself does across RMWs (``tests/test_ros2_interop.py``).
+
 Wrong-type publishers: DDS matches a reader only with writers of its type name, so a message of another
 type on a topic never reaches a callback (tested). Logging such a writer at discovery would need the
 ``DCPSPublication`` builtin-topic reader, whose ``take`` segfaults in cyclonedds 11.0.1's Python binding,
@@ -37,6 +48,21 @@ LOOPBACK_CONFIG = (
 )
 """Cyclone DDS config: loopback interface only, no multicast, unicast discovery of up to 60 participants
 on this host."""
+INTEROP_CONFIG = (
+    '<CycloneDDS><Domain Id="any"><Compatibility><IgnoreTypeInformation>1.15</IgnoreTypeInformation>'
+    "</Compatibility></Domain></CycloneDDS>"
+)
+"""Cyclone DDS config fragment: match Fast DDS (vendor 1.15) endpoints by type name (module doc)."""
+
+
+def cyclone_uri(loopback: bool, user_uri: str | None) -> str:
+    """The ``CYCLONEDDS_URI`` a node joins with: :data:`LOOPBACK_CONFIG` (``--dds-loopback``) or the user's
+    own ``CYCLONEDDS_URI`` (if any), then :data:`INTEROP_CONFIG` (cyclonedds merges a comma-separated list
+    in order)."""
+    first = LOOPBACK_CONFIG if loopback else (user_uri or "")
+    return ",".join(part for part in (first, INTEROP_CONFIG) if part)
+
+
 MAX_TAKE = 64
 """Most samples taken from one reader per spin."""
 
@@ -73,8 +99,10 @@ class CycloneNode(Node):
 
     def __init__(self, name: str, args: NodeArgs) -> None:
         super().__init__(name, args)
-        if args.loopback:  # read when the process first joins a domain (a Domain(id, config) object did
-            os.environ["CYCLONEDDS_URI"] = LOOPBACK_CONFIG  # not reach other processes here)
+        # read when the process first joins a domain (a Domain(id, config) object did not reach other
+        # processes here); the fragment an earlier node (or the parent process) added is not added twice
+        user_uri = os.environ.get("CYCLONEDDS_URI", "").removesuffix(INTEROP_CONFIG).rstrip(",")
+        os.environ["CYCLONEDDS_URI"] = cyclone_uri(args.loopback, user_uri)
         self._dp = DomainParticipant(args.domain_id)
         self._waitset = WaitSet(self._dp)
         self._readers: list[tuple[DataReader, Callable[[Any], None]]] = []
