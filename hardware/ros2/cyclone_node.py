@@ -109,7 +109,7 @@ class CycloneNode(Node):
         self._topics: dict[str, Topic] = {}
 
     def _topic(self, msg_type: type, topic: str) -> Topic:
-        name = dds_topic(topic)
+        name = dds_topic(self.remapped(topic))
         if name not in self._topics:
             self._topics[name] = Topic(self._dp, name, msg_type)
         elif self._topics[name].data_type is not msg_type:

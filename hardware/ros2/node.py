@@ -12,9 +12,9 @@ FILE``, a ROS 2 parameter YAML: ``<node>: {ros__parameters: {...}}`` or ``/**:``
 each parameter it reads with a default; an undeclared parameter on the command line is an error naming
 it, as a typo would otherwise be silently ignored.
 
-The rclpy transport (:mod:`robot_rl.hardware.ros2.rclpy_node`) is written against rclpy's documented API
-but has **not been run**: rclpy is not installable on the machine this was developed on. Everything else
-is tested over real DDS (cyclonedds, loopback).
+Both transports are tested over real DDS on loopback: rclpy with ROS 2 Kilted's PyPI wheels on
+``rmw_fastrtps_cpp`` (ROS 2's default middleware), and every message type crosses between the two
+(``tests/test_ros2_interop.py``). Services (:meth:`Node.service`, :meth:`Node.call`) exist on rclpy only.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 TRANSPORTS = ("auto", "rclpy", "cyclonedds")
 
 
+class ServiceUnsupportedError(RuntimeError):
+    """A ROS 2 service was asked of a transport without services (cyclonedds: ROS 2's request/reply wire
+    formats differ per RMW, so services need the rclpy transport)."""
+
+
+class ServiceError(RuntimeError):
+    """A ROS 2 service call found no server, or got no reply, within its timeout; the message names it."""
+
+
 class ParameterError(ValueError):
     """A bad ``--ros-args`` parameter (unknown name, wrong type, unparsable file); the message names it."""
 
@@ -44,9 +53,12 @@ class ParameterError(ValueError):
 class NodeArgs:
     """What a node's command line says: ``params`` (name -> value, command line over ``--params-file``),
     ``transport`` (one of :data:`TRANSPORTS`), ``domain_id`` (``--domain-id``, else ``ROS_DOMAIN_ID``,
-    else 0) and ``loopback`` (``--dds-loopback``: keep DDS on 127.0.0.1, no multicast; cyclonedds only)."""
+    else 0), ``loopback`` (``--dds-loopback``: keep DDS on 127.0.0.1, no multicast) and ``remaps``
+    (``-r from:=to`` and ``__ns:=``/``__node:=``, in order: rclpy applies them as ROS 2 does; cyclonedds
+    renames exactly matching topics)."""
 
     params: dict[str, Any] = field(default_factory=dict)
+    remaps: list[tuple[str, str]] = field(default_factory=list)
     transport: str = "auto"
     domain_id: int = 0
     loopback: bool = False
@@ -99,7 +111,10 @@ def parse_args(argv: list[str], node_name: str) -> NodeArgs:
         if arg in ("--ros-args", "--"):
             i += 1
             continue
-        if arg == "-r" or arg == "--remap":  # node-name remaps from launch: accepted, only __node is known
+        if arg == "-r" or arg == "--remap":  # remaps from launch (<remap>, namespace=, name=)
+            if nxt is None or ":=" not in nxt:
+                raise ParameterError(f"{arg} needs from:=to, got {nxt!r}")
+            out.remaps.append(tuple(nxt.split(":=", 1)))
             i += 2
             continue
         if arg in ("-p", "--param", "--params-file", "--ros-transport", "--domain-id"):
@@ -129,7 +144,8 @@ def parse_args(argv: list[str], node_name: str) -> NodeArgs:
             out.loopback = True
         elif ":=" in arg and not arg.startswith("-"):
             name, text = arg.split(":=", 1)
-            if name.startswith("__"):  # __node:=, __ns:= (launch remaps)
+            if name.startswith("__"):  # __node:=, __ns:= (launch's name and namespace)
+                out.remaps.append((name, text))
                 i += 1
                 continue
             given[name] = _scalar(text, f"parameter {name}")
@@ -299,6 +315,13 @@ class Node(abc.ABC):
                 f"{self.name}: unknown parameters {unknown}; declared: {sorted(self._declared)}"
             )
 
+    def remapped(self, topic: str) -> str:
+        """``topic`` after this node's ``from:=to`` remaps of that exact name (the last one wins)."""
+        for old, new in self.args.remaps:
+            if old == topic:
+                topic = new
+        return topic
+
     # -- pub/sub/timers -------------------------------------------------------------------------------
     @abc.abstractmethod
     def publisher(self, msg_type: type, topic: str, depth: int = 10) -> Publisher:
@@ -329,6 +352,32 @@ class Node(abc.ABC):
         if not self._timers:
             return 1.0
         return max(0.0, min(e[0] for e in self._timers) - time.monotonic())
+
+    # -- services ------------------------------------------------------------------------------------
+    def service(self, srv: str, name: str, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Serve ROS 2 service ``name`` of type ``srv`` (``"std_srvs/srv/Trigger"``): each request's fields
+        as a dict go to ``handler``, whose dict fills the response; handlers run from :meth:`spin`.
+
+        Raises:
+            ServiceUnsupportedError: this transport has no services (cyclonedds).
+        """
+        raise ServiceUnsupportedError(
+            f"{self.name}: service {name} ({srv}) needs the rclpy transport (--ros-transport rclpy); "
+            f"the {self.transport} transport has none"
+        )
+
+    def call(self, srv: str, name: str, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Call ROS 2 service ``name`` of type ``srv`` with ``request``'s fields; return the response's
+        fields. Safe from any thread: the caller spins the node itself unless another thread spins it.
+
+        Raises:
+            ServiceUnsupportedError: this transport has no services (cyclonedds).
+            ServiceError: no server, or no reply, within ``timeout_s`` (s).
+        """
+        raise ServiceUnsupportedError(
+            f"{self.name}: calling {name} ({srv}) needs the rclpy transport (--ros-transport rclpy); "
+            f"the {self.transport} transport has none"
+        )
 
     @abc.abstractmethod
     def spin_once(self, timeout_s: float = 0.1) -> None:
