@@ -1,12 +1,16 @@
 """``robot-rl``: the command-line entry point.
 
 Every subcommand takes ``--config FILE``, ``--quick`` and any number of ``--a.b=value`` overrides of the
-typed config (robot_rl.config); unknown keys are errors that name the key.
+typed config (robot_rl.config); unknown keys are errors that name the key. ``--overrides="--a.b=1 --c.d=2"``
+gives more arguments in one: split by shell rules and read as if appended to the command line (so they win
+over earlier ones), the form a ROS 2 launch file passes, as launch substitutes ``$(var overrides)`` into one
+argument (empty: nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from robot_rl.cli import dataset, errors, gui, hardware_check, keys, online, record, ros2, serve, sim_server
@@ -32,6 +36,10 @@ COMMANDS = {
     "record": "record teleoperated demos on the robot of env.robot into a LeRobot v3.0 dataset (resumable)",
 }
 DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
+OVERRIDES_HELP = (
+    "more arguments in one, split by shell rules and read as if appended to the command line, e.g. "
+    "--overrides='--config=configs/my_arm.yaml --bc.steps=100' (what launch/*.launch.xml pass; empty: none)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="experiment YAML (configs/*.yaml); defaults if omitted")
         p.add_argument("--quick", action="store_true", help="small budgets: minutes on 2 CPU cores")
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        p.add_argument("--overrides", default="", metavar="'--A.B=V ...'", help=OVERRIDES_HELP)
         if name in ("train", "eval", "open-loop", "online", "ppo"):
             p.add_argument("--seed", type=int, default=None, help="training seed (default: all of cfg.seeds)")
         if name in ("train", "open-loop"):
@@ -84,13 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     A known, user-fixable error (robot_rl.cli.errors) prints one line and exits non-zero (2 for a config
     error); ``--debug`` or ``ROBOT_RL_DEBUG=1`` shows its traceback instead.
     """
-    parser = _parser()
-    args, overrides = parser.parse_known_args(argv)
-    if args.command in ("dataset", "keys", "serve", "gui", "ros2") or (
-        args.command == "hardware" and args.action == "sim-server"
-    ):
-        if overrides:
-            parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+    args, overrides = parse_command_line(argv)
+    if _without_config(args):
         modules = {
             "dataset": dataset,
             "keys": keys,
@@ -114,6 +118,32 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             return code
     return 0
+
+
+def parse_command_line(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """``argv`` (None: ``sys.argv[1:]``) as :func:`main` reads it: the subcommand's arguments and the config
+    overrides, with the words of ``--overrides`` (shell rules) appended to ``argv``. Exits with a usage error
+    (status 2) on a bad argument, an unclosed quote in ``--overrides``, or an override given to a subcommand
+    without a config.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    args, overrides = parser.parse_known_args(argv)
+    try:
+        words = shlex.split(getattr(args, "overrides", ""))
+    except ValueError as err:
+        parser.error(f"--overrides {args.overrides!r}: {err}")
+    if words:
+        args, overrides = parser.parse_known_args([*argv, *words])
+    if _without_config(args) and overrides:
+        parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+    return args, overrides
+
+
+def _without_config(args: argparse.Namespace) -> bool:
+    return args.command in ("dataset", "keys", "serve", "gui", "ros2") or (
+        args.command == "hardware" and args.action == "sim-server"
+    )
 
 
 def _run(args: argparse.Namespace, cfg, overrides: list[str]) -> None:
