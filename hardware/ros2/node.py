@@ -58,10 +58,10 @@ class NodeArgs:
     renames exactly matching topics)."""
 
     params: dict[str, Any] = field(default_factory=dict)
-    remaps: list[tuple[str, str]] = field(default_factory=list)
     transport: str = "auto"
     domain_id: int = 0
     loopback: bool = False
+    remaps: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _scalar(text: str, where: str) -> Any:

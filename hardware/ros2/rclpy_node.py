@@ -128,7 +128,7 @@ class RclpyNode(Node):
                 import os
 
                 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-            rclpy.init(domain_id=args.domain_id)
+            rclpy.init(args=[], domain_id=args.domain_id)  # our argv is parsed already (parse_args)
         remaps = [x for old, new in args.remaps for x in ("-r", f"{old}:={new}")]
         self._node = rclpy.node.Node(name, cli_args=["--ros-args", *remaps] if remaps else None)
         from rclpy.executors import SingleThreadedExecutor
