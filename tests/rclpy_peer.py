@@ -3,9 +3,9 @@
 ``python rclpy_peer.py pkg/msg/Type ...`` subscribes ``/interop/c2r/<pkg>/<Type>`` for each type and
 republishes every message it gets, unchanged, on ``/interop/r2c/<pkg>/<Type>``; the first message of each
 type is printed as one JSON line ``{"type": ..., "fields": {...}}`` (arrays as lists, ``uint8[]`` as a list
-of ints). When every type has arrived it prints ``{"graph": {"nodes": [...], "topics": {...}}}`` (the ROS
-graph as rclpy sees it) and keeps echoing until stdin closes. Runs on whatever RMW ROS 2 picks (Fast DDS by
-default), in ``ROS_DOMAIN_ID``.
+of ints). Once every type has arrived it prints ``{"graph": {"nodes": [...], "topics": {...}}}`` (the ROS
+graph as rclpy sees it) whenever that graph changes, and keeps echoing until stdin closes. Runs on
+whatever RMW ROS 2 picks (Fast DDS by default), in ``ROS_DOMAIN_ID``.
 """
 
 import importlib
@@ -32,7 +32,7 @@ def main(types: list[str]) -> None:
     rclpy.init()
     node = Node("interop_peer")
     seen: set[str] = set()
-    graph_printed = False
+    last_graph = None
 
     def echo(name: str, pub):
         def callback(msg) -> None:
@@ -52,11 +52,12 @@ def main(types: list[str]) -> None:
     threading.Thread(target=lambda: (sys.stdin.read(), stdin_closed.set()), daemon=True).start()
     while not stdin_closed.is_set():
         rclpy.spin_once(node, timeout_sec=0.05)
-        if not graph_printed and seen >= set(types):
-            graph_printed = True
-            nodes = [f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces()]
-            topics = dict(node.get_topic_names_and_types())
-            print(json.dumps({"graph": {"nodes": nodes, "topics": topics}}), flush=True)
+        if seen >= set(types):
+            nodes = sorted(f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces())
+            graph = {"nodes": nodes, "topics": dict(node.get_topic_names_and_types())}
+            if graph != last_graph:
+                last_graph = graph
+                print(json.dumps({"graph": graph}), flush=True)
     node.destroy_node()
     rclpy.shutdown()
 

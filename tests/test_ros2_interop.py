@@ -32,6 +32,7 @@ from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 
 PEER = Path(__file__).with_name("rclpy_peer.py")
 TIMEOUT_S = 40.0
+PROBE_TOPIC = "/robot_rl_probe/joint_states"
 
 
 def plain(value):
@@ -54,6 +55,11 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
     out: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [out.put(line) for line in proc.stdout], daemon=True).start()
     return out
+
+
+def _lists_probe(graph: dict | None) -> bool:
+    """The peer's ROS graph holds the project's rclpy node and its topic (discovery takes a moment)."""
+    return bool(graph) and "/robot_rl_graph_probe" in graph["nodes"] and PROBE_TOPIC in graph["topics"]
 
 
 @pytest.fixture
@@ -88,7 +94,7 @@ def test_every_message_type_crosses_both_ways_with_fastdds(peer):
     probe_args = NodeArgs(transport="rclpy", domain_id=domain, loopback=True)
     graph_probe = make_node("robot_rl_graph_probe", probe_args)
     assert (node.transport, graph_probe.transport) == ("cyclonedds", "rclpy")
-    probe_pub = graph_probe.publisher(msgs.JointState, "/robot_rl_probe/joint_states")
+    probe_pub = graph_probe.publisher(msgs.JointState, PROBE_TOPIC)
     back: dict[type, object] = {}
     for sample in SAMPLES:
         node.subscribe(type(sample), topic("r2c", type(sample)), lambda m: back.setdefault(type(m), m))
@@ -97,7 +103,7 @@ def test_every_message_type_crosses_both_ways_with_fastdds(peer):
     graph = None
     deadline = time.monotonic() + TIMEOUT_S
     try:
-        while time.monotonic() < deadline and (len(back) < len(SAMPLES) or graph is None):
+        while time.monotonic() < deadline and (len(back) < len(SAMPLES) or not _lists_probe(graph)):
             for pub, sample in pubs:
                 if type(sample) not in back or ros_type(type(sample)) not in seen_by_rclpy:
                     pub.publish(sample)
@@ -122,5 +128,5 @@ def test_every_message_type_crosses_both_ways_with_fastdds(peer):
     for sample in SAMPLES:  # rclpy's serializer -> cyclonedds
         assert back[type(sample)] == sample, ros_type(type(sample))
     assert "/robot_rl_graph_probe" in graph["nodes"], graph["nodes"]
-    assert graph["topics"]["/robot_rl_probe/joint_states"] == ["sensor_msgs/msg/JointState"]
+    assert graph["topics"][PROBE_TOPIC] == ["sensor_msgs/msg/JointState"]
     assert graph["topics"]["/interop/c2r/sensor_msgs/JointState"] == ["sensor_msgs/msg/JointState"]

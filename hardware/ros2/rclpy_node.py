@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -110,32 +111,36 @@ class _RclpyPublisher(Publisher):
 
 
 class RclpyNode(Node):
-    """A node on rclpy (module doc). ``args.domain_id`` is passed to ``rclpy.init`` only when
-    ``--domain-id`` was given; otherwise ROS 2 reads ``ROS_DOMAIN_ID`` itself. ``--dds-loopback`` sets
-    ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (ROS 2 Jazzy and later) before the first node of the process
-    starts; on Humble set ``ROS_LOCALHOST_ONLY=1`` yourself. The rclpy context is shared by the process's
-    nodes and shut down with the last one."""
+    """A node on rclpy (module doc), in an rclpy context of its domain (``--domain-id``, else
+    ``ROS_DOMAIN_ID``, else 0), shared by this process's nodes of that domain and shut down with the last
+    one, so nodes of several domains can live in one process. ``--dds-loopback`` sets
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (ROS 2 Jazzy and later) before the process's first context
+    starts; on Humble set ``ROS_LOCALHOST_ONLY=1`` yourself. Each node has its own single-threaded executor,
+    so nodes of one process spin on their own threads."""
 
     transport = "rclpy"
-    _open = 0
+    _contexts: dict[int, list[Any]] = {}  # domain id -> [rclpy Context, open nodes]
 
     def __init__(self, name: str, args: NodeArgs) -> None:
         super().__init__(name, args)
-        rclpy = _rclpy()
-        self._rclpy = rclpy
-        if not rclpy.ok():
-            if args.loopback:
-                import os
-
-                os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-            rclpy.init(args=[], domain_id=args.domain_id)  # our argv is parsed already (parse_args)
-        remaps = [x for old, new in args.remaps for x in ("-r", f"{old}:={new}")]
-        self._node = rclpy.node.Node(name, cli_args=["--ros-args", *remaps] if remaps else None)
+        _rclpy()
+        import rclpy.node
+        from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
 
-        self._executor = SingleThreadedExecutor()  # one per node: nodes of one process spin on own threads
+        if args.domain_id not in RclpyNode._contexts:
+            if args.loopback:
+                os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+            context = Context()
+            context.init(args=[], domain_id=args.domain_id)  # our argv is parsed already (parse_args)
+            RclpyNode._contexts[args.domain_id] = [context, 0]
+        entry = RclpyNode._contexts[args.domain_id]
+        remaps = [x for old, new in args.remaps for x in ("-r", f"{old}:={new}")]
+        cli_args = ["--ros-args", *remaps] if remaps else None
+        self._node = rclpy.node.Node(name, context=entry[0], cli_args=cli_args)
+        entry[1] += 1
+        self._executor = SingleThreadedExecutor(context=entry[0])
         self._executor.add_node(self._node)
-        RclpyNode._open += 1
         self._clients: dict[str, Any] = {}
         self._spinner: tuple[int, float] = (0, 0.0)  # (thread id, monotonic s) of the last spin_once
 
@@ -201,6 +206,8 @@ class RclpyNode(Node):
             self._executor.shutdown()
             self._node.destroy_node()
             self._node = None
-            RclpyNode._open -= 1
-            if RclpyNode._open == 0 and self._rclpy.ok():
-                self._rclpy.shutdown()
+            entry = RclpyNode._contexts[self.args.domain_id]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del RclpyNode._contexts[self.args.domain_id]
+                entry[0].try_shutdown()
