@@ -224,6 +224,8 @@ def test_record_overrides_empty_or_several_reach_robot_rl_s_config():
     hil = f"--config={ROOT}/configs/panda_pick_cube_hil.yaml --run_dir=/tmp/r"
     (cfg,) = _parsed("record.launch.xml", {"overrides": hil})  # a config file, as the example gives one
     assert cfg.env.cameras == [] and cfg.run_dir == "/tmp/r" and cfg.env.robot.driver == "ros2"
+    with pytest.raises(SystemExit):  # a usage error, not a traceback
+        parse_command_line(["record", "--teleop", "sim_human", "--overrides=--run_dir='a"])
 
 
 def test_online_hil_overrides_reach_the_actor_s_config():
@@ -363,7 +365,7 @@ def test_launched_processes_put_messages_on_the_expected_topics(
         overrides["address"] = free_address()
     if name == "record.launch.xml":
         overrides["run_dir"] = str(tmp_path / "rec")
-        overrides["overrides"] = "--env.max_episode_steps=30"
+        overrides["overrides"] = "--env.max_episode_steps=30 --env.robot.timeout_s=10.0"  # two in one
     if name == "online_hil.launch.xml":  # no learner: the actor waits for one (its status says so)
         from robot_rl.config import CriticConfig
         from robot_rl.rewards.compact import CompactProgressCritic
