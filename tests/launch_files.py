@@ -21,6 +21,7 @@ the command line that no ``<arg>`` declares (real launch would ignore it; here i
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shlex
 import shutil
@@ -188,6 +189,10 @@ def _enabled(el: ET.Element, scope: _Scope, where: str) -> bool:
     return True
 
 
+def _children(el: ET.Element, tag: str) -> list[ET.Element]:
+    return [c for c in el if c.tag == tag]
+
+
 def _need(el: ET.Element, name: str, where: str) -> str:
     if el.get(name) is None:
         raise ValueError(f"{where}: attribute {name!r} is required")
@@ -211,7 +216,7 @@ def _actions(parent: ET.Element, scope: _Scope, out: Launch) -> None:
             inner = scope
             if _truthy(el.get("scoped", "true"), where):
                 inner = _Scope(scope.file, dict(scope.configs), dict(scope.env), scope.declared)
-            for k in el.iter("keep"):
+            for k in _children(el, "keep"):
                 inner.configs[_subst(_need(k, "name", where), scope, where)] = _subst(
                     _need(k, "value", where), scope, where
                 )
@@ -252,7 +257,7 @@ def _include(el: ET.Element, scope: _Scope, out: Launch, where: str) -> None:
 
 def _env(el: ET.Element, scope: _Scope, where: str) -> dict[str, str]:
     env = {}
-    for e in el.iter("env"):
+    for e in _children(el, "env"):
         env[_subst(_need(e, "name", where), scope, where)] = _subst(_need(e, "value", where), scope, where)
     return env
 
@@ -295,7 +300,7 @@ def _node(el: ET.Element, scope: _Scope, where: str) -> LaunchNode:
     if el.get("ros_args") is not None:
         node.argv += ["--ros-args", *_cmdline(el.get("ros_args"), scope, f"{where} attribute 'ros_args'")]
     node.argv += ["--ros-args", "-r", f"__node:={name}"]
-    for p in el.iter("param"):
+    for p in _children(el, "param"):
         pwhere = f"{where} <param {p.get('name') or p.get('from')}>"
         extra = sorted(set(p.attrib) - {"name", "value", "from"})
         if extra:
@@ -311,10 +316,12 @@ def _node(el: ET.Element, scope: _Scope, where: str) -> LaunchNode:
             key = _subst(p.get("name"), scope, where)
             value = _param_value(_subst(p.get("value", ""), scope, pwhere), pwhere)
             node.params[key] = value
-            path = Path(tempfile.mkstemp(suffix=".yaml", dir=_params_dir())[1])
-            path.write_text(yaml.dump({"/**": {"ros__parameters": {key: value}}}, default_flow_style=False))
+            fd, name_ = tempfile.mkstemp(suffix=".yaml", dir=_params_dir())
+            with os.fdopen(fd, "w") as f:
+                yaml.dump({"/**": {"ros__parameters": {key: value}}}, f, default_flow_style=False)
+            path = Path(name_)
         node.argv += ["--params-file", str(path)]
-    for r in el.iter("remap"):
+    for r in _children(el, "remap"):
         old, new = (_subst(_need(r, a, where), scope, f"{where} <remap {a}>") for a in ("from", "to"))
         node.argv += ["-r", f"{old}:={new}"]
     return node
