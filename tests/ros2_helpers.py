@@ -1,12 +1,28 @@
 """Helpers of the ROS 2 tests: a DDS domain id of their own per test (no cross-talk between tests or
-between concurrent test sessions on this host), and node command lines on the loopback-only config."""
+between concurrent test sessions on this host), node command lines on the loopback-only config, and the
+transports every node test runs on."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 
+import pytest
+
 _counter = itertools.count()
+
+TRANSPORTS = [
+    "cyclonedds",
+    pytest.param(
+        "rclpy",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("rclpy") is None, reason="no rclpy: pip install 'robot-rl[rclpy]'"
+        ),
+    ),
+]
+"""``@pytest.mark.parametrize("transport", TRANSPORTS)``: each node test on both transports (rclpy: ROS 2
+Kilted's wheels on Fast DDS, which ``setup.sh test`` installs)."""
 
 
 def new_domain() -> int:
@@ -15,6 +31,6 @@ def new_domain() -> int:
     return 100 + (os.getpid() * 7 + next(_counter)) % 130
 
 
-def node_flags(domain: int) -> list[str]:
-    """Command-line flags putting a node on ``domain`` over the loopback-only cyclonedds config."""
-    return ["--ros-transport", "cyclonedds", f"--domain-id={domain}", "--dds-loopback"]
+def node_flags(domain: int, transport: str = "cyclonedds") -> list[str]:
+    """Command-line flags putting a node on ``domain`` over ``transport``, discovery on loopback only."""
+    return ["--ros-transport", transport, f"--domain-id={domain}", "--dds-loopback"]

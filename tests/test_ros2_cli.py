@@ -1,5 +1,5 @@
 """``robot-rl ros2 <node>``: the console command runs a registered node as a real process over DDS
-(cyclonedds, loopback); bad arguments fail with the reason and exit code 2."""
+(loopback, both transports); bad arguments fail with the reason and exit code 2."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 pytest.importorskip("cyclonedds")
-from ros2_helpers import new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
 
 from robot_rl.hardware.ros2 import msgs, registry  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
@@ -36,15 +36,17 @@ def test_bad_node_and_parameters_fail_with_the_reason():
         registry.parameters("no_such_node")
 
 
-def test_sim_robot_node_runs_from_the_console_command():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sim_robot_node_runs_from_the_console_command(transport):
     domain = new_domain()
+    flags = node_flags(domain, transport)
     proc = subprocess.Popen(
-        [sys.executable, "-c", CODE, "ros2", "sim_robot_node", *node_flags(domain), "state_rate_hz:=20"],
+        [sys.executable, "-c", CODE, "ros2", "sim_robot_node", *flags, "state_rate_hz:=20"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    node = make_node("test_listener", parse_args(node_flags(domain), "t"))
+    node = make_node("test_listener", parse_args(flags, "t"))
     got: list = []
     node.subscribe(msgs.JointState, "/joint_states", got.append)
     try:
@@ -53,7 +55,7 @@ def test_sim_robot_node_runs_from_the_console_command():
             "sim_robot_node ready" not in lines[-1] and len(lines) < 5
         ):  # log lines (PyOpenGL's) may come first
             lines.append(proc.stdout.readline())
-        assert "sim_robot_node ready (cyclonedds" in lines[-1], lines
+        assert f"sim_robot_node ready ({transport}" in lines[-1], lines
         deadline = time.monotonic() + 10.0
         while len(got) < 5 and time.monotonic() < deadline:
             node.spin_once(0.1)

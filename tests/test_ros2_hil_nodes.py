@@ -1,5 +1,5 @@
-"""The human-in-the-loop ROS 2 nodes over real DDS (cyclonedds, loopback): intervention_node turns Joy into
-intervention commands and labels (bad Joy rejected with a reason, never moving anything), critic_node
+"""The human-in-the-loop ROS 2 nodes over real DDS (loopback, both transports): intervention_node turns
+Joy into intervention commands and labels (bad Joy rejected with a reason, never moving anything), critic_node
 publishes progress for published images, and actor_node (a real process) acts on sim_robot_node, takes the
 human's Joy commands as intervention steps of its episode log and sends the episode to a real learner."""
 
@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("cyclonedds")
 from launch_files import ROBOT_RL  # noqa: E402
-from ros2_helpers import new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
 
 from robot_rl.config import Ros2Config  # noqa: E402
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
@@ -39,8 +39,8 @@ def _wait(cond, timeout_s: float) -> bool:
 class Spun:
     """A node app built on a fresh node of ``domain`` and spun by a thread (as ``run_node`` would)."""
 
-    def __init__(self, name: str, factory, domain: int, *params: str) -> None:
-        self.node = make_node(name, parse_args([*node_flags(domain), *params], name))
+    def __init__(self, name: str, factory, domain: int, transport: str, *params: str) -> None:
+        self.node = make_node(name, parse_args([*node_flags(domain, transport), *params], name))
         self.app = factory(self.node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.node.spin, args=(self._stop.is_set,), daemon=True)
@@ -65,18 +65,19 @@ def _held(x: float = 1.0, **pressed: int) -> msgs.Joy:
     return _joy((0.0, x, 0.0, 0.0, 0.0, 0.0), buttons)
 
 
-def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(caplog):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(caplog, transport):
     from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
     from robot_rl.hardware.ros2.intervention_node import InterventionNode
 
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
     domain = new_domain()
-    iv = Spun("intervention_node", InterventionNode, domain, "rate_hz:=50.0", "joy_timeout_s:=0.3")
-    ros2 = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True)
+    iv = Spun("intervention_node", InterventionNode, domain, transport, "rate_hz:=50.0", "joy_timeout_s:=0.3")
+    ros2 = Ros2Config(transport=transport, domain_id=domain, loopback=True)
     device = RosInterventionDevice(ros2, "/robot_rl/intervention", LOW, HIGH, 1.0, timeout_s=0.3)
-    pub_node = make_node("joy_pub", parse_args(node_flags(domain), "t"))
+    pub_node = make_node("joy_pub", parse_args(node_flags(domain, transport), "t"))
     joy = pub_node.publisher(msgs.Joy, "/joy")
-    wrong_node = make_node("wrong_pub", parse_args(node_flags(domain), "t"))
+    wrong_node = make_node("wrong_pub", parse_args(node_flags(domain), "t"))  # cyclonedds: see test_ros2_node
     wrong = wrong_node.publisher(msgs.String, "/joy")  # a wrong-type message on the Joy topic
     try:
         device.reset(0)
@@ -139,7 +140,8 @@ def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(c
         iv.close()
 
 
-def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog):
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog, transport):
     from robot_rl.config import CriticConfig
     from robot_rl.hardware.ros2.critic_node import CriticNode
     from robot_rl.rewards.compact import CompactProgressCritic
@@ -148,10 +150,9 @@ def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog):
     ckpt = tmp_path / "critic"
     CompactProgressCritic(CriticConfig(cameras=["front"], image_size=32)).save(ckpt)
     domain = new_domain()
-    app = Spun(
-        "critic_node", CriticNode, domain, f"checkpoint:={ckpt}", "task:=pick up the cube", "rate_hz:=20.0"
-    )
-    node = make_node("img_pub", parse_args(node_flags(domain), "t"))
+    params = [f"checkpoint:={ckpt}", "task:=pick up the cube", "rate_hz:=20.0"]
+    app = Spun("critic_node", CriticNode, domain, transport, *params)
+    node = make_node("img_pub", parse_args(node_flags(domain, transport), "t"))
     img = node.publisher(msgs.Image, "/camera/front/image_raw")
     progress: list[float] = []
     done: list[float] = []
@@ -165,7 +166,7 @@ def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog):
 
     try:
         deadline = time.monotonic() + 20.0
-        while len(progress) < 4 and time.monotonic() < deadline:
+        while (len(progress) < 4 or len(done) < 4) and time.monotonic() < deadline:
             img.publish(image(32))
             img.publish(image(48))  # wrong size: rejected
             node.spin_once(0.06)
@@ -180,8 +181,9 @@ def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_learner(
-    tiny_offline_run, tmp_path
+    tiny_offline_run, tmp_path, transport
 ):
     import zarr
     from online_setup import copy_run, overrides
@@ -199,9 +201,9 @@ def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_
     learner = Learner(cfg, 0, progress=False)
     server = LearnerServer(learner, cfg.online.address).start()
     domain = new_domain()
-    sim = Spun("sim_robot_node", SimRobotNode, domain, "state_rate_hz:=50.0")
-    iv = Spun("intervention_node", InterventionNode, domain, "rate_hz:=20.0")
-    node = make_node("hil_test", parse_args(node_flags(domain), "t"))
+    sim = Spun("sim_robot_node", SimRobotNode, domain, transport, "state_rate_hz:=50.0")
+    iv = Spun("intervention_node", InterventionNode, domain, transport, "rate_hz:=20.0")
+    node = make_node("hil_test", parse_args(node_flags(domain, transport), "t"))
     joy = node.publisher(msgs.Joy, "/joy")
     status: list[dict] = []
     node.subscribe(msgs.String, "/robot_rl/actor/status", lambda m: status.append(json.loads(m.data)))
@@ -209,7 +211,8 @@ def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_
     log = open(tmp_path / "actor.log", "wb")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     actor = subprocess.Popen(
-        [*ROBOT_RL, "ros2", "actor_node", *node_flags(domain), f"overrides:={actor_flags}", "status_hz:=5.0"],
+        [*ROBOT_RL, "ros2", "actor_node", *node_flags(domain, transport), f"overrides:={actor_flags}"]
+        + ["status_hz:=5.0"],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

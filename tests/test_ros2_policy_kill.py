@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("cyclonedds")
 from launch_files import ROBOT_RL  # noqa: E402
-from ros2_helpers import new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
 
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
@@ -28,18 +28,26 @@ def _start(args: list[str], log) -> subprocess.Popen:
     )
 
 
-@pytest.mark.slow
-def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path):
+@pytest.fixture(scope="module")
+def offline_checkpoint(tmp_path_factory) -> str:
+    """A trained offline checkpoint, built once for both transports."""
     from online_setup import build_offline_run
 
-    build_offline_run(tmp_path / "run")
-    ckpt = str(tmp_path / "run" / "checkpoints" / "offline_seed0")
+    run = tmp_path_factory.mktemp("policy_kill") / "run"
+    build_offline_run(run)
+    return str(run / "checkpoints" / "offline_seed0")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path, offline_checkpoint, transport):
+    ckpt = offline_checkpoint
     domain = new_domain()
     log = open(tmp_path / "nodes.log", "wb")
     sim = _start(
         [
             "sim_robot_node",
-            *node_flags(domain),
+            *node_flags(domain, transport),
             "cameras:=[front]",
             "control_hz:=10.0",
             "command_timeout_s:=0.3",
@@ -47,9 +55,9 @@ def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path):
         ],
         log,
     )
-    policy_args = ["policy_node", *node_flags(domain), f"checkpoint:={ckpt}", "episodes:=0"]
+    policy_args = ["policy_node", *node_flags(domain, transport), f"checkpoint:={ckpt}", "episodes:=0"]
     policy = _start(policy_args, log)
-    node = make_node("kill_test_listener", parse_args(node_flags(domain), "t"))
+    node = make_node("kill_test_listener", parse_args(node_flags(domain, transport), "t"))
     poses: list[tuple[float, np.ndarray]] = []
     twists: list[float] = []
     node.subscribe(

@@ -37,7 +37,7 @@ from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-from robot_rl.hardware.ros2.msgs import dds_topic, ros_type
+from robot_rl.hardware.ros2.msgs import check_type, dds_topic
 from robot_rl.hardware.ros2.node import Node, NodeArgs, Publisher
 
 LOOPBACK_CONFIG = (
@@ -79,13 +79,8 @@ class _Writer(Publisher):
         self._writer, self._type, self._topic = writer, msg_type, topic
 
     def publish(self, msg: Any) -> None:
-        """Write ``msg`` (an instance of the publisher's type).
-
-        Raises:
-            TypeError: ``msg`` is another type (names the topic).
-        """
-        if type(msg) is not self._type:
-            raise TypeError(f"{self._topic}: publisher of {ros_type(self._type)} got {type(msg).__name__}")
+        """Write ``msg`` (an instance of the publisher's type; :func:`msgs.check_type`)."""
+        check_type(self._topic, self._type, msg)
         self._writer.write(msg)
 
     def subscription_count(self) -> int:

@@ -295,6 +295,16 @@ def ros_type(cls: type[IdlStruct]) -> str:
     return f"{pkg}/msg/{name[:-1]}"
 
 
+def check_type(topic: str, msg_type: type, msg: object) -> None:
+    """Check a message before a publisher of ``msg_type`` on ``topic`` sends it (both transports).
+
+    Raises:
+        TypeError: ``msg`` is another type (names the topic and both types).
+    """
+    if type(msg) is not msg_type:
+        raise TypeError(f"{topic}: publisher of {ros_type(msg_type)} got {type(msg).__name__}")
+
+
 def dds_topic(topic: str) -> str:
     """The DDS topic of a ROS 2 topic: ``/joint_states`` -> ``rt/joint_states`` (ROS 2's ``rt`` prefix).
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from robot_rl.hardware.errors import MissingExtraError
-from robot_rl.hardware.ros2.msgs import SEQUENCE_OF, ros_type
+from robot_rl.hardware.ros2.msgs import SEQUENCE_OF, check_type, ros_type
 from robot_rl.hardware.ros2.node import Node, NodeArgs, Publisher, ServiceError
 
 SPIN_GRACE_S = 0.5
@@ -100,10 +100,11 @@ def _fields(ros_msg: Any) -> dict[str, Any]:
 
 
 class _RclpyPublisher(Publisher):
-    def __init__(self, pub: Any) -> None:
-        self._pub = pub
+    def __init__(self, pub: Any, msg_type: type, topic: str) -> None:
+        self._pub, self._type, self._topic = pub, msg_type, topic
 
     def publish(self, msg: Any) -> None:
+        check_type(self._topic, self._type, msg)
         self._pub.publish(to_ros(msg))
 
     def subscription_count(self) -> int:
@@ -150,7 +151,8 @@ class RclpyNode(Node):
         return self._node
 
     def publisher(self, msg_type: type, topic: str, depth: int = 10) -> Publisher:
-        return _RclpyPublisher(self._node.create_publisher(ros_class(msg_type), topic, depth))
+        pub = self._node.create_publisher(ros_class(msg_type), topic, depth)
+        return _RclpyPublisher(pub, msg_type, topic)
 
     def subscribe(self, msg_type: type, topic: str, callback: Callable[[Any], None], depth: int = 10) -> None:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
