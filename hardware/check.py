@@ -1,6 +1,7 @@
 """``robot-rl hardware check``: connect to the robot and cameras an ``env.robot`` config names, read and
 print the state, the limits and each camera's frame size and rate, and move nothing unless asked (then a
-small jog of the last joint, or of the end effector up, and back)."""
+small jog of the last joint, or of the end effector up, and back, which must be seen: a check that cannot
+fail proves nothing)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from robot_rl.config import RobotConfig
 from robot_rl.hardware.camera import Camera
+from robot_rl.hardware.errors import RobotFault
 from robot_rl.hardware.factory import make_cameras
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
@@ -21,6 +23,8 @@ JOG_M = 0.01
 """End-effector jog (m, up) of ``--move`` for a robot without joint position control."""
 JOG_S = 1.0
 """How long each half of the jog (out, back) streams its target (s)."""
+MIN_MOVED = 0.5
+"""Fraction of the jog the robot must be measured to move for ``--move`` to pass."""
 
 
 def _fmt(values: np.ndarray, digits: int = 4) -> str:
@@ -99,6 +103,8 @@ def check_hardware(
     Raises:
         MissingExtraError: a driver's SDK is not installed (names the extra).
         RobotConnectionError, RobotFault, CameraError: from the devices, naming them.
+        RobotFault: with ``move``, the end-effector pose is NaN (nothing to check the workspace with: no
+            pose topic and no kinematic model), or the robot moved less than :data:`MIN_MOVED` of the jog.
     """
     robot = SafeRobot.from_config(cfg)  # the jog of --move passes the safety layer too
     cameras = make_cameras(cfg)
@@ -122,6 +128,14 @@ def check_hardware(
                 f"  WARNING: joints {[limits.joint_names[i] for i in np.flatnonzero(outside)]} outside limits"
             )
         report["joint_pos"] = state.joint_pos
+        no_pose = not np.all(np.isfinite(state.ee_pos))
+        if no_pose:
+            out("  WARNING: the end-effector pose is NaN: no pose source (a pose topic or a kinematic model)")
+        if move and no_pose:
+            raise RobotFault(
+                f"hardware check --move: {robot.name} reports a NaN end-effector pose, so the safety layer "
+                "would brake every move; give it a pose (env.robot.ros2: ee_pose_topic or kinematics)"
+            )
         for name, cam in cameras.items():
             info = check_camera(cam, camera_seconds)
             report["cameras"][name] = info
@@ -133,6 +147,14 @@ def check_hardware(
             report["jog"] = jog(robot)
             j = report["jog"]
             out(f"jog ({j['mode']}): moved {j['moved']:.4f}, back within {j['returned_error']:.4f} of start")
+            size = JOG_RAD if j["mode"] == str(CommandMode.JOINT_POSITION) else JOG_M
+            if not j["moved"] >= MIN_MOVED * size:  # NaN fails too
+                c = robot.counters
+                raise RobotFault(
+                    f"hardware check --move: {robot.name} did not move (measured {j['moved']:.4f} of a "
+                    f"{size:g} jog; safety layer: {c.clipped} of {c.commands} commands clipped, "
+                    f"{c.rejected} rejected); check the command topics and the controllers"
+                )
         else:
             out("nothing moved (pass --move for a small jog and back)")
     return report

@@ -117,11 +117,31 @@ class Ros2Config:
     delta_twist_cmds; empty: no end-effector commands), stamped in ``twist_frame``; ``gripper_topic``
     (Float64MultiArray [closure in 0..1]; empty: none); ``sim_prefix``: topics of ``sim_robot_node``'s extras
     (``<prefix>/lifted`` Bool, ``<prefix>/environment_state`` Float64MultiArray, ``<prefix>/reset_scene``
-    String, answered on ``<prefix>/scene_reset`` Header; empty on a real arm). Messages older than
-    ``stale_s`` (s, by header stamp) are rejected. ``connect_wait_s``: how long connecting waits for the
-    first joint state (s; a launch file starts the driver and its consumers together, in no order).
-    ``reset_wait_s``: how long a scene reset waits for the simulator's answer and its first state after
-    the reset (s), so an episode never starts from the previous scene's observation.
+    String, answered on ``<prefix>/scene_reset`` Header; empty on a real arm: no scene reset, so
+    ``env.robot.reset: auto`` is the home motion plus a human reset). ``connect_wait_s``: how long
+    connecting waits for the first joint state and the first pose (s; a launch file starts the driver and
+    its consumers together, in no order). ``reset_wait_s``: how long a scene reset waits for the
+    simulator's answer and its first state after the reset (s), so an episode never starts from the
+    previous scene's observation.
+
+    A stock arm (ros2_control + MoveIt, no pose topic): ``kinematics`` ``panda`` computes the end-effector
+    pose from the measured joints with the project's own MuJoCo Panda (its ``pinch`` site; joints in
+    ``joint_names`` order; :mod:`robot_rl.hardware.ros2.kinematics`), which also gives the safety layer its
+    forward kinematics; ``none``: the pose comes from ``ee_pose_topic`` only (one of the two is needed).
+    ``ee_command``: how ``ee_delta`` is sent: ``twist`` (MoveIt Servo on ``twist_topic``) or ``ik`` (joint
+    targets by inverse kinematics on the joint interface; needs ``kinematics``). ``servo_start_service``:
+    MoveIt Servo's start service (std_srvs/srv/Trigger, e.g. ``/servo_node/start_servo`` on Humble), called
+    at connect (rclpy transport only); empty: none. The gripper: ``gripper_joint`` is its entry in the
+    joint states, at ``gripper_open`` when open and ``gripper_closed`` when closed (m or rad; e.g.
+    ``panda_finger_joint1`` 0.04 to 0.0), read as a closure in [0, 1]; ``gripper_command`` ``closure``
+    (Float64MultiArray [closure] on ``gripper_topic``) or ``trajectory`` (a JointTrajectory of
+    ``gripper_joint`` in its own unit on ``gripper_topic``, a trajectory controller on the fingers).
+
+    Clocks: a message whose header stamp is more than ``stale_s`` (s) from this host's clock is rejected.
+    When a topic's first stamp is more than ``clock_skew_s`` (s, at most ``stale_s``) off this host's
+    clock, the clocks are taken as unsynchronised: that first offset is subtracted from every later stamp
+    of the topic (freshness judged by receive time) and a warning is logged once. ``use_sim_time``: the
+    robot stamps with a simulated clock; every topic is judged that way, without the warning.
     """
 
     transport: str = "auto"
@@ -151,6 +171,15 @@ class Ros2Config:
     stale_s: float = 0.5
     connect_wait_s: float = 30.0
     reset_wait_s: float = 5.0
+    kinematics: str = "none"
+    ee_command: str = "twist"
+    servo_start_service: str = ""
+    gripper_joint: str = "gripper"
+    gripper_open: float = 0.0
+    gripper_closed: float = 1.0
+    gripper_command: str = "closure"
+    clock_skew_s: float = 0.1
+    use_sim_time: bool = False
 
 
 @dataclass

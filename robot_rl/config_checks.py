@@ -493,6 +493,11 @@ CAMERA_RULES: dict[str, Range | Choice] = {
     "fps": POSITIVE,
 }
 
+ROS2_KINEMATICS = ("none", "panda")
+"""``env.robot.ros2.kinematics``: no model, or the project's MuJoCo Panda
+(:mod:`robot_rl.hardware.ros2.kinematics`)."""
+ROS2_KINEMATIC_JOINTS = {"panda": 7}
+"""Arm joints of each kinematic model (``joint_names`` must list as many)."""
 ROS2_RULES: dict[str, Range | Choice] = {
     "transport": Choice(("auto", "rclpy", "cyclonedds")),
     "domain_id": Range(-1, 232, integer=True),
@@ -501,6 +506,12 @@ ROS2_RULES: dict[str, Range | Choice] = {
     "stale_s": POSITIVE,
     "connect_wait_s": POSITIVE,
     "reset_wait_s": POSITIVE,
+    "kinematics": Choice(ROS2_KINEMATICS),
+    "ee_command": Choice(("twist", "ik")),
+    "gripper_command": Choice(("closure", "trajectory")),
+    "gripper_open": ANY,
+    "gripper_closed": ANY,
+    "clock_skew_s": POSITIVE,
 }
 """Rules of ``env.robot.ros2`` (checked when ``env.robot.driver`` is ``ros2``)."""
 ROS2_JOINT_LISTS = ("joint_low", "joint_high", "joint_vel_max", "joint_acc_max")
@@ -521,10 +532,39 @@ def ros2_problems(ros2: Any) -> list[str]:
         if len(getattr(ros2, key)) != 3:
             out.append(f"env.robot.ros2.{key}: needs 3 values (m), got {getattr(ros2, key)}")
     topics = ["joint_states_topic", "ee_pose_topic", "position_topic", "trajectory_topic", "twist_topic"]
-    for key in [*topics, "gripper_topic", "sim_prefix"]:
+    for key in [*topics, "gripper_topic", "sim_prefix", "servo_start_service"]:
         value = getattr(ros2, key)
         if value and (not value.startswith("/") or value.endswith("/")):
             out.append(f"env.robot.ros2.{key}={value!r}: must be an absolute ROS name such as /joint_states")
+    return out + _ros2_stock_problems(ros2)
+
+
+def _ros2_stock_problems(ros2: Any) -> list[str]:
+    """The cross-key rules of a stock arm's keys (pose source, IK, gripper joint, clocks)."""
+    out = []
+    if not ros2.ee_pose_topic and ros2.kinematics == "none":
+        out.append(
+            "env.robot.ros2: no end-effector pose (ee_pose_topic empty and kinematics none): set "
+            "ee_pose_topic to a PoseStamped topic or kinematics to panda (the pose from the joints)"
+        )
+    wanted = ROS2_KINEMATIC_JOINTS.get(ros2.kinematics)
+    if wanted is not None and len(ros2.joint_names) != wanted:
+        out.append(
+            f"env.robot.ros2.kinematics={ros2.kinematics}: needs {wanted} joint_names, got {ros2.joint_names}"
+        )
+    if ros2.ee_command == "ik" and (ros2.kinematics == "none" or ros2.joint_command == "none"):
+        out.append(
+            "env.robot.ros2.ee_command=ik: needs kinematics (e.g. panda) and a joint_command (trajectory)"
+        )
+    if ros2.gripper_open == ros2.gripper_closed:
+        out.append(f"env.robot.ros2.gripper_open, gripper_closed: both {ros2.gripper_open}; they must differ")
+    if not ros2.gripper_joint:
+        out.append("env.robot.ros2.gripper_joint: must name the gripper's joint (e.g. panda_finger_joint1)")
+    if ros2.clock_skew_s > ros2.stale_s:
+        out.append(
+            f"env.robot.ros2.clock_skew_s={ros2.clock_skew_s} must be at most stale_s={ros2.stale_s} (s): "
+            "stamps further off are judged by receive time"
+        )
     return out
 
 

@@ -26,6 +26,19 @@ jumping; measured: pick success 0.40 vs 0.58 in process for the same BC checkpoi
 ``command_timeout_s`` is no longer applied, so the arm holds its target when the commanding node dies; a
 stepped twist is applied once, and position targets are held by the joint controller anyway.
 
+Stock mode (``mode:=stock``): only what a ros2_control + MoveIt Panda offers, so a client is tested as it
+would run on a lab's arm (:mod:`robot_rl.hardware.ros2.stock_arm`). Publishes ``/joint_states`` with
+``panda_joint1..7`` (rad) and ``panda_finger_joint1/2`` (m), and nothing else (no ``/ee_pose``, no scene
+extras, no reset; cameras as configured). Takes a JointTrajectory of ``panda_joint1..7`` on
+``trajectory_topic`` (a JointTrajectoryController), the fingers as a JointTrajectory on
+``gripper_trajectory_topic`` (m; a trajectory controller on the finger joints, since
+``control_msgs/GripperCommand`` is not installable here), and MoveIt Servo's TwistStamped on
+``twist_topic`` with ``command_in_type: speed_units`` semantics (m/s, integrated while fresh, whatever
+``twist_mode``) only after its start service ``servo_start_service`` (std_srvs/srv/Trigger) was called;
+before that, twists are rejected. Services need the rclpy transport: on cyclonedds Servo cannot be started.
+``use_sim_time`` stamps every message with the simulated time (s since the node started), as a simulator
+publishing ``/clock`` does, in either mode.
+
 Physics: the timer advances the scene by the elapsed wall time (whole physics steps, at most
 :data:`robot_rl.hardware.sim_server.MAX_CATCH_UP_S` at once, as the robot server does).
 """
@@ -34,17 +47,22 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from robot_rl.hardware.robot import Command, CommandMode
-from robot_rl.hardware.ros2 import msgs, validate
-from robot_rl.hardware.ros2.node import Node
+from robot_rl.hardware.robot import Command, CommandMode, RobotState
+from robot_rl.hardware.ros2 import msgs, stock_arm, validate
+from robot_rl.hardware.ros2.node import Node, ServiceUnsupportedError
 from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 TWIST_MODES = ("step", "servo")
+MODES = ("sim", "stock")
+TRIGGER = "std_srvs/srv/Trigger"
 PARAMETERS: dict = {
+    "mode": "sim",
+    "use_sim_time": False,
     "control_hz": 10.0,
     "physics_hz": 500.0,
     "scene_seed": -1,
@@ -63,18 +81,20 @@ PARAMETERS: dict = {
     "trajectory_topic": "/joint_trajectory_controller/joint_trajectory",
     "twist_topic": "/servo_node/delta_twist_cmds",
     "gripper_topic": "/gripper_controller/commands",
+    "gripper_trajectory_topic": "/gripper_trajectory_controller/joint_trajectory",
+    "servo_start_service": "/servo_node/start_servo",
 }
-"""The node's parameters and defaults (``control_hz``, ``physics_hz`` Hz; ``scene_seed`` -1: random;
-``lift_height_m`` m; ``stale_s``, ``command_timeout_s`` s; ``twist_mode`` step|servo; ``image_size`` px; rates
-Hz; topics), declared
-all at start-up; :mod:`robot_rl.hardware.ros2.registry` reads them from here."""
+"""The node's parameters and defaults (``mode`` sim|stock; ``use_sim_time``; ``control_hz``, ``physics_hz``
+Hz; ``scene_seed`` -1: random; ``lift_height_m`` m; ``stale_s``, ``command_timeout_s`` s; ``twist_mode``
+step|servo; ``image_size`` px; rates Hz; topics; ``servo_start_service`` in stock mode), declared all at
+start-up; :mod:`robot_rl.hardware.ros2.registry` reads them from here."""
 
 
 class SimRobotNode:
     """The node's state and callbacks on ``node`` (module doc); parameters are read from ``node``.
 
     Raises:
-        ParameterError: a bad parameter. ValueError: an unknown camera or bad rates.
+        ParameterError: a bad parameter. ValueError: an unknown mode, twist mode or camera, or bad rates.
     """
 
     def __init__(self, node: Node) -> None:
@@ -83,6 +103,9 @@ class SimRobotNode:
 
         self.node = node
         p = node.params(PARAMETERS)
+        self.mode = p["mode"]
+        if self.mode not in MODES:
+            raise ValueError(f"sim_robot_node: mode={self.mode!r}; expected one of {MODES}")
         seed = p["scene_seed"]
         self.stale_s = p["stale_s"]
         self.command_timeout_s = p["command_timeout_s"]
@@ -103,35 +126,23 @@ class SimRobotNode:
             seed=None if seed < 0 else seed,
         )
         self.robot.connect()
-        prefix = p["sim_prefix"]
+        self.use_sim_time = p["use_sim_time"]
         self.rejected: dict[str, int] = {}
         self.commands = 0
+        self.servo_started = False
         self._twist = np.zeros(6)
         self._twist_time = -np.inf
         self._last = time.monotonic()
+        self._sim_time = 0.0
         self._renderer = None
-        self.pub_joints = node.publisher(msgs.JointState, p["joint_states_topic"])
-        self.pub_pose = node.publisher(msgs.PoseStamped, p["ee_pose_topic"])
-        self.pub_lifted = node.publisher(msgs.Bool, f"{prefix}/lifted")
-        self.pub_env = node.publisher(msgs.Float64MultiArray, f"{prefix}/environment_state")
-        self.pub_reset = node.publisher(msgs.Header, f"{prefix}/scene_reset")
+        if self.mode == "stock":
+            self.twist_mode = "servo"  # MoveIt Servo integrates speed_units twists
+            self._publish_state = self._stock_endpoints(p)
+        else:
+            self._publish_state = self._sim_endpoints(p)
         self.pub_images = {
             c: node.publisher(msgs.Image, f"/camera/{c}/image_raw", depth=2) for c in self.cameras
         }
-        sub = node.subscribe
-        sub(
-            msgs.Float64MultiArray,
-            p["position_topic"],
-            self._on_position,
-        )
-        sub(
-            msgs.JointTrajectory,
-            p["trajectory_topic"],
-            self._on_trajectory,
-        )
-        sub(msgs.TwistStamped, p["twist_topic"], self._on_twist)
-        sub(msgs.Float64MultiArray, p["gripper_topic"], self._on_gripper)
-        sub(msgs.String, f"{prefix}/reset_scene", self._on_reset)
         node.timer(1.0 / p["state_rate_hz"], self._tick)
         if self.cameras:  # the GL context now (probing the backend takes seconds), not in the loop
             import mujoco
@@ -141,6 +152,53 @@ class SimRobotNode:
             self._renderer = OffscreenRenderer(self.robot.env.model)
             self._scratch = mujoco.MjData(self.robot.env.model)
             node.timer(1.0 / p["camera_rate_hz"], self._render)
+
+    def _sim_endpoints(self, p: dict) -> Callable[[RobotState, msgs.Header], None]:
+        """The simulator's topics (module doc); returns the state publisher."""
+        node, prefix = self.node, p["sim_prefix"]
+        pub_joints = node.publisher(msgs.JointState, p["joint_states_topic"])
+        pub_pose = node.publisher(msgs.PoseStamped, p["ee_pose_topic"])
+        pub_lifted = node.publisher(msgs.Bool, f"{prefix}/lifted")
+        pub_env = node.publisher(msgs.Float64MultiArray, f"{prefix}/environment_state")
+        self.pub_reset = node.publisher(msgs.Header, f"{prefix}/scene_reset")
+        node.subscribe(msgs.Float64MultiArray, p["position_topic"], self._on_position)
+        node.subscribe(msgs.JointTrajectory, p["trajectory_topic"], self._on_trajectory)
+        node.subscribe(msgs.TwistStamped, p["twist_topic"], self._on_twist)
+        node.subscribe(msgs.Float64MultiArray, p["gripper_topic"], self._on_gripper)
+        node.subscribe(msgs.String, f"{prefix}/reset_scene", self._on_reset)
+
+        def publish(state: RobotState, header: msgs.Header) -> None:
+            pub_joints.publish(
+                msgs.JointState(
+                    header,
+                    [*JOINTS, "gripper"],
+                    [*state.joint_pos.tolist(), state.gripper],
+                    [*state.joint_vel.tolist(), 0.0],
+                    [],
+                )
+            )
+            w, x, y, z = state.ee_quat.tolist()
+            pose = msgs.Pose(msgs.Point(*state.ee_pos.tolist()), msgs.Quaternion(x, y, z, w))
+            pub_pose.publish(msgs.PoseStamped(header, pose))
+            pub_lifted.publish(msgs.Bool(bool(state.extra["lifted"][0] > 0.5)))
+            pub_env.publish(msgs.Float64MultiArray(data=state.extra["environment_state"].tolist()))
+
+        return publish
+
+    def _stock_endpoints(self, p: dict) -> Callable[[RobotState, msgs.Header], None]:
+        """A stock ros2_control + MoveIt arm's topics and Servo's start service (module doc); returns the
+        state publisher."""
+        node = self.node
+        pub_joints = node.publisher(msgs.JointState, p["joint_states_topic"])
+        node.subscribe(msgs.JointTrajectory, p["trajectory_topic"], self._on_trajectory)
+        node.subscribe(msgs.JointTrajectory, p["gripper_trajectory_topic"], self._on_finger_trajectory)
+        node.subscribe(msgs.TwistStamped, p["twist_topic"], self._on_twist)
+        self.servo_service = p["servo_start_service"]
+        try:
+            node.service(TRIGGER, self.servo_service, self._on_start_servo)
+        except ServiceUnsupportedError as err:
+            node.log.warning("MoveIt Servo cannot be started, twists will be rejected: %s", err)
+        return lambda state, header: pub_joints.publish(stock_arm.joint_state(state, header))
 
     # -- commands -------------------------------------------------------------------------------------
     def _guard(self, topic: str, fn) -> None:
@@ -170,17 +228,35 @@ class SimRobotNode:
         self._guard("position command", go)
 
     def _on_trajectory(self, msg: msgs.JointTrajectory) -> None:
+        joints = stock_arm.ARM_JOINTS if self.mode == "stock" else JOINTS
+
         def go():
             validate.check_stamp(msg.header, self.node.now(), self.stale_s)
             if not msg.points:
                 raise validate.Rejected("trajectory has no points")
-            q, grip = validate.positions(msg.points[-1].positions, JOINTS, list(msg.joint_names))
+            q, grip = validate.positions(msg.points[-1].positions, joints, list(msg.joint_names))
             self._apply(Command(CommandMode.JOINT_POSITION, q, grip, time.monotonic()))
 
         self._guard("trajectory command", go)
 
+    def _on_finger_trajectory(self, msg: msgs.JointTrajectory) -> None:
+        def go():
+            validate.check_stamp(msg.header, self.node.now(), self.stale_s)
+            closure = stock_arm.gripper_closure(msg)
+            # the arm keeps its joint target (a zero ee_delta would re-solve it by IK, undoing joint moves)
+            q_des = self.robot.env.controller.q_des.copy()
+            self._apply(Command(CommandMode.JOINT_POSITION, q_des, closure, time.monotonic()))
+
+        self._guard("gripper trajectory command", go)
+
+    def _on_start_servo(self, _request: dict) -> dict:
+        self.servo_started = True
+        return {"success": True, "message": "servo started (command_in_type: speed_units)"}
+
     def _on_twist(self, msg: msgs.TwistStamped) -> None:
         def go():
+            if self.mode == "stock" and not self.servo_started:
+                raise validate.Rejected(f"MoveIt Servo is not started (call {self.servo_service})")
             twist = validate.twist(msg, self.node.now(), self.stale_s)
             if self.twist_mode == "step":
                 delta = twist[:3] / self.robot.limits.control_hz
@@ -219,28 +295,19 @@ class SimRobotNode:
         if now - self._twist_time <= self.command_timeout_s and np.any(self._twist[:3]):
             self.robot.command(Command(CommandMode.EE_DELTA, self._twist[:3] * dt, None, now))
         self.robot.advance(dt)
+        self._sim_time += dt
         state = self.robot.read()
-        header = msgs.Header(msgs.stamp(), "base_link")
-        self.pub_joints.publish(
-            msgs.JointState(
-                header,
-                [*JOINTS, "gripper"],
-                [*state.joint_pos.tolist(), state.gripper],
-                [*state.joint_vel.tolist(), 0.0],
-                [],
-            )
-        )
-        w, x, y, z = state.ee_quat.tolist()
-        pose = msgs.Pose(msgs.Point(*state.ee_pos.tolist()), msgs.Quaternion(x, y, z, w))
-        self.pub_pose.publish(msgs.PoseStamped(header, pose))
-        self.pub_lifted.publish(msgs.Bool(bool(state.extra["lifted"][0] > 0.5)))
-        self.pub_env.publish(msgs.Float64MultiArray(data=state.extra["environment_state"].tolist()))
+        self._publish_state(state, msgs.Header(self._stamp(), "base_link"))
+
+    def _stamp(self) -> msgs.Time:
+        """Now on the node's clock: the simulated time (``use_sim_time``) or the system clock."""
+        return msgs.stamp(self._sim_time) if self.use_sim_time else msgs.stamp()
 
     def _render(self) -> None:
         import mujoco
 
         mujoco.mj_copyData(self._scratch, self.robot.env.model, self.robot.env.data)
-        header = msgs.Header(msgs.stamp(), "")
+        header = msgs.Header(self._stamp(), "")
         s = self.image_size
         for cam, pub in self.pub_images.items():
             img = self._renderer.render(self._scratch, self._camera_ids[cam], s)

@@ -8,6 +8,8 @@ message. A header stamp of zero means "now" (ROS' convention for commands); any 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from robot_rl.hardware.ros2 import msgs
@@ -23,6 +25,50 @@ def check_stamp(header: msgs.Header, now: float, stale_s: float) -> None:
     t = msgs.seconds(header.stamp)
     if t != 0.0 and abs(now - t) > stale_s:
         raise Rejected(f"stale timestamp: {now - t:+.3f} s old (limit {stale_s} s)")
+
+
+class Freshness:
+    """Header-stamp freshness of a node's incoming topics, with unsynchronised clocks allowed for.
+
+    A topic's first stamp within ``skew_s`` of the receiver's clock: clocks are synchronised, and a stamp
+    more than ``stale_s`` from ``now`` is stale (as :func:`check_stamp`). Further off (another host's clock
+    not synchronised, or ``sim_time``: the sender stamps with a simulated clock): that first offset is
+    taken as the clocks' difference and subtracted from every later stamp of the topic, so freshness is
+    judged by receive time (a message delayed by more than ``stale_s`` relative to the first is still
+    stale); a warning is logged once per topic (not with ``sim_time``, where it is expected).
+
+    Args:
+        stale_s: the largest age (s) of a message. skew_s: the largest clock offset (s) taken as synchronised.
+        sim_time: the sender's stamps are on a simulated clock. log: where the warning goes.
+    """
+
+    def __init__(self, stale_s: float, skew_s: float, sim_time: bool, log: logging.Logger) -> None:
+        self.stale_s, self.skew_s, self.sim_time, self.log = stale_s, skew_s, sim_time, log
+        self.offsets: dict[str, float] = {}
+        """The clock offset (s, receiver minus sender) subtracted per topic; 0 where clocks agree."""
+
+    def check(self, topic: str, header: msgs.Header, now: float) -> None:
+        """Raise :class:`Rejected` when ``header``'s stamp on ``topic`` is stale at ``now`` (s since the
+        epoch); a zero stamp means "now"."""
+        t = msgs.seconds(header.stamp)
+        if t == 0.0:
+            return
+        if topic not in self.offsets:
+            offset = now - t
+            synced = abs(offset) <= self.skew_s and not self.sim_time
+            self.offsets[topic] = 0.0 if synced else offset
+            if not synced and not self.sim_time:
+                self.log.warning(
+                    "%s: header stamps are %+.3f s off this host's clock (more than env.robot.ros2."
+                    "clock_skew_s=%g): clocks not synchronised, judging freshness by receive time "
+                    "(synchronise the clocks, e.g. chrony, or set use_sim_time for a simulated clock)",
+                    topic,
+                    offset,
+                    self.skew_s,
+                )
+        age = now - t - self.offsets[topic]
+        if abs(age) > self.stale_s:
+            raise Rejected(f"stale timestamp: {age:+.3f} s old (limit {self.stale_s} s)")
 
 
 def _finite(values, what: str) -> np.ndarray:

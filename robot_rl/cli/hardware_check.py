@@ -1,6 +1,6 @@
 """``robot-rl hardware check --config FILE [--move]``: connect to the robot and cameras of ``env.robot``,
-print the state, limits and camera rates; move nothing unless ``--move``
-(:func:`robot_rl.hardware.check.check_hardware`)."""
+print the state, limits and camera rates; move nothing unless ``--move``, which fails when the jog is not
+measured or the end-effector pose is unknown (:func:`robot_rl.hardware.check.check_hardware`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ HELP = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``hardware`` subcommand's arguments (``--config``/``--quick`` come from the main parser)."""
     p.add_argument("action", choices=["check", "sim-server"], help="sim-server: see its flags below")
-    p.add_argument("--move", action="store_true", help="jog the last joint a little (0.05 rad) and back")
+    p.add_argument(
+        "--move",
+        action="store_true",
+        help="jog the last joint a little (0.05 rad; no joint control: the end effector 1 cm up) and back; "
+        "fails (exit 1) unless the motion is measured and the end-effector pose is known",
+    )
     p.add_argument("--camera-seconds", type=float, default=1.0, help="how long to read each camera (s)")
 
 
