@@ -87,6 +87,26 @@ class Bag:
                 self.add(topic, msgtype, t, img, image_latency)
         return self
 
+    def record(self, layouts, path: Path, distro: str, storage: str, compression: str = "") -> Path:
+        """Write the messages as ``ros2 bag record`` of ``distro`` lays them out (rosbag_layouts), split
+        every 0.7 s of receive time, with a ``/rosout`` topic beside them; cameras best effort."""
+        store = rm.typestore()
+        log = "rcl_interfaces/msg/Log"
+        messages = [*self.messages]
+        for t in (0.05, 0.5):
+            stamp = rm.header(ns(t)).stamp
+            messages.append((ns(t), "/rosout", log, store.types[log](stamp, 20, "arm", "ready", "", "", 0)))
+        topics, raw = {}, []
+        for received, topic, msgtype, msg in sorted(messages, key=lambda m: m[0]):
+            if topic not in topics:
+                msgdef, _ = store.generate_msgdef(msgtype, ros_version=2)
+                reliable = msgtype not in (rt.IMAGE, rt.COMPRESSED)
+                topics[topic] = layouts.Topic(topic, msgtype, msgdef, store.hash_rihs01(msgtype), reliable)
+            raw.append((received, topic, store.serialize_cdr(msg, msgtype)))
+        return layouts.write_recorded(
+            path, distro, storage, list(topics.values()), raw, 700_000_000, compression
+        )
+
     def write(self, path: Path, storage: str = "sqlite3") -> Path:
         store = rm.typestore()
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
@@ -294,6 +314,92 @@ def test_converted_bag_trains_a_policy(tmp_path):
     train += ["--data.frame_cache=none", "--data.num_workers=0", "--bc.steps=4", "--bc.batch_size=8", *TINY]
     assert main(train) == 0
     assert (run / "checkpoints" / "bc_seed0").is_dir()
+
+
+# -- rosbag2 of Humble and Jazzy (issue 34, item 5) ----------------------------------------------------
+@pytest.fixture
+def layouts():
+    """tests/rosbag_layouts.py: each distro's rosbag2 read and record rules (needs the ``mcap`` package)."""
+    pytest.importorskip("mcap")
+    import rosbag_layouts
+
+    return rosbag_layouts
+
+
+def assert_same_dataset(a: Path, b: Path) -> None:
+    """Equal features, tasks, tabular columns and decoded video frames."""
+    da, db = LeRobotDataset(a), LeRobotDataset(b)
+    assert da.features == db.features and da.tasks == db.tasks
+    ta, tb = da.load_tabular(), db.load_tabular()
+    assert set(ta) == set(tb)
+    for key in ta:
+        np.testing.assert_array_equal(ta[key], tb[key], err_msg=key)
+    for key in da.video_keys:
+        for ep in range(da.num_episodes):
+            np.testing.assert_array_equal(da.episode_video(ep, key), db.episode_video(ep, key), key)
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_exported_bag_reads_under_humble_and_jazzy_rules(tmp_path, layouts, storage):
+    source = Bag().robot(0.0, 1.0).write(tmp_path / "bag")
+    ds = bag_to_lerobot(source, tmp_path / "ds", topics_file(tmp_path))
+    cfg = topics_file(tmp_path, "episodes: {split: topic, topic: /ep, type: std_msgs/String}\n", "ep.yaml")
+    exported = lerobot_to_bag(ds, tmp_path / "exported", cfg, storage=storage)
+    expected = {
+        "/joint_states": (rt.JOINT_STATE, 9),
+        "/cmd": (rt.FLOAT_ARRAY, 9),
+        "/front/image_raw": (rt.IMAGE, 9),
+        "/wrist/image_raw/compressed": (rt.COMPRESSED, 9),
+        "/ep": (rt.STRING, 1),
+    }
+    infinite = dict(layouts.INFINITE)
+    profile = {  # keep last 10, reliable, volatile, automatic, as integers (metadata version 8)
+        "history": 1,
+        "reliability": 1,
+        "durability": 2,
+        "liveliness": 1,
+        "depth": 10,
+        "deadline": infinite,
+        "lifespan": infinite,
+        "liveliness_lease_duration": infinite,
+        "avoid_ros_namespace_conventions": False,
+    }
+    store = rm.typestore()
+    for distro in layouts.DISTROS:
+        opened = layouts.read_bag(exported, distro)
+        assert opened.metadata["version"] == 8 and opened.metadata["message_count"] == 37
+        assert {t: (v["type"], v["message_count"]) for t, v in opened.metadata["topics"].items()} == expected
+        assert {t: (v["type"], v["messages"]) for t, v in opened.topics.items()} == expected  # the storage
+        for topic, info in [*opened.metadata["topics"].items(), *opened.topics.items()]:
+            assert info["qos"] == [profile], (distro, topic)
+            assert info["serialization_format"] == "cdr"
+            if distro == "jazzy" and "type_description_hash" in info:
+                assert info["type_description_hash"] == store.hash_rihs01(info["type"])
+    # the rules are not vacuous: Humble throws on the QoS list of version 9 (what rosbags writes by
+    # default), Jazzy on a QoS string under version 9
+    with pytest.raises(layouts.RuleError, match=r"offered_qos_profiles: a sequence where a string is read"):
+        layouts.read_bag(source, "humble")
+    meta = exported / "metadata.yaml"
+    meta.write_text(meta.read_text().replace("version: 8", "version: 9"))
+    with pytest.raises(layouts.RuleError, match=r"offered_qos_profiles: not a sequence"):
+        layouts.read_bag(exported, "jazzy")
+
+
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_bags_laid_out_as_ros2_bag_record_import_as_the_same_dataset(tmp_path, layouts, distro, storage):
+    """Each compression ``ros2 bag record`` offers for the storage: none, ``--compression-mode file``
+    (``<bag>_<i>.db3.zstd``) and, for sqlite3 only, ``--compression-mode message``."""
+    bag = Bag().robot(0.0, 1.5)
+    cfg = topics_file(tmp_path)
+    reference = bag_to_lerobot(bag.write(tmp_path / "rosbags"), tmp_path / "reference", cfg)
+    for compression in ("", "file", "message")[: 3 if storage == "sqlite3" else 2]:
+        folder = tmp_path / compression / "rosbag2_2026_01_02-03_04_05"
+        recorded = bag.record(layouts, folder, distro, storage, compression)
+        opened = layouts.read_bag(recorded, distro)  # the layout follows its own distro's rules
+        assert len(opened.metadata["relative_file_paths"]) == 3  # split at 0.7 s and 1.4 s
+        assert opened.topics["/front/image_raw"]["qos"][0]["reliability"] == 2  # best effort
+        assert_same_dataset(reference, bag_to_lerobot(recorded, tmp_path / compression / "ds", cfg))
 
 
 # -- bad input -----------------------------------------------------------------------------------------

@@ -22,16 +22,19 @@ from robot_rl.data.convert import rosbag_topics as rt
 from robot_rl.data.convert.arrays import write_lerobot
 from robot_rl.data.errors import DatasetError
 
-STORAGE_SUFFIXES = (".db3", ".mcap")
+# storage files as ``ros2 bag record`` names them: ``<bag>_<i>.db3`` / ``.mcap``, with ``.zstd`` appended
+# under ``--compression-mode file``
+STORAGE_SUFFIXES = (".db3", ".mcap", ".db3.zstd", ".mcap.zstd")
 
 
 def is_rosbag2(path: str | Path) -> bool:
-    """True for a rosbag2 folder: ``metadata.yaml`` beside at least one ``.db3`` or ``.mcap`` file."""
+    """True for a rosbag2 folder: ``metadata.yaml`` beside at least one storage file (``.db3`` or
+    ``.mcap``, or either compressed as ``.zstd``)."""
     path = Path(path)
     return (
         path.is_dir()
         and (path / "metadata.yaml").is_file()
-        and any(p.suffix in STORAGE_SUFFIXES for p in path.iterdir())
+        and any(p.name.endswith(STORAGE_SUFFIXES) for p in path.iterdir())
     )
 
 
@@ -277,7 +280,9 @@ def bag_to_lerobot(
     (a slower camera repeats frames). The first frame's time becomes timestamp 0.
 
     Args:
-        bag: the rosbag2 folder (``metadata.yaml`` and ``.db3``/``.mcap`` files).
+        bag: the rosbag2 folder (``metadata.yaml`` and ``.db3``/``.mcap`` files), as ``ros2 bag record``
+            of Humble or Jazzy writes it (split files, ``--compression-mode file`` or ``message`` with
+            zstd) or as :func:`~robot_rl.data.convert.rosbag_export.lerobot_to_bag` does.
         dst: the new dataset's folder; must not exist.
         topics: a topics YAML file or a loaded :class:`~robot_rl.data.convert.rosbag_topics.TopicsConfig`.
         fps: overrides the topics file's ``fps``.
@@ -295,7 +300,9 @@ def bag_to_lerobot(
     cfg = topics if isinstance(topics, rt.TopicsConfig) else rt.load_topics(topics)
     fps = int(fps or cfg.fps)
     if not is_rosbag2(bag):
-        raise DatasetError(f"{bag}: not a rosbag2 folder (metadata.yaml and a .db3 or .mcap file)")
+        raise DatasetError(
+            f"{bag}: not a rosbag2 folder (metadata.yaml and a .db3 or .mcap file, or either as .zstd)"
+        )
     rm.typestore()  # MissingExtraError before anything else when rosbags is absent
     from rosbags.rosbag2 import Reader
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,42 @@ from robot_rl.data.errors import DatasetError
 
 START_NS = 1_700_000_000 * align.NS  # the first episode's first frame (2023-11-14), never 0 (unset)
 STORAGES = ("sqlite3", "mcap")
+# rosbag2 metadata version 8 is the one form both Humble's and Jazzy's rosbag2 read. Humble (writes 5)
+# decodes any version >= 5 and ignores keys it does not know, but reads ``offered_qos_profiles`` as a YAML
+# string (a list there throws); Jazzy (writes 9) reads that string for versions 4-8 and a YAML list only
+# from 9, and needs ``custom_data`` (6+), ``type_description_hash`` (7+) and ``ros_distro`` (8+), which
+# ``rosbags`` writes. The same integer-policy QoS string goes into the sqlite3 ``topics`` table and the
+# MCAP channel metadata, where both distros read it too.
+METADATA_VERSION = 8
+INFINITE_S, INFINITE_NS = 9223372036, 854775807  # RMW_DURATION_INFINITE, as ros2 bag record stores it
+
+
+@cache
+def offered_qos():
+    """The QoS profile recorded for every exported topic (``ros2 bag play`` offers it again): a default
+    rclcpp publisher's, reliable and volatile as the project's nodes publish: keep last 10, automatic
+    liveliness, infinite deadline, lifespan and lease. Returns a ``rosbags.interfaces.Qos``."""
+    from rosbags.interfaces import (
+        Qos,
+        QosDurability,
+        QosHistory,
+        QosLiveliness,
+        QosReliability,
+        QosTime,
+    )
+
+    infinite = QosTime(INFINITE_S, INFINITE_NS)
+    return Qos(
+        QosHistory.KEEP_LAST,
+        10,
+        QosReliability.RELIABLE,
+        QosDurability.VOLATILE,
+        infinite,
+        infinite,
+        QosLiveliness.AUTOMATIC,
+        infinite,
+        False,
+    )
 
 
 def _joints(spec: rt.VectorTopic, msgtype: str, names: list[str] | None, dim: int, where: str) -> list[str]:
@@ -65,6 +102,10 @@ def lerobot_to_bag(
 
     Without a topics file: ``/joint_states``, ``/action`` and ``/camera/<camera>/image_raw``.
 
+    The bag is one ``<dst name>.db3`` or ``.mcap`` file beside a ``metadata.yaml`` of rosbag2 metadata
+    version 8 (see ``METADATA_VERSION``), which Humble's and Jazzy's rosbag2 (``ros2 bag info/play``) both
+    read; each topic records one offered QoS profile (:func:`offered_qos`).
+
     Args:
         src: dataset root. dst: the bag folder to create (must not exist).
         topics: a topics file or a loaded config. episodes: episode indices (default [0]).
@@ -95,13 +136,19 @@ def lerobot_to_bag(
     shutil.rmtree(stage, ignore_errors=True)
     try:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-        with Writer(stage / dst.name, version=9, storage_plugin=plugin) as writer:
+        with Writer(stage / dst.name, version=METADATA_VERSION, storage_plugin=plugin) as writer:
             _write(ds, cfg, writer, episodes if episodes is not None else [0])
         os.replace(stage / dst.name, dst)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         ds.close()
     return dst
+
+
+def _connection(writer, topic: str, msgtype: str):
+    return writer.add_connection(
+        topic, msgtype, typestore=rm.typestore(), offered_qos_profiles=[offered_qos()]
+    )
 
 
 def _write(ds, cfg: rt.TopicsConfig, writer, episodes: list[int]) -> None:
@@ -119,19 +166,17 @@ def _write(ds, cfg: rt.TopicsConfig, writer, episodes: list[int]) -> None:
         where = f"{ds.root}: {key} -> {spec.topic}"
         msgtype = _vector_type(spec, default, dim, where)
         joints = _joints(spec, msgtype, ds.features[key].get("names"), dim, where)
-        vectors.append(
-            (key, spec, msgtype, joints, writer.add_connection(spec.topic, msgtype, typestore=store))
-        )
+        vectors.append((key, spec, msgtype, joints, _connection(writer, spec.topic, msgtype)))
     cameras = []
     for key in ds.video_keys:
         name = key.removeprefix(keys.IMAGE_PREFIX)
         cam = cfg.cameras.get(name, rt.CameraTopic(topic=f"/camera/{name}/image_raw"))
         msgtype = rt.full_type(cam.type) if cam.type else rt.IMAGE
-        cameras.append((key, msgtype, writer.add_connection(cam.topic, msgtype, typestore=store)))
+        cameras.append((key, msgtype, _connection(writer, cam.topic, msgtype)))
     marker = None
     if cfg.episodes.split == "topic":
         mtype = rt.full_type(cfg.episodes.type) if cfg.episodes.type else rt.BOOL
-        marker = (mtype, writer.add_connection(cfg.episodes.topic, mtype, typestore=store))
+        marker = (mtype, _connection(writer, cfg.episodes.topic, mtype))
     half = align.NS // (2 * ds.fps)
     start = START_NS
     for ep in episodes:
