@@ -420,7 +420,10 @@ def _write_sqlite(path: Path, distro: str, topics: list[Topic], messages, metada
         [(t, ids[name], bytes(data)) for t, name, data in messages],
     )
     if distro == "jazzy":  # update_metadata() at close stores the bag's metadata in the file too
-        db.execute("INSERT INTO metadata (metadata_version, metadata) VALUES (?, ?)", (9, _dump(metadata)))
+        db.execute(
+            "INSERT INTO metadata (metadata_version, metadata) VALUES (?, ?)",
+            (METADATA_VERSION[distro], _dump(metadata)),
+        )
     db.commit()
     db.close()
 
