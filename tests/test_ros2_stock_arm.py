@@ -46,8 +46,7 @@ def stock(domain: int, transport: str = "cyclonedds", **kw) -> Ros2Config:
         "ee_pose_topic": "",
         "kinematics": "panda",
         "joint_command": "trajectory",
-        "ee_command": "ik",
-        "twist_topic": "",
+        "ee_command": "ik",  # twist_topic stays set, unused
         "gripper_joint": "panda_finger_joint1",
         "gripper_open": 0.04,
         "gripper_closed": 0.0,
@@ -266,7 +265,7 @@ def test_servo_twists_move_the_stock_arm_on_rclpy_only_after_its_start_service(t
             time.sleep(0.5)
             assert jog(robot) > 0.05  # speed_units: 0.1 m/s for about 0.8 s, integrated by the node
         missing = stock(domain, "rclpy", servo_start_service="/nobody/start_servo", **servo)
-        missing.connect_wait_s = 1.0
+        missing.connect_wait_s = 4.0  # discovery of a new rclpy node first, then the service wait
         with pytest.raises(RobotConnectionError, match="MoveIt Servo not started .*/nobody/start_servo"):
             RosRobot(missing).connect()
     finally:

@@ -282,7 +282,7 @@ class RosRobot(Robot):
             self._pubs["joint"] = shared.publisher(msgs.Float64MultiArray, cfg.position_topic)
         elif cfg.joint_command == "trajectory":
             self._pubs["joint"] = shared.publisher(msgs.JointTrajectory, cfg.trajectory_topic)
-        if cfg.twist_topic:
+        if CommandMode.EE_VELOCITY in self.modes:  # ee_command twist on twist_topic
             self._pubs["twist"] = shared.publisher(msgs.TwistStamped, cfg.twist_topic)
         if cfg.gripper_topic:
             kind = msgs.JointTrajectory if cfg.gripper_command == "trajectory" else msgs.Float64MultiArray
