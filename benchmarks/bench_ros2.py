@@ -1,4 +1,4 @@
-"""Round-trip latency observation -> action over ROS 2 DDS (cyclonedds, loopback) vs in process (issue 17).
+"""Round-trip latency observation -> action over ROS 2 DDS (loopback) vs in process (issues 17, 34).
 
 A robot side publishes each control tick's observation as ROS 2 messages, as ``sim_robot_node`` does: one
 ``sensor_msgs/JointState`` and one ``sensor_msgs/Image`` (rgb8, H x W) per camera, all stamped with the
@@ -10,8 +10,13 @@ same host). In-process baseline: the same message building, checks, decoding and
 (no DDS, no serialisation, no second process). A tick whose action never arrives counts as lost (a
 best-effort reader drops a sample whose fragments did not all arrive, or a newer one replaced it).
 
-Rows: control rate 10/30 Hz x 1/2 cameras x 96x128/480x640; p50/p99 ms and lost ticks.
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ros2.py [--seconds 10]`` (about 2 minutes at 10 s).
+Both sides use one transport per row (``--transports``): ``cyclonedds`` (the project's plain-DDS transport)
+or ``rclpy`` (ROS 2 Kilted's rclpy on ``rmw_fastrtps_cpp``, Fast DDS); the ratio column is each row's p50
+over the in-process p50 of the same rate, cameras and size.
+
+Rows: control rate 10/30 Hz x 1/2 cameras x 96x128/480x640 x transport; p50/p99 ms and lost ticks.
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ros2.py [--seconds 10] [--transports cyclonedds rclpy]``
+(about 2 minutes per transport at 10 s).
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ from robot_rl.hardware.ros2.transport import make_node
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 
 
-def _flags(domain: int) -> list[str]:
-    return ["--ros-transport", "cyclonedds", f"--domain-id={domain}", "--dds-loopback"]
+def _flags(domain: int, transport: str) -> list[str]:
+    return ["--ros-transport", transport, f"--domain-id={domain}", "--dds-loopback"]
 
 
 def _observation(cameras: int, h: int, w: int, pixels: bytes) -> list:
@@ -51,9 +56,9 @@ def _action(joints: msgs.JointState, images: list[msgs.Image], h: int, w: int) -
     return np.array([pos[0] * 1e-3, float(np.mean(means)) * 1e-6, 0.0])
 
 
-def respond(domain: int, cameras: int, h: int, w: int) -> None:
+def respond(domain: int, cameras: int, h: int, w: int, transport: str) -> None:
     """The policy side: for each complete tick, publish the action with the tick's stamp."""
-    node = make_node("bench_policy", parse_args(_flags(domain), "bench_policy"))
+    node = make_node("bench_policy", parse_args(_flags(domain, transport), "bench_policy"))
     pub = node.publisher(msgs.TwistStamped, "/bench/action")
     pending: dict[tuple[int, int], dict] = {}
 
@@ -82,16 +87,18 @@ def respond(domain: int, cameras: int, h: int, w: int) -> None:
     node.close()
 
 
-def over_dds(rate: float, cameras: int, h: int, w: int, seconds: float, domain: int) -> tuple[list, int]:
+def over_dds(
+    rate: float, cameras: int, h: int, w: int, seconds: float, domain: int, transport: str
+) -> tuple[list, int]:
     """Latencies (s) of the ticks whose action came back over DDS, and the number of ticks sent."""
     child = subprocess.Popen(
-        [sys.executable, __file__, "--respond", str(domain), str(cameras), str(h), str(w)],
+        [sys.executable, __file__, "--respond", str(domain), str(cameras), str(h), str(w), transport],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert child.stdout.readline().strip() == "ready"
-    node = make_node("bench_robot", parse_args(_flags(domain), "bench_robot"))
+    node = make_node("bench_robot", parse_args(_flags(domain, transport), "bench_robot"))
     pubs = [node.publisher(msgs.JointState, "/joint_states")]
     pubs += [node.publisher(msgs.Image, f"/camera/cam{c}/image_raw", depth=2) for c in range(cameras)]
     sent: dict[tuple[int, int], float] = {}
@@ -165,31 +172,33 @@ def main() -> None:
     p.add_argument("--rates", type=float, nargs="+", default=[10.0, 30.0])
     p.add_argument("--cameras", type=int, nargs="+", default=[1, 2])
     p.add_argument("--sizes", nargs="+", default=["96x128", "480x640"], help="HxW")
-    p.add_argument("--respond", nargs=4, type=int, help=argparse.SUPPRESS)
+    p.add_argument("--transports", nargs="+", default=["cyclonedds"], choices=["cyclonedds", "rclpy"])
+    p.add_argument("--respond", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.respond:
-        respond(*args.respond)
+        respond(*(int(v) for v in args.respond[:4]), args.respond[4])
         return
     domain = 150 + os.getpid() % 70
     print(f"load average at start: {os.getloadavg()[0]:.2f} (cpu cores: {os.cpu_count()})")
     print(
-        f"{'rate':>5} {'cams':>4} {'HxW':>8} | {'in-proc p50':>11} {'p99':>7} | {'DDS p50':>8} {'p99':>7}"
-        f" {'lost':>9} | {'p50 ratio':>9}"
+        f"{'rate':>5} {'cams':>4} {'HxW':>8} | {'in-proc p50':>11} {'p99':>7} | {'transport':>10}"
+        f" {'DDS p50':>8} {'p99':>7} {'lost':>9} | {'p50 ratio':>9}"
     )
     for size in args.sizes:
         h, w = (int(v) for v in size.split("x"))
         for cameras in args.cameras:
             for rate in args.rates:
                 local = np.array(in_process(rate, cameras, h, w, min(args.seconds, 3.0))) * 1e3
-                dds, n = over_dds(rate, cameras, h, w, args.seconds, domain)
-                dds = np.array(dds) * 1e3
                 lp50, lp99 = np.percentile(local, [50, 99])
-                dp50, dp99 = np.percentile(dds, [50, 99]) if len(dds) else (np.nan, np.nan)
-                print(
-                    f"{rate:5.0f} {cameras:4d} {size:>8} | {lp50:8.2f} ms {lp99:7.2f} | {dp50:5.2f} ms"
-                    f" {dp99:7.2f} {n - len(dds):4d}/{n:<4d} | x{dp50 / lp50:8.1f}",
-                    flush=True,
-                )
+                for transport in args.transports:
+                    dds, n = over_dds(rate, cameras, h, w, args.seconds, domain, transport)
+                    dds = np.array(dds) * 1e3
+                    dp50, dp99 = np.percentile(dds, [50, 99]) if len(dds) else (np.nan, np.nan)
+                    print(
+                        f"{rate:5.0f} {cameras:4d} {size:>8} | {lp50:8.2f} ms {lp99:7.2f} | {transport:>10}"
+                        f" {dp50:5.2f} ms {dp99:7.2f} {n - len(dds):4d}/{n:<4d} | x{dp50 / lp50:8.1f}",
+                        flush=True,
+                    )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
