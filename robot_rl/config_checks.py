@@ -556,6 +556,11 @@ def _ros2_stock_problems(ros2: Any) -> list[str]:
         out.append(
             "env.robot.ros2.ee_command=ik: needs kinematics (e.g. panda) and a joint_command (trajectory)"
         )
+    if ros2.servo_start_service and ros2.transport == "cyclonedds":
+        out.append(
+            "env.robot.ros2.servo_start_service: calling a ROS 2 service needs transport rclpy (or auto with "
+            "rclpy installed); the cyclonedds transport has no services"
+        )
     if ros2.gripper_open == ros2.gripper_closed:
         out.append(f"env.robot.ros2.gripper_open, gripper_closed: both {ros2.gripper_open}; they must differ")
     if not ros2.gripper_joint:

@@ -285,6 +285,10 @@ def test_servo_twists_move_the_stock_arm_on_rclpy_only_after_its_start_service(t
         (["--env.robot.ros2.clock_skew_s=0.6"], "clock_skew_s=0.6 must be at most stale_s=0.5"),
         (["--env.robot.ros2.servo_start_service=start_servo"], "servo_start_service='start_servo'"),
         (["--env.robot.ros2.ee_pose_topic="], "no end-effector pose"),
+        (
+            ["--env.robot.ros2.transport=cyclonedds", "--env.robot.ros2.servo_start_service=/servo/start"],
+            "servo_start_service: calling a ROS 2 service needs transport rclpy",
+        ),
     ],
 )
 def test_stock_arm_keys_are_checked_by_name(overrides, message):

@@ -283,7 +283,7 @@ class SimRobotNode:
                 )
             self.robot.reset_scene(int(text) if text else None)
             self._twist_time = -np.inf
-            self.pub_reset.publish(msgs.Header(msgs.stamp(), text))
+            self.pub_reset.publish(msgs.Header(self._stamp(), text))
 
         self._guard("reset_scene", go)
 
