@@ -3,7 +3,9 @@
 Each check returns the message's content as arrays or raises :class:`Rejected` with the reason; the node
 that received the message logs the reason (``rejected <topic>: <reason>``), counts it and drops the
 message. A header stamp of zero means "now" (ROS' convention for commands); any other stamp more than
-``stale_s`` away from the receiver's clock (past or future) is stale.
+``stale_s`` away from the receiver's clock (past or future) is stale (:func:`check_stamp`), or, where the
+sender's clock may differ from the receiver's, more than ``stale_s`` away once the clocks' offset measured
+on the topic's first message is taken off (:class:`Freshness`).
 """
 
 from __future__ import annotations
