@@ -285,3 +285,24 @@ def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late():
         robot.disconnect()
         thread.join()
         pub_node.close()
+
+
+def test_a_gripper_command_keeps_the_arms_joint_target(sim_node):
+    """A joint target, then the gripper alone: the arm keeps the joint target (the gripper used to go in as
+    a zero ee_delta, which re-solved the arm by IK and undid the joint move, e.g. a home motion's)."""
+    app, domain = sim_node
+    pub = make_node("test_grip", parse_args(node_flags(domain), "t"))
+    try:
+        pos = pub.publisher(msgs.Float64MultiArray, "/forward_position_controller/commands")
+        grip = pub.publisher(msgs.Float64MultiArray, "/gripper_controller/commands")
+        assert _wait(lambda: pos.subscription_count() > 0 and grip.subscription_count() > 0)
+        target = app.robot.env.controller.q_des.copy()
+        target[0] += 0.2
+        pos.publish(msgs.Float64MultiArray(data=target.tolist()))
+        assert _wait(lambda: app.commands == 1)
+        grip.publish(msgs.Float64MultiArray(data=[1.0]))
+        assert _wait(lambda: app.commands == 2)
+        assert app.robot.env.controller.q_des == pytest.approx(target)
+        assert _wait(lambda: app.robot.read().gripper > 0.9, 3.0)
+    finally:
+        pub.close()

@@ -130,6 +130,7 @@ class SimRobotNode:
         self.rejected: dict[str, int] = {}
         self.commands = 0
         self.servo_started = False
+        self._joint_target = False  # the arm's last target came from joint positions (else the ee target)
         self._twist = np.zeros(6)
         self._twist_time = -np.inf
         self._last = time.monotonic()
@@ -219,6 +220,17 @@ class SimRobotNode:
             self.robot.command(cmd)
         except CommandRejected as err:
             raise validate.Rejected(str(err)) from None
+        self._joint_target = cmd.mode == CommandMode.JOINT_POSITION
+
+    def _grip(self, closure: float) -> None:
+        """Move the gripper to ``closure`` in [0, 1]; the arm keeps the target of its last command (a zero
+        ee_delta after joint targets would re-solve them by IK, undoing the joint move)."""
+        now = time.monotonic()
+        if self._joint_target:
+            cmd = Command(CommandMode.JOINT_POSITION, self.robot.env.controller.q_des.copy(), closure, now)
+        else:
+            cmd = Command(CommandMode.EE_DELTA, np.zeros(3), closure, now)
+        self._apply(cmd)
 
     def _on_position(self, msg: msgs.Float64MultiArray) -> None:
         def go():
@@ -242,10 +254,7 @@ class SimRobotNode:
     def _on_finger_trajectory(self, msg: msgs.JointTrajectory) -> None:
         def go():
             validate.check_stamp(msg.header, self.node.now(), self.stale_s)
-            closure = stock_arm.gripper_closure(msg)
-            # the arm keeps its joint target (a zero ee_delta would re-solve it by IK, undoing joint moves)
-            q_des = self.robot.env.controller.q_des.copy()
-            self._apply(Command(CommandMode.JOINT_POSITION, q_des, closure, time.monotonic()))
+            self._grip(stock_arm.gripper_closure(msg))
 
         self._guard("gripper trajectory command", go)
 
@@ -270,7 +279,7 @@ class SimRobotNode:
         def go():
             if len(msg.data) != 1 or not (np.isfinite(msg.data[0]) and 0.0 <= msg.data[0] <= 1.0):
                 raise validate.Rejected(f"gripper command must be one value in [0, 1], got {list(msg.data)}")
-            self._apply(Command(CommandMode.EE_DELTA, np.zeros(3), float(msg.data[0]), time.monotonic()))
+            self._grip(float(msg.data[0]))
 
         self._guard("gripper command", go)
 
@@ -282,7 +291,7 @@ class SimRobotNode:
                     f"reset_scene seed must be empty or an integer in [0, 2**32), got {text!r:.40}"
                 )
             self.robot.reset_scene(int(text) if text else None)
-            self._twist_time = -np.inf
+            self._twist_time, self._joint_target = -np.inf, False
             self.pub_reset.publish(msgs.Header(self._stamp(), text))
 
         self._guard("reset_scene", go)
@@ -294,6 +303,7 @@ class SimRobotNode:
         self._last = now
         if now - self._twist_time <= self.command_timeout_s and np.any(self._twist[:3]):
             self.robot.command(Command(CommandMode.EE_DELTA, self._twist[:3] * dt, None, now))
+            self._joint_target = False
         self.robot.advance(dt)
         self._sim_time += dt
         state = self.robot.read()
