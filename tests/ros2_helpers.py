@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import threading
 
 import pytest
 
@@ -34,3 +35,24 @@ def new_domain() -> int:
 def node_flags(domain: int, transport: str = "cyclonedds") -> list[str]:
     """Command-line flags putting a node on ``domain`` over ``transport``, discovery on loopback only."""
     return ["--ros-transport", transport, f"--domain-id={domain}", "--dds-loopback"]
+
+
+class Spun:
+    """A node app (``factory(node)``, e.g. ``SimRobotNode``) on a fresh node of ``domain`` over
+    ``transport``, spun by a thread as ``run_node`` would; ``close`` stops the thread, then the app."""
+
+    def __init__(self, name: str, factory, domain: int, transport: str, *params: str) -> None:
+        from robot_rl.hardware.ros2.node import parse_args
+        from robot_rl.hardware.ros2.transport import make_node
+
+        self.domain = domain
+        self.node = make_node(name, parse_args([*node_flags(domain, transport), *params], name))
+        self.app = factory(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.node.spin, args=(self._stop.is_set,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.app.close()

@@ -10,7 +10,6 @@ import logging
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 
 pytest.importorskip("cyclonedds")
 from launch_files import ROBOT_RL  # noqa: E402
-from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, Spun, new_domain, node_flags  # noqa: E402
 
 from robot_rl.config import Ros2Config  # noqa: E402
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
@@ -34,22 +33,6 @@ def _wait(cond, timeout_s: float) -> bool:
     while not cond() and time.monotonic() < deadline:
         time.sleep(0.02)
     return cond()
-
-
-class Spun:
-    """A node app built on a fresh node of ``domain`` and spun by a thread (as ``run_node`` would)."""
-
-    def __init__(self, name: str, factory, domain: int, transport: str, *params: str) -> None:
-        self.node = make_node(name, parse_args([*node_flags(domain, transport), *params], name))
-        self.app = factory(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.node.spin, args=(self._stop.is_set,), daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.app.close()
 
 
 def _joy(axes=(0.0,) * 6, buttons=(0,) * 8, stamp=None) -> msgs.Joy:

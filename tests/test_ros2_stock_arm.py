@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 pytest.importorskip("cyclonedds")
-from ros2_helpers import new_domain, node_flags  # noqa: E402
+from ros2_helpers import Spun, new_domain, node_flags  # noqa: E402
 
 from robot_rl.config import EnvConfig, RobotConfig, Ros2Config  # noqa: E402
 from robot_rl.hardware.errors import RobotConnectionError, RobotFault  # noqa: E402
@@ -64,29 +64,17 @@ def _wait(cond, timeout_s=5.0):
     return cond()
 
 
-class Spun:
-    """``sim_robot_node mode:=stock`` in this process on its own domain, spun by a thread."""
+def _stock_arm(*params: str) -> Spun:
+    """``sim_robot_node mode:=stock`` in this process on its own domain (cyclonedds), spun by a thread."""
+    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
 
-    def __init__(self, *params: str) -> None:
-        from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
-
-        self.domain = new_domain()
-        argv = [*node_flags(self.domain), "mode:=stock", "state_rate_hz:=50.0", *params]
-        self.node = make_node("sim_robot_node", parse_args(argv, "sim"))
-        self.app = SimRobotNode(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.node.spin, args=(self._stop.is_set,), daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.app.close()
+    stock = ("mode:=stock", "state_rate_hz:=50.0", *params)
+    return Spun("sim_robot_node", SimRobotNode, new_domain(), "cyclonedds", *stock)
 
 
 @pytest.fixture(scope="module")
 def arm():
-    spun = Spun()
+    spun = _stock_arm()
     yield spun
     spun.close()
 
@@ -199,7 +187,7 @@ def test_hardware_check_move_fails_unless_the_arm_is_seen_to_move(arm, tmp_path,
 def test_skewed_stamps_are_judged_by_receive_time_with_one_warning(caplog):
     """``use_sim_time`` on the robot: stamps count from 0. Before, the 0.5 s header filter rejected every
     message and connect failed; now the offset of the first one is taken as the clocks' difference."""
-    spun = Spun("use_sim_time:=true")
+    spun = _stock_arm("use_sim_time:=true")
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
     try:
         robot = RosRobot(stock(spun.domain), timeout_s=2.0)
