@@ -27,7 +27,11 @@ log = logging.getLogger(__name__)
 RECORD_SEED_OFFSET = 3_000_000
 """Env seeds of recorded episodes (demos use 0.., evaluation 1,000,000.., online 2,000,000..); the sim-backed
 robot places its cube from them, a real scene ignores them."""
-TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader", "sim_human")
+TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader", "sim_human", "ros2")
+ROS2_INTERVENTION_PREFIX = "/robot_rl/intervention"
+"""Where ``--teleop ros2`` reads the operator: ``intervention_node``'s default topic prefix."""
+ROS2_INTERVENTION_TIMEOUT_S = 0.5
+"""``--teleop ros2``: largest age (s) of the operator's ``active``/``twist`` messages that still drive."""
 
 
 def make_teleop(
@@ -40,12 +44,17 @@ def make_teleop(
     ``leader``: :class:`robot_rl.teleop.leader.LeaderArm`, the SO-101 at ``env.robot.leader_port`` with
     ``env.robot.leader_calibration`` (status timeout ``env.robot.bus_timeout_s``), mapped joint to joint
     onto the follower (``env.robot.action=joint_position``), its targets clipped to ``follower_limits``
-    (the follower's :class:`~robot_rl.hardware.robot.RobotLimits`).
+    (the follower's :class:`~robot_rl.hardware.robot.RobotLimits`). ``ros2``: the operator on ROS 2,
+    ``intervention_node``'s topics under :data:`ROS2_INTERVENTION_PREFIX` (``twist``, ``active``,
+    ``gripper``, ``label``; a Joy pad through ``intervention_node``, or any node publishing them) as
+    :class:`~robot_rl.hardware.ros2.intervention_device.RosInterventionDevice`, on the ROS 2 arm's node
+    (``env.robot.driver=ros2``).
 
     Raises:
         ValueError: unknown ``name``.
-        ConfigError: the device does not fit ``env.robot.action``, or ``leader`` without
-            ``env.robot.leader_port``/``leader_calibration`` (names the key).
+        ConfigError: the device does not fit ``env.robot.action``, ``leader`` without
+            ``env.robot.leader_port``/``leader_calibration``, or ``ros2`` without ``env.robot.driver=ros2``
+            (names the key).
         DeviceError: the device or its package is missing (names it and the fix).
     """
     from dataclasses import replace
@@ -81,6 +90,22 @@ def make_teleop(
         raise ConfigError(
             f"--teleop {name} drives end-effector deltas, but env.robot.action={mode} takes joint targets; "
             "use --teleop leader or env.robot.action=ee_delta"
+        )
+    if name == "ros2":
+        if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
+            raise ConfigError(
+                "--teleop ros2 reads the operator from ROS 2 topics on the arm's ROS 2 domain; set "
+                "env.robot.driver=ros2 (and env.robot.ros2)"
+            )
+        from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
+
+        return RosInterventionDevice(
+            cfg.env.robot.ros2,
+            ROS2_INTERVENTION_PREFIX,
+            action_low,
+            action_high,
+            cfg.intervention.scale,
+            ROS2_INTERVENTION_TIMEOUT_S,
         )
     from robot_rl.teleop import make_device
 
