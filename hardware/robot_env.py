@@ -69,6 +69,12 @@ from robot_rl.sim.panda_pick_cube import ENV_STATE_DIM, MAX_DELTA_M, TASK, check
 
 log = logging.getLogger(__name__)
 CAMERA_TIMEOUT_S = 1.0
+HOME_STALL_PERIODS = 10
+"""Control periods without a joint nearer home after which the home motion counts as blocked."""
+HOME_PROGRESS_RAD = 1e-3
+"""Least decrease (rad) of the largest joint error from home that counts as progress."""
+HOME_APPROACH_TOL_M = 0.01
+"""How near (m) the blocked home motion's Cartesian approach brings the end effector to home's position."""
 
 
 def state_vector(state: RobotState) -> np.ndarray:
@@ -449,7 +455,11 @@ class RobotEnv(gym.Env):
         limits) per joint, gripper open, one command per control period. Returns the commands sent.
 
         A move the safety layer refuses for now (the arm still too fast to switch to joint control safely)
-        makes the robot hold for a period and is retried.
+        makes the robot hold for a period and is retried. When the joint-space path is blocked (no joint
+        nearer home for :data:`HOME_STALL_PERIODS` periods: the safety layer shortens every step because the
+        straight joint path leaves the workspace box, e.g. from a far corner of it), a robot with a kinematic
+        model and ``ee_delta`` commands first moves its end effector to the home posture's position inside
+        the box (:meth:`_approach_home_position`), then the joint moves resume.
 
         Raises:
             RobotFault: the measured posture is not within ``home_tolerance`` rad after ``home_timeout_s``.
@@ -459,11 +469,22 @@ class RobotEnv(gym.Env):
         step = np.minimum(self.rcfg.home_speed, limits.joint_vel_max) / hz
         target, tol = self.home, self.rcfg.home_tolerance
         cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
+        budget = max(1, int(np.ceil(self.rcfg.home_timeout_s * hz)))
+        best, stalled, approached = np.inf, 0, False
         self.rate.restart()
-        for sent in range(max(1, int(np.ceil(self.rcfg.home_timeout_s * hz)))):
+        sent = 0
+        while sent < budget:
             q = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
-            if np.max(np.abs(target - q)) <= tol:
+            err = float(np.max(np.abs(target - q)))
+            if err <= tol:
                 return sent
+            best, stalled = (err, 0) if err < best - HOME_PROGRESS_RAD else (best, stalled + 1)
+            if stalled >= HOME_STALL_PERIODS and not approached and self._can_approach_home():
+                approached = True
+                sent += self._approach_home_position(budget - sent)
+                cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
+                best, stalled = np.inf, 0
+                continue
             nxt = cmd + np.clip(target - cmd, -step, step)
             try:
                 self.robot.command(Command(CommandMode.JOINT_POSITION, nxt, 0.0, time.monotonic()))
@@ -473,6 +494,7 @@ class RobotEnv(gym.Env):
                     raise
                 self.robot.hold()  # let the arm slow down, then start again from where it is
                 cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
+            sent += 1
             self.rate.wait()
         worst = int(np.argmax(np.abs(target - q)))
         raise RobotFault(
@@ -480,6 +502,32 @@ class RobotEnv(gym.Env):
             f"{tol:g} rad in {self.rcfg.home_timeout_s:g} s (joint {limits.joint_names[worst]} is "
             f"{q[worst]:.3f} rad, home {target[worst]:.3f} rad)"
         )
+
+    def _can_approach_home(self) -> bool:
+        """The robot takes ``ee_delta`` and has a kinematic model (the home posture's position is known)."""
+        if CommandMode.EE_DELTA not in self.robot.modes:
+            return False
+        return self.robot.forward_kinematics(self.home) is not None
+
+    def _approach_home_position(self, budget: int) -> int:
+        """``ee_delta`` steps (at most ``ee_step_max`` m each, one per control period, inside the box as the
+        safety layer keeps every ``ee_delta`` target) towards the end-effector position of the home posture,
+        until within :data:`HOME_APPROACH_TOL_M` or ``budget`` commands. Returns the commands sent."""
+        goal = np.asarray(self.robot.forward_kinematics(self.home), dtype=np.float64)
+        max_step = self.robot.limits.ee_step_max
+        for sent in range(budget):
+            delta = goal - np.asarray(self.robot.read().ee_pos, dtype=np.float64)
+            if np.linalg.norm(delta) <= HOME_APPROACH_TOL_M:
+                return sent
+            step = np.clip(delta, -max_step, max_step)
+            try:
+                self.robot.command(Command(CommandMode.EE_DELTA, step, 0.0, time.monotonic()))
+            except CommandRejected:
+                if getattr(self.robot, "estopped", False):
+                    raise
+                self.robot.hold()
+            self.rate.wait()
+        return budget
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, render_mode: str | None = None) -> RobotEnv:

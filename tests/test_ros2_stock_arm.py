@@ -157,6 +157,29 @@ def test_reset_without_a_scene_reset_is_the_home_motion_and_a_human(arm):
         RobotEnv(SafeRobot(RosRobot(robot_cfg.ros2, timeout_s=2.0)), {}, EnvConfig(robot=robot_cfg))
 
 
+def test_home_motion_from_a_far_corner_of_the_box_reaches_home(arm):
+    """Before: from the far upper corner the straight joint path home leaves the workspace box, the safety
+    layer shortened every step to nothing, and the reset failed ("home motion did not reach ...")."""
+    from robot_rl.hardware.robot_env import RobotEnv
+
+    robot_cfg = RobotConfig(driver="ros2", ros2=stock(arm.domain), timeout_s=2.0, success="operator")
+    robot_cfg.reset = "none"
+    env = RobotEnv.from_config(EnvConfig(robot=robot_cfg, max_episode_steps=30))
+    try:
+        env.reset(seed=0)
+        home = env.home.copy()
+        for _ in range(25):  # +x +y +z at the largest step: into the corner (0.66, 0.28, 0.43)
+            obs, *_ = env.step(np.array([0.03, 0.03, 0.03, 0.0], np.float32))
+        assert np.all(obs["observation.state"][14:17] > [0.6, 0.25, 0.4]), obs["observation.state"][14:17]
+        obs, info = env.reset(seed=1)
+        assert np.max(np.abs(env.robot.read().joint_pos - home)) <= robot_cfg.home_tolerance
+        ee = obs["observation.state"][14:17]
+        assert np.all(ee >= np.array(robot_cfg.ros2.ee_low) - 0.005), ee
+        assert np.all(ee <= np.array(robot_cfg.ros2.ee_high) + 0.005), ee
+    finally:
+        env.close()
+
+
 def test_hardware_check_move_fails_unless_the_arm_is_seen_to_move(arm, tmp_path, capsys):
     """Before: ``--move`` printed ``moved 0.0000`` and a NaN pose, and exited 0."""
     from robot_rl.cli.main import main

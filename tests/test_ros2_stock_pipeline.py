@@ -1,8 +1,9 @@
-"""record -> train -> eval on the stock-mode ROS 2 arm, every process real: ``sim_robot_node mode:=stock``
-on rclpy (Fast DDS), a plain rclpy operator (``tests/rclpy_operator.py``, no robot_rl import) driving
+"""record -> train -> eval -> online on the stock-mode ROS 2 arm, every process real: ``sim_robot_node
+mode:=stock`` on rclpy (Fast DDS), a plain rclpy operator (``tests/rclpy_operator.py``, no robot_rl import) driving
 ``robot-rl record --teleop ros2`` through the robot bridge (IK joint targets to the JointTrajectoryController,
 the fingers through their trajectory controller, the pose from the project's Panda model), then BC on the
-recorded dataset and ``robot-rl eval`` of it on the same arm."""
+recorded dataset and ``robot-rl eval`` of it on the same arm, and online RL (QC from the offline stage) whose
+actor acts on that arm and feeds the learner."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import yaml
 
 pytest.importorskip("rclpy")
 from launch_files import ROBOT_RL  # noqa: E402
-from online_setup import overrides  # noqa: E402
+from online_setup import free_address, overrides  # noqa: E402
 from ros2_helpers import new_domain, node_flags  # noqa: E402
 
 from robot_rl.hardware.ros2 import stock_arm  # noqa: E402
@@ -54,10 +55,10 @@ def _arm_config(path: Path, domain: int) -> Path:
     return path
 
 
-def _cli(run: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*ROBOT_RL, *args, *overrides(run)], capture_output=True, text=True, timeout=300, env=env
-    )
+def _cli(run: Path, *args: str, extra: tuple[str, ...] = (), env: dict) -> subprocess.CompletedProcess:
+    """``robot-rl ARGS`` on ``run`` with the tiny test settings, then ``extra`` flags (which win)."""
+    cmd = [*ROBOT_RL, *args, *overrides(run, *extra)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.slow
@@ -80,13 +81,14 @@ def test_plain_rclpy_operator_records_then_bc_trains_and_evals_on_the_stock_arm(
     )
     run = tmp_path / "run"
     config = str(_arm_config(tmp_path / "arm.yaml", domain))
+    # online: no simulated human on a stock arm (it reads the scene's cube), a small budget, a free port
+    online = ("--intervention.device=none", "--online.env_steps=30", f"--online.address={free_address()}")
     try:
         recorded = _cli(run, "record", "--config", config, "--teleop", "ros2", "--num_episodes", "2", env=env)
         assert recorded.returncode == 0, recorded.stderr[-3000:]
-        trained = _cli(run, "train", "--algo", "bc", "--config", config, env=env)
-        assert trained.returncode == 0, trained.stderr[-3000:]
-        evaluated = _cli(run, "eval", "--algo", "bc", "--config", config, env=env)
-        assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+        for stage in (["train", "--algo", "offline"], ["eval", "--algo", "bc"], ["online"]):
+            done = _cli(run, *stage, "--config", config, extra=online, env=env)
+            assert done.returncode == 0, f"{stage}: {done.stderr[-3000:]}"
     finally:
         operator.stdin.close()
         operator.wait(timeout=10)
@@ -108,3 +110,5 @@ def test_plain_rclpy_operator_records_then_bc_trains_and_evals_on_the_stock_arm(
     assert np.isfinite(state).all()
     results = json.loads(next((run / "eval").glob("bc_seed0*.json")).read_text())
     assert len(results["episodes"]) == 2, results
+    online_stage = json.loads((run / "stages" / "online_qc_seed0.json").read_text())
+    assert online_stage["env_steps"] >= 30 and online_stage["actor_exit_codes"] == [0], online_stage
