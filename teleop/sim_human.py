@@ -11,7 +11,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.config import InterventionConfig
-from robot_rl.runtime.intervention import HumanInput
+from robot_rl.runtime.intervention import DeviceError, HumanInput
 from robot_rl.sim.expert import APPROACH, CLOSE, LIFT, LIFT_HEIGHT_M, PickCubeExpert
 from robot_rl.sim.panda_tasks import named_colour
 
@@ -182,9 +182,17 @@ class SimulatedHuman(ScriptedHuman):
         """The expert's float32 (4,) action while the simulated human drives this step, else ``action=None``.
 
         Raises:
-            KeyError: ``obs`` lacks ``observation.state`` or ``observation.environment_state``.
+            DeviceError: ``obs`` lacks ``observation.environment_state`` (an env without a simulated scene,
+                e.g. a stock ROS 2 arm: the simulated human cannot see the cube there).
+            KeyError: ``obs`` lacks ``observation.state``.
             ValueError: ``observation.environment_state`` holds no cube at the instructed target.
         """
+        if keys.ENV_STATE not in obs:
+            raise DeviceError(
+                f"the simulated human (sim_human) reads the cube's pose from {keys.ENV_STATE}, which this "
+                "env does not give (a robot without a simulated scene); use a real device, or "
+                "intervention.device=none"
+            )
         state = np.asarray(obs[keys.STATE], dtype=np.float64)
         env_state = np.asarray(obs[keys.ENV_STATE], dtype=np.float64)
         lo = self.target * OBJECT_DIMS

@@ -160,3 +160,14 @@ def test_config_validation_and_factory():
     assert isinstance(make_device(InterventionConfig(device="sim_human"), low, high), SimulatedHuman)
     with pytest.raises(ValueError, match="sim_human"):
         make_device(InterventionConfig(device="sim_human"), np.zeros(7), np.ones(7))
+
+
+def test_an_env_without_a_scene_is_a_device_error_naming_the_key():
+    """A robot without a simulated scene (a stock ROS 2 arm) gives no environment_state: before, a bare
+    KeyError from the actor (restarted, crashing again) or from ``record --teleop sim_human``."""
+    from robot_rl.runtime.intervention import DeviceError
+
+    human = SimulatedHuman(InterventionConfig(device="sim_human"))
+    start_episode(human, 0, "")
+    with pytest.raises(DeviceError, match="observation.environment_state"):
+        human.poll({"observation.state": np.zeros(22, np.float32)})
