@@ -31,6 +31,9 @@ from robot_rl.hardware.ros2.node import NodeArgs  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 
 PEER = Path(__file__).with_name("rclpy_peer.py")
+PEER_PYTHON = os.environ.get("ROBOT_RL_RCLPY_PEER_PYTHON", sys.executable)
+"""The peer's interpreter: this venv's (Kilted wheels), or another distro's rclpy, e.g. a venv with the
+``ros-jazzy-*`` wheels (how the Jazzy check in the README was run)."""
 TIMEOUT_S = 40.0
 PROBE_TOPIC = "/robot_rl_probe/joint_states"
 
@@ -68,9 +71,12 @@ def peer():
     domain = new_domain()
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
     env.pop("RMW_IMPLEMENTATION", None)  # ROS 2's default: Fast DDS
+    if PEER_PYTHON != sys.executable:  # the ROS wheels' start-up set these for this venv's libraries
+        env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+        env.pop("LD_LIBRARY_PATH", None)
     types = [ros_type(type(m)) for m in SAMPLES]
     proc = subprocess.Popen(
-        [sys.executable, str(PEER), *types],
+        [PEER_PYTHON, str(PEER), *types],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
