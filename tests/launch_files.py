@@ -9,13 +9,14 @@
   the command line); ``<group>`` scopes them and ``<set_env>`` unless ``scoped="false"``; ``<include>``
   sets its ``<arg>``s in the including scope and runs the included file there.
 - ``if``/``unless`` accept ``true``/``false``/``1``/``0`` after strip and lower-case.
-- A ``<node>`` runs as ``EXEC [args] [--ros-args ros_args] --ros-args -r __node:=NAME --params-file ...
-  -r FROM:=TO``: ``<param from>`` files as given, each inline ``<param>`` typed by YAML rules and written to
-  a params file of its own under ``/**`` (launch_ros' ``Node``).
+- A ``<node>`` runs as ``EXEC [args] [--ros-args ros_args] --ros-args -r __node:=NAME [-r __ns:=/NS]
+  --params-file ... -r FROM:=TO``: ``<param from>`` files as given, each inline ``<param>`` typed by YAML
+  rules and written to a params file of its own under ``/**``, or ``/NS/NAME`` for a node with a
+  ``namespace`` (launch_ros' ``Node``).
 
 Anything else raises a ValueError naming the file, the tag and the attribute: another tag, attribute,
-child or substitution, ``namespace=`` (see ``REFUSED``), ``shell="true"``, or a launch argument given on
-the command line that no ``<arg>`` declares (real launch would ignore it; here it is a typo).
+child or substitution, ``shell="true"`` (see ``REFUSED``), or a launch argument given on the command line
+that no ``<arg>`` declares (real launch would ignore it; here it is a typo).
 """
 
 from __future__ import annotations
@@ -43,12 +44,10 @@ ATTRS = {  # tag -> (attributes, child tags)
     "set_env": ({"name", "value"}, set()),
     "group": ({"scoped"}, {"keep", "*"}),
     "include": ({"file"}, {"arg"}),
-    "node": ({"pkg", "exec", "name", "output", "args", "ros_args"}, {"param", "remap", "env"}),
+    "node": ({"pkg", "exec", "name", "namespace", "output", "args", "ros_args"}, {"param", "remap", "env"}),
     "executable": ({"cmd", "name", "output", "cwd", "shell"}, {"env"}),
 }
 REFUSED = {
-    "namespace": "launch_ros files a namespaced node's inline parameters under /NS/NAME, a section the "
-    "nodes' params-file reader (hardware/ros2/node.py load_params_file) and the launch/params files lack",
     "shell": 'shell="true" joins the command for /bin/sh, which re-splits and unquotes every value',
     "forwarding": "a group that forwards nothing also clears the environment; not used here",
 }
@@ -300,6 +299,10 @@ def _node(el: ET.Element, scope: _Scope, where: str) -> LaunchNode:
     if el.get("ros_args") is not None:
         node.argv += ["--ros-args", *_cmdline(el.get("ros_args"), scope, f"{where} attribute 'ros_args'")]
     node.argv += ["--ros-args", "-r", f"__node:={name}"]
+    namespace = _subst(el.get("namespace", ""), scope, f"{where} attribute 'namespace'").strip("/")
+    if namespace:
+        node.argv += ["-r", f"__ns:=/{namespace}"]
+    section = f"/{namespace}/{name}" if namespace else "/**"
     for p in _children(el, "param"):
         pwhere = f"{where} <param {p.get('name') or p.get('from')}>"
         extra = sorted(set(p.attrib) - {"name", "value", "from"})
@@ -318,7 +321,7 @@ def _node(el: ET.Element, scope: _Scope, where: str) -> LaunchNode:
             node.params[key] = value
             fd, name_ = tempfile.mkstemp(suffix=".yaml", dir=_params_dir())
             with os.fdopen(fd, "w") as f:
-                yaml.dump({"/**": {"ros__parameters": {key: value}}}, f, default_flow_style=False)
+                yaml.dump({section: {"ros__parameters": {key: value}}}, f, default_flow_style=False)
             path = Path(name_)
         node.argv += ["--params-file", str(path)]
     for r in _children(el, "remap"):

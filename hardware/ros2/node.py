@@ -71,9 +71,11 @@ def _scalar(text: str, where: str) -> Any:
         raise ParameterError(f"{where}: cannot parse value {text!r}: {err}") from None
 
 
-def load_params_file(path: str, node_name: str) -> dict[str, Any]:
-    """The ``ros__parameters`` for ``node_name`` in a ROS 2 parameter file (``/**`` and ``/<name>`` and
-    ``<name>`` sections, later ones overriding earlier).
+def load_params_file(path: str, node_name: str, namespace: str = "") -> dict[str, Any]:
+    """The ``ros__parameters`` for ``node_name`` in a ROS 2 parameter file: the ``/**``, ``/<name>``,
+    ``<name>`` and, for a node in ``namespace`` (``/ns``, as ``-r __ns:=/ns`` gives it), ``/ns/<name>``
+    sections, later ones overriding earlier (launch_ros writes a namespaced node's inline ``<param>``s under
+    ``/ns/<name>``).
 
     Raises:
         ParameterError: unreadable file, not a mapping, or a section without ``ros__parameters``.
@@ -86,7 +88,8 @@ def load_params_file(path: str, node_name: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ParameterError(f"--params-file {path}: top level must be a mapping of node names")
     params: dict[str, Any] = {}
-    for key in ("/**", f"/{node_name}", node_name):
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    for key in ("/**", f"/{node_name}", node_name, *([f"{ns}/{node_name}"] if ns else [])):
         if key in doc:
             section = doc[key]
             if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
@@ -155,8 +158,11 @@ def parse_args(argv: list[str], node_name: str) -> NodeArgs:
                 f"--ros-transport {{{','.join(TRANSPORTS)}}}, --domain-id N or --dds-loopback"
             )
         i += 1
+    renamed = dict(out.remaps)  # launch's name= and namespace= (-r __node:=NAME, -r __ns:=/NS)
+    names = dict.fromkeys([node_name, renamed.get("__node", node_name)])
     for path in files:
-        out.params.update(load_params_file(path, node_name))
+        for name in names:
+            out.params.update(load_params_file(path, name, renamed.get("__ns", "")))
     out.params.update(given)
     if out.transport not in TRANSPORTS:
         raise ParameterError(f"--ros-transport {out.transport!r}: expected one of {list(TRANSPORTS)}")
