@@ -189,15 +189,24 @@ def load_checkpoint(
     for key, value in flat.items():
         name, _, rest = key.partition(".")
         state_dicts.setdefault(name, {})[rest] = value
-    try:
-        config = json.loads(cfg_f.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{cfg_f}: not valid JSON ({err}); the checkpoint is corrupt") from err
+    config = read_config(cfg_f)
     try:
         stats = load_stats(norm_f)
     except (ValueError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{err}; the checkpoint is corrupt") from err
     return state_dicts, config, stats
+
+
+def read_config(file: Path) -> dict:
+    """A checkpoint's ``config.json`` as a dict.
+
+    Raises:
+        CheckpointError: ``file`` is not valid JSON (truncated, binary); the message names it.
+    """
+    try:
+        return json.loads(Path(file).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{file}: not valid JSON ({err}); the checkpoint is corrupt") from err
 
 
 def load_extra_state(path: str | Path) -> dict | None:

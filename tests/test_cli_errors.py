@@ -89,6 +89,17 @@ def test_corrupt_safetensors_names_the_file(run):
     assert proc.returncode == 1
 
 
+def test_truncated_config_json_names_the_file(run):
+    """A half-written config.json: eval's check of the --policy.* flags (TINY gives policy.hidden_dims) read
+    it before the loader and ended in a JSONDecodeError traceback (regressed in de1f335)."""
+    config = run / "checkpoints" / "bc_seed0" / "config.json"
+    text = config.read_text()
+    config.write_text(text[: len(text) // 2])
+    proc = _cli("eval", f"--run_dir={run}", *TINY)
+    _error_line(proc, "checkpoint error", str(config), "not valid JSON")
+    assert proc.returncode == 1
+
+
 def test_debug_flag_and_env_show_the_traceback(run):
     (run / "checkpoints" / "bc_seed0" / "model.safetensors").write_bytes(b"")
     for proc in (

@@ -58,19 +58,22 @@ def check_trained_values(cfg, overrides: dict[str, object], checkpoint: Path) ->
     """Refuse command-line keys that the checkpoint fixed: each key of ``overrides`` (dotted key -> raw
     value) under ``policy.``, other than :data:`INFERENCE_KEYS` and :data:`EXECUTION_KEYS`,
     whose validated value in ``cfg`` differs from the one in ``checkpoint``'s ``config.json``. The same
-    value is accepted (training's flags are often passed along). Nothing is checked when the checkpoint has
-    no ``config.json`` (loading it then fails, naming the path).
+    value is accepted (training's flags are often passed along). The file is read only when such a key is
+    given; nothing is checked when the checkpoint has no ``config.json`` (loading it then fails, naming the
+    path).
 
     Raises:
         ConfigError: naming the key, both values, the checkpoint and the keys an evaluation can set.
+        CheckpointError: the checkpoint's ``config.json`` is not valid JSON (naming the file).
     """
+    fixed = [k for k in overrides if k.startswith("policy.") and k not in INFERENCE_KEYS + EXECUTION_KEYS]
     path = Path(checkpoint) / "config.json"
-    if not path.is_file():
+    if not fixed or not path.is_file():
         return
-    saved = json.loads(path.read_text())
-    for key in overrides:
-        if not key.startswith("policy.") or key in INFERENCE_KEYS or key in EXECUTION_KEYS:
-            continue
+    from robot_rl.policies.checkpoint import read_config
+
+    saved = read_config(path)
+    for key in fixed:
         given = reduce(getattr, key.split("."), cfg)
         given = asdict(given) if is_dataclass(given) else given
         trained = reduce(lambda d, k: d.get(k) if isinstance(d, dict) else None, key.split("."), saved)
