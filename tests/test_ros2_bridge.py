@@ -1,4 +1,4 @@
-"""robot_bridge and sim_robot_node over real DDS (cyclonedds, loopback): bad input is rejected with a
+"""robot_bridge and sim_robot_node over real DDS (loopback, both transports): bad input is rejected with a
 logged reason and never reaches the robot; RobotEnv runs on the ROS 2 sim robot through the safety layer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("cyclonedds")
-from ros2_helpers import new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
 
 from robot_rl.config import EnvConfig, RobotConfig, Ros2Config  # noqa: E402
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
@@ -29,12 +29,13 @@ def _wait(cond, timeout_s=5.0):
     return cond()
 
 
-def test_bridge_rejects_bad_observations(caplog):
+def test_bridge_rejects_bad_observations(caplog, transport):
     domain = new_domain()
-    cfg = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, ee_pose_topic="")
-    pub_node = make_node("test_pub", parse_args(node_flags(domain), "t"))
+    cfg = Ros2Config(transport=transport, domain_id=domain, loopback=True, ee_pose_topic="")
+    pub_node = make_node("test_pub", parse_args(node_flags(domain, transport), "t"))
     js = pub_node.publisher(msgs.JointState, "/joint_states")
-    bad_node = make_node("test_bad", parse_args(node_flags(domain), "t"))  # one topic, one type per node
+    # one topic, one type per node; a cyclonedds one (rclpy's nodes of a process share one participant)
+    bad_node = make_node("test_bad", parse_args(node_flags(domain), "t"))
     wrong = bad_node.publisher(msgs.String, "/joint_states")  # wrong type on the topic
     img = pub_node.publisher(msgs.Image, "/camera/front/image_raw")
     robot = RosRobot(cfg, timeout_s=5.0)
@@ -88,13 +89,20 @@ def test_bridge_rejects_bad_observations(caplog):
         bad_node.close()
 
 
+@pytest.fixture(params=TRANSPORTS)
+def transport(request) -> str:
+    """Each test on both transports (the sim node, the bridge and the test's own nodes on one)."""
+    return request.param
+
+
 @pytest.fixture
-def sim_node():
+def sim_node(transport):
     """sim_robot_node in this process, spun by a thread, on a fresh domain; yields (app, domain)."""
     from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
 
     domain = new_domain()
-    node = make_node("sim_robot_node", parse_args([*node_flags(domain), "state_rate_hz:=50.0"], "sim"))
+    argv = [*node_flags(domain, transport), "state_rate_hz:=50.0"]
+    node = make_node("sim_robot_node", parse_args(argv, "sim"))
     app = SimRobotNode(node)
     stop = threading.Event()
     thread = threading.Thread(target=node.spin, args=(stop.is_set,), daemon=True)
@@ -105,16 +113,16 @@ def sim_node():
     app.close()
 
 
-def test_sim_node_rejects_bad_commands(sim_node, caplog):
+def test_sim_node_rejects_bad_commands(sim_node, caplog, transport):
     app, domain = sim_node
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
-    pub = make_node("test_cmd", parse_args(node_flags(domain), "t"))
+    pub = make_node("test_cmd", parse_args(node_flags(domain, transport), "t"))
     try:
         pos = pub.publisher(msgs.Float64MultiArray, "/forward_position_controller/commands")
         traj = pub.publisher(msgs.JointTrajectory, "/joint_trajectory_controller/joint_trajectory")
         twist = pub.publisher(msgs.TwistStamped, "/servo_node/delta_twist_cmds")
         grip = pub.publisher(msgs.Float64MultiArray, "/gripper_controller/commands")
-        bad_node = make_node("test_bad", parse_args(node_flags(domain), "t"))
+        bad_node = make_node("test_bad", parse_args(node_flags(domain), "t"))  # cyclonedds: one participant
         wrong = bad_node.publisher(msgs.String, "/forward_position_controller/commands")
         time.sleep(1.0)  # discovery
         before = app.robot.env.controller.q_des.copy()
@@ -153,11 +161,11 @@ def test_sim_node_rejects_bad_commands(sim_node, caplog):
         pub.close()
 
 
-def test_robot_env_runs_on_the_ros2_sim_robot(sim_node):
+def test_robot_env_runs_on_the_ros2_sim_robot(sim_node, transport):
     from robot_rl.hardware.robot_env import RobotEnv
 
     app, domain = sim_node
-    ros2 = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
+    ros2 = Ros2Config(transport=transport, domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
     robot_cfg = RobotConfig(driver="ros2", timeout_s=5.0, ros2=ros2, home_timeout_s=10.0)
     env = RobotEnv.from_config(EnvConfig(robot=robot_cfg, max_episode_steps=5))
     try:
@@ -171,7 +179,7 @@ def test_robot_env_runs_on_the_ros2_sim_robot(sim_node):
         env.close()
 
 
-def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node):
+def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node, transport):
     """The bridge waits for sim_robot_node's answer and the first state after it: before, the reset's
     observation was the previous scene's (the cube where the last episode left it), and the policy's first
     chunk went there (pick success over DDS 0.28 vs 0.58 in process on the same seeds)."""
@@ -179,7 +187,7 @@ def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node):
     from robot_rl.hardware.robot_env import RobotEnv
 
     app, domain = sim_node
-    ros2 = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
+    ros2 = Ros2Config(transport=transport, domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
     robot_cfg = RobotConfig(driver="ros2", timeout_s=5.0, ros2=ros2, home_timeout_s=10.0)
     env = RobotEnv.from_config(EnvConfig(robot=robot_cfg, max_episode_steps=5))
     try:
@@ -192,11 +200,12 @@ def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node):
         assert np.linalg.norm(cubes[1] - cubes[0]) > 0.01 and np.linalg.norm(cubes[2] - cubes[1]) > 0.01
     finally:
         env.close()
-    silent = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, sim_prefix="/nobody")
+    silent = Ros2Config(transport=transport, domain_id=domain, loopback=True, sim_prefix="/nobody")
     silent.connect_wait_s, silent.reset_wait_s = 0.3, 2.0
     robot = RosRobot(silent, timeout_s=5.0)
     robot.connect()
-    mute = make_node("test_mute", parse_args(node_flags(domain), "t"))  # hears resets, never answers
+    # hears resets, never answers
+    mute = make_node("test_mute", parse_args(node_flags(domain, transport), "t"))
     heard, done = [], threading.Event()
 
     def spin() -> None:
@@ -218,7 +227,7 @@ def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node):
         mute.close()
 
 
-def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node):
+def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node, transport):
     """``twist_mode=step`` (the default): the same actions move the end effector over DDS as in the
     built-in simulator the policies train in, step by step (a Servo-style ramp lagged about one step,
     and a BC policy's pick success fell from 0.58 to 0.40)."""
@@ -228,7 +237,7 @@ def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node):
     from robot_rl.sim import make_vector_env
 
     app, domain = sim_node
-    ros2 = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
+    ros2 = Ros2Config(transport=transport, domain_id=domain, loopback=True, sim_prefix="/robot_rl/sim")
     robot_cfg = RobotConfig(driver="ros2", timeout_s=5.0, ros2=ros2, home_timeout_s=10.0)
     env = RobotEnv.from_config(EnvConfig(robot=robot_cfg, max_episode_steps=20))
     local = make_vector_env(EnvConfig(num_envs=1), 1, autoreset_mode=AutoresetMode.DISABLED)
@@ -253,13 +262,13 @@ def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node):
         local.close()
 
 
-def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late():
+def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late(transport):
     """A launch file starts the driver and its consumers in no order: connect waits ``connect_wait_s`` (not
     the read timeout) for the first joint state, then fails naming the key."""
     from robot_rl.hardware.errors import RobotConnectionError
 
     domain = new_domain()
-    cfg = Ros2Config(transport="cyclonedds", domain_id=domain, loopback=True, ee_pose_topic="")
+    cfg = Ros2Config(transport=transport, domain_id=domain, loopback=True, ee_pose_topic="")
     cfg.connect_wait_s = 0.5
     start = time.monotonic()
     with pytest.raises(RobotConnectionError, match=r"within 0.5 s \(env.robot.ros2.connect_wait_s"):
@@ -267,7 +276,7 @@ def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late():
     assert time.monotonic() - start >= 0.5
     cfg.connect_wait_s = 30.0
     robot = RosRobot(cfg, timeout_s=0.1)
-    pub_node = make_node("late_robot", parse_args(node_flags(domain), "t"))
+    pub_node = make_node("late_robot", parse_args(node_flags(domain, transport), "t"))
     js = pub_node.publisher(msgs.JointState, "/joint_states")
 
     def late_robot():
@@ -287,11 +296,11 @@ def test_connect_waits_connect_wait_s_for_a_robot_that_starts_late():
         pub_node.close()
 
 
-def test_a_gripper_command_keeps_the_arms_joint_target(sim_node):
+def test_a_gripper_command_keeps_the_arms_joint_target(sim_node, transport):
     """A joint target, then the gripper alone: the arm keeps the joint target (the gripper used to go in as
     a zero ee_delta, which re-solved the arm by IK and undid the joint move, e.g. a home motion's)."""
     app, domain = sim_node
-    pub = make_node("test_grip", parse_args(node_flags(domain), "t"))
+    pub = make_node("test_grip", parse_args(node_flags(domain, transport), "t"))
     try:
         pos = pub.publisher(msgs.Float64MultiArray, "/forward_position_controller/commands")
         grip = pub.publisher(msgs.Float64MultiArray, "/gripper_controller/commands")
