@@ -379,3 +379,21 @@ def test_config_factory_and_missing_extra(emu, cal_file, monkeypatch):
     monkeypatch.setitem(sys.modules, "scservo_sdk", None)
     with pytest.raises(MissingExtraError, match=r"robot-rl\[feetech\]"):
         robot.connect()
+
+
+def test_connect_sets_lerobot_gains_and_jaw_limits(emu, robot):
+    """LeRobot's SO follower values land in every servo's control table, the jaw's limits only on the jaw,
+    and the arm holds with torque on afterwards."""
+
+    def reg(servo_id, r):
+        table = emu.servos[servo_id].table
+        return int.from_bytes(table[r.address : r.address + r.size], "little")
+
+    ids = robot.calibration.ids
+    for servo_id in ids:
+        assert [reg(servo_id, r) for r in (feetech.OPERATING_MODE, feetech.P_COEFFICIENT)] == [0, 16]
+        assert [reg(servo_id, r) for r in (feetech.I_COEFFICIENT, feetech.D_COEFFICIENT)] == [0, 32]
+        assert reg(servo_id, feetech.TORQUE_ENABLE) == 1
+    jaw_limits = (feetech.MAX_TORQUE_LIMIT, feetech.PROTECTION_CURRENT, feetech.OVERLOAD_TORQUE)
+    assert [reg(ids[5], r) for r in jaw_limits] == [500, 250, 25]
+    assert [reg(ids[0], r) for r in jaw_limits] == [0, 0, 0]  # the arm joints keep their own limits

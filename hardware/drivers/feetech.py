@@ -62,6 +62,20 @@ MIN_POSITION_LIMIT = Register(9, 2)
 """EEPROM: lowest goal position the servo accepts (ticks)."""
 MAX_POSITION_LIMIT = Register(11, 2)
 """EEPROM: highest goal position the servo accepts (ticks)."""
+MAX_TORQUE_LIMIT = Register(16, 2)
+"""EEPROM: largest output torque, 0.1 % of the stall torque per unit (1000 = 100 %)."""
+P_COEFFICIENT = Register(21, 1)
+"""EEPROM: position loop proportional gain (factory 32)."""
+D_COEFFICIENT = Register(22, 1)
+"""EEPROM: position loop derivative gain (factory 32)."""
+I_COEFFICIENT = Register(23, 1)
+"""EEPROM: position loop integral gain (factory 0)."""
+PROTECTION_CURRENT = Register(28, 2)
+"""EEPROM: current above which the servo protects itself, 6.5 mA per unit."""
+OPERATING_MODE = Register(33, 1)
+"""EEPROM: 0 position (servo) mode, 1 wheel speed, 2 PWM, 3 step."""
+OVERLOAD_TORQUE = Register(36, 1)
+"""EEPROM: output torque (% of the maximum) the servo falls back to after an overload."""
 TORQUE_ENABLE = Register(40, 1)
 """SRAM: 1 = drive to Goal_Position, 0 = limp. On enable the servo moves to Goal_Position at once, so
 write Goal_Position = Present_Position first."""

@@ -8,7 +8,9 @@ optional gripper target. End-effector pose: forward kinematics of the SO-101 URD
 (:mod:`robot_rl.hardware.drivers.so101_model`), right when the calibration zero pose and directions match
 the URDF's. Limits: each joint's calibrated range; speed 4.7 rad/s (STS3215 at 7.4 V: 0.222 s per 60 deg);
 acceleration 39 rad/s² (the acceleration register's top value, 254 x 100 ticks/s²); workspace box: the
-arm's reach around the shoulder.
+arm's reach around the shoulder. Servo settings: connecting a torqued arm writes LeRobot's SO follower
+values (position mode, P 16, I 0, D 32 on every servo; the jaw's torque limit 50 %, protection current
+1.6 A, overload torque 25 %), so a squeezing jaw holds instead of tripping its overload flag.
 
 Calibration (one JSON file per arm, kept next to its robot config) maps servo ticks to joint angles:
 ``angle = direction * wrap(ticks - zero_ticks) * 2 pi / 4096`` with ``wrap`` to [-2048, 2048) ticks, so a
@@ -62,6 +64,22 @@ MIN_RANGE_TICKS = 200
 """:func:`calibrate` refuses a joint that moved less than this (ticks, about 18 deg)."""
 SCAN_IDS = range(1, 13)
 """Ids probed for servos the calibration does not list, when a listed one does not answer."""
+SERVO_SETTINGS = (
+    (feetech.OPERATING_MODE, 0),
+    (feetech.P_COEFFICIENT, 16),
+    (feetech.I_COEFFICIENT, 0),
+    (feetech.D_COEFFICIENT, 32),
+)
+"""Written to every servo of a torqued arm at connect, as LeRobot's SO follower does: position mode, and
+the position loop's P lowered from the factory 32 to 16 (less shaking), I 0, D 32."""
+GRIPPER_SETTINGS = (
+    (feetech.MAX_TORQUE_LIMIT, 500),
+    (feetech.PROTECTION_CURRENT, 250),
+    (feetech.OVERLOAD_TORQUE, 25),
+)
+"""Written to the jaw's servo at connect, LeRobot's values: torque capped at 50 % of stall, protection
+current 250 x 6.5 mA = 1.6 A (about half the stall current), 25 % torque after an overload, so a jaw
+squeezing an object holds it instead of burning out or tripping its overload flag."""
 
 
 def wrap_ticks(delta: int) -> int:
@@ -265,8 +283,10 @@ class SO101Robot(Robot):
         return self.bus.is_open
 
     def connect(self) -> None:
-        """Open the bus, find every calibrated servo, check the arm against the calibration, then enable
-        torque holding the present pose (or make the arm limp when ``torque=False``).
+        """Open the bus, find every calibrated servo, set the servo gains and the jaw's torque, current and
+        overload limits (:data:`SERVO_SETTINGS`, :data:`GRIPPER_SETTINGS`; torque off meanwhile), check the
+        arm against the calibration, then enable torque holding the present pose (or, with
+        ``torque=False``, make the arm limp and write nothing else).
 
         Raises:
             RobotConnectionError: the port is missing or busy (names the port).
@@ -281,6 +301,8 @@ class SO101Robot(Robot):
         self.bus.open()
         try:
             self._check_servos()
+            if self.torque:
+                self._configure_servos()
             ticks = self._read_ticks()
             self._check_ranges(ticks)
             ids = self.calibration.ids
@@ -315,6 +337,17 @@ class SO101Robot(Robot):
                 "answers (recalibrate, or set the servo ids)"
             )
         raise missing[0]
+
+    def _configure_servos(self) -> None:
+        """Torque off, then :data:`SERVO_SETTINGS` on every servo and :data:`GRIPPER_SETTINGS` on the jaw's,
+        each write acknowledged (the arm may sag for the few ms this takes, as with LeRobot)."""
+        ids = self.calibration.ids
+        self.bus.set_torque(ids, False)
+        for servo_id in ids:
+            for reg, value in SERVO_SETTINGS:
+                self.bus.write(servo_id, reg, value)
+        for reg, value in GRIPPER_SETTINGS:
+            self.bus.write(self._jaw.id, reg, value)
 
     def _answers(self, servo_id: int) -> bool:
         try:
