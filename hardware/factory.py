@@ -24,6 +24,8 @@ ROBOTS = {
     "ros2": "robot_rl.hardware.ros2.bridge:RosRobot",
 }
 """``env.robot.driver`` -> ``module:Class`` of its :class:`Robot`."""
+GRIPPERLESS_DRIVERS = ("ur",)
+"""Drivers that drive no gripper (a UR's RTDE link carries none)."""
 CAMERAS = {
     "opencv": "robot_rl.hardware.cameras.opencv:OpenCVCamera",
     "realsense": "robot_rl.hardware.cameras.realsense:RealSenseCamera",
@@ -51,6 +53,12 @@ def make_robot(cfg: RobotConfig, control_hz: float | None = None) -> Robot:
     """
     cls = _load(ROBOTS, cfg.driver, "env.robot.driver")
     return cls.from_config(cfg) if control_hz is None else cls.from_config(cfg, control_hz=control_hz)
+
+
+def has_gripper(cfg: RobotConfig) -> bool:
+    """Whether the env drives a gripper: ``env.robot.gripper=auto`` on a driver with one (all but
+    :data:`GRIPPERLESS_DRIVERS`); ``none`` never."""
+    return cfg.gripper == "auto" and cfg.driver not in GRIPPERLESS_DRIVERS
 
 
 def make_cameras(cfg: RobotConfig) -> dict[str, Camera]:

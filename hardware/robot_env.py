@@ -11,6 +11,10 @@ Action (``env.robot.action``), float32:
   ``Command(JOINT_POSITION, q, gripper=grip)``; what a leader arm drives. The safety layer's joint limits
   and per-step velocity/acceleration limits apply to every target.
 
+Without a gripper (``env.robot.gripper=none``, or a driver with none such as ``ur``,
+:func:`~robot_rl.hardware.factory.has_gripper`) the action is (3,) ``[dx, dy, dz]`` or (n,) joint targets,
+``observation.state`` loses its gripper entry ((2n + 7,) or (n,)), and no command carries a gripper target.
+
 Out-of-bounds or non-finite actions raise ``ValueError`` like the simulated env (nothing is silently
 clipped here).
 
@@ -49,6 +53,7 @@ next :meth:`RobotEnv.reset` raises that error (same class) instead of moving aga
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -63,6 +68,7 @@ from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.hardware.camera import Camera
 from robot_rl.hardware.errors import CommandRejected, HardwareError, RobotFault
+from robot_rl.hardware.factory import has_gripper
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotState
 from robot_rl.sim.panda_pick_cube import ENV_STATE_DIM, MAX_DELTA_M, TASK, check_action
@@ -77,22 +83,27 @@ HOME_APPROACH_TOL_M = 0.01
 """How near (m) the blocked home motion's Cartesian approach brings the end effector to home's position."""
 
 
-def state_vector(state: RobotState) -> np.ndarray:
+def state_vector(state: RobotState, gripper: bool = True) -> np.ndarray:
     """float32 (2n + 8,): joint positions (rad), joint velocities (rad/s), ee position (m), ee quaternion
-    (w, x, y, z), gripper closure [0, 1]: the simulated task's ``observation.state`` layout."""
-    return np.concatenate(
-        [state.joint_pos, state.joint_vel, state.ee_pos, state.ee_quat, [state.gripper]]
-    ).astype(np.float32)
+    (w, x, y, z), gripper closure [0, 1]: the simulated task's ``observation.state`` layout; (2n + 7,)
+    without the gripper when ``gripper`` is False."""
+    grip = [state.gripper] if gripper else []
+    return np.concatenate([state.joint_pos, state.joint_vel, state.ee_pos, state.ee_quat, grip]).astype(
+        np.float32
+    )
 
 
-def joint_state_vector(state: RobotState) -> np.ndarray:
-    """float32 (n + 1,): joint positions (rad) and gripper closure [0, 1], the ``joint_position`` layout."""
-    return np.append(state.joint_pos, state.gripper).astype(np.float32)
+def joint_state_vector(state: RobotState, gripper: bool = True) -> np.ndarray:
+    """float32 (n + 1,): joint positions (rad) and gripper closure [0, 1], the ``joint_position`` layout;
+    (n,) without the gripper when ``gripper`` is False."""
+    grip = [state.gripper] if gripper else []
+    return np.append(state.joint_pos, grip).astype(np.float32)
 
 
-def joint_feature_names(joint_names: tuple[str, ...]) -> list[str]:
-    """LeRobot-style names of a ``joint_position`` state/action: ``<joint>.pos`` each, ``gripper.pos``."""
-    return [f"{name}.pos" for name in joint_names] + ["gripper.pos"]
+def joint_feature_names(joint_names: tuple[str, ...], gripper: bool = True) -> list[str]:
+    """LeRobot-style names of a ``joint_position`` state/action: ``<joint>.pos`` each, then ``gripper.pos``
+    when ``gripper``."""
+    return [f"{name}.pos" for name in joint_names] + (["gripper.pos"] if gripper else [])
 
 
 def resize_image(image: np.ndarray, size: int) -> np.ndarray:
@@ -229,14 +240,17 @@ class RobotEnv(gym.Env):
 
         self.feature_names: dict[str, list[str]] | None = None
         """LeRobot ``names`` of ``observation.state`` and ``action`` (``joint_position`` only; else None)."""
+        self.gripper = has_gripper(self.rcfg)
+        """Whether the action, the state and the commands carry the gripper."""
+        grip_low, grip_high = ([0.0], [1.0]) if self.gripper else ([], [])
         if self.action_mode == CommandMode.EE_DELTA:
-            self._state_vector = state_vector
-            low, high = [-MAX_DELTA_M] * 3 + [0.0], [MAX_DELTA_M] * 3 + [1.0]
+            self._state_vector = functools.partial(state_vector, gripper=self.gripper)
+            low, high = [-MAX_DELTA_M] * 3 + grip_low, [MAX_DELTA_M] * 3 + grip_high
         else:
-            self._state_vector = joint_state_vector
+            self._state_vector = functools.partial(joint_state_vector, gripper=self.gripper)
             lim = robot.limits
-            low, high = np.append(lim.joint_low, 0.0), np.append(lim.joint_high, 1.0)
-            names = joint_feature_names(lim.joint_names)
+            low, high = np.append(lim.joint_low, grip_low), np.append(lim.joint_high, grip_high)
+            names = joint_feature_names(lim.joint_names, self.gripper)
             self.feature_names = {keys.STATE: names, keys.ACTION: names}
         self.action_space = spaces.Box(
             np.asarray(low, np.float32), np.asarray(high, np.float32), dtype=np.float32
@@ -351,7 +365,8 @@ class RobotEnv(gym.Env):
 
     def check_action(self, action: np.ndarray) -> np.ndarray:
         """The simulated task's :func:`~robot_rl.sim.panda_pick_cube.check_action` against this env's
-        action space; float64 (4,) for ``ee_delta``, (n + 1,) for ``joint_position``.
+        action space; float64 (4,) for ``ee_delta``, (n + 1,) for ``joint_position`` (one less each
+        without a gripper).
 
         Raises:
             ValueError: wrong shape, NaN/inf, or an entry outside the action bounds by more than 1e-6.
@@ -370,8 +385,8 @@ class RobotEnv(gym.Env):
         a = self.check_action(action)
         if self._fault is not None or self._last_obs is None:
             raise HardwareError(f"{self.robot.name}: step() before reset() (or after a hardware error)")
-        n = a.size - 1
-        grip = float(np.clip(a[n], 0.0, 1.0))
+        n = a.size - 1 if self.gripper else a.size
+        grip = float(np.clip(a[n], 0.0, 1.0)) if self.gripper else None
         value = a[:3].copy() if self.action_mode == CommandMode.EE_DELTA else a[:n].copy()
         cmd = Command(self.action_mode, value, grip, time.monotonic())
         try:
@@ -487,7 +502,7 @@ class RobotEnv(gym.Env):
                 continue
             nxt = cmd + np.clip(target - cmd, -step, step)
             try:
-                self.robot.command(Command(CommandMode.JOINT_POSITION, nxt, 0.0, time.monotonic()))
+                self.robot.command(Command(CommandMode.JOINT_POSITION, nxt, self._open, time.monotonic()))
                 cmd = nxt
             except CommandRejected:
                 if getattr(self.robot, "estopped", False):
@@ -502,6 +517,11 @@ class RobotEnv(gym.Env):
             f"{tol:g} rad in {self.rcfg.home_timeout_s:g} s (joint {limits.joint_names[worst]} is "
             f"{q[worst]:.3f} rad, home {target[worst]:.3f} rad)"
         )
+
+    @property
+    def _open(self) -> float | None:
+        """The home motion's gripper target: open (0.0), or none without a gripper."""
+        return 0.0 if self.gripper else None
 
     def _can_approach_home(self) -> bool:
         """The robot takes ``ee_delta`` and has a kinematic model (the home posture's position is known)."""
@@ -521,7 +541,7 @@ class RobotEnv(gym.Env):
                 return sent
             step = np.clip(delta, -max_step, max_step)
             try:
-                self.robot.command(Command(CommandMode.EE_DELTA, step, 0.0, time.monotonic()))
+                self.robot.command(Command(CommandMode.EE_DELTA, step, self._open, time.monotonic()))
             except CommandRejected:
                 if getattr(self.robot, "estopped", False):
                     raise

@@ -199,6 +199,13 @@ class RobotConfig:
     robot's joint limits; ``observation.state`` is then the joint positions plus the gripper, as in
     LeRobot's SO-101 datasets; what a leader arm drives). ``leader_port`` / ``leader_calibration``: the
     SO-101 leader arm of ``robot-rl record --teleop leader`` (its serial port and calibration file).
+    ``gripper``: ``auto`` (the driver's gripper: every driver has one but ``ur``, whose RTDE link carries
+    none) or ``none`` (no gripper: the action and ``observation.state`` lose their gripper entry and
+    commands carry no gripper target; an arm without a hand). ``franka_realtime``: franky's
+    ``RealtimeConfig`` for ``driver: franka``: ``enforce`` (franky's default: the host must run a
+    real-time kernel) or ``ignore`` (run without one, at the risk of missed 1 kHz deadlines and the arm's
+    communication reflexes). ``grasp_force_n``: the force (N, at most 70: the
+    Franka Hand's continuous force) a Franka grasps with when the gripper command closes it.
     ``keys`` / ``client_key``: for ``sim_server``, a folder made by ``robot-rl keys`` (ZeroMQ CURVE; it
     may be the ``security.keys`` folder) and this client's name in it (``<client_key>.key_secret`` plus
     the server's ``server.key``); needed when ``address`` is not loopback, and for a server started with
@@ -237,6 +244,9 @@ class RobotConfig:
     leader_port: str = ""
     leader_calibration: str = ""
     bus_timeout_s: float = 0.0
+    gripper: str = "auto"
+    franka_realtime: str = "enforce"
+    grasp_force_n: float = 20.0
     keys: str = ""
     client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)

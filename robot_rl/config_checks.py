@@ -485,6 +485,9 @@ ROBOT_RULES: dict[str, Range | Choice] = {
     "realtime": Choice(("auto", "always", "never")),  # not on/off: YAML reads those as booleans
     "action": Choice(ACTION_MODES),
     "bus_timeout_s": NONNEG,
+    "gripper": Choice(("auto", "none")),
+    "franka_realtime": Choice(("enforce", "ignore")),
+    "grasp_force_n": Range(0.0, 70.0, lo_open=True),
 }
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),

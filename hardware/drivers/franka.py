@@ -1,6 +1,8 @@
 """``FrankaRobot``: a Franka Panda or FR3 (7 joints) through ``franky`` (extra ``franka``:
 ``franky-control``, which bundles libfranka and talks FCI to the controller; FCI must be enabled in Desk
-and the host needs a real-time kernel for ``RealtimeConfig.Enforce``, franky's default).
+and the host needs a real-time kernel for ``RealtimeConfig.Enforce``, franky's default, which
+``env.robot.franka_realtime: ignore`` turns off for a host without one: libfranka then runs at normal
+priority and may miss its 1 kHz deadlines, which the arm answers with communication-constraint reflexes).
 
 Units: franky is SI (joints rad, rad/s; poses m with quaternions in **(x, y, z, w)** order, converted here
 to the interface's (w, x, y, z); gripper width in m, turned into closure ``1 - width / max_width``).
@@ -20,12 +22,19 @@ Limits (:func:`franka_limits`, Franka's Panda datasheet): joint ranges ``Q_LOW``
 targets outside the ranges and speeds beyond the limits are refused (``CommandRejected``). franky's
 ``relative_dynamics_factor`` (default :data:`DYNAMICS_FACTOR`) scales its planner's speed.
 
+Gripper (the Franka Hand): a closure of :data:`GRASP_CLOSURE` or more starts one force-controlled
+``grasp_async`` (width 0, ``env.robot.grasp_force_n`` N, speed :data:`GRIPPER_SPEED`, any object narrower
+than the open hand counts as grasped), kept while the closure stays there; a lower closure moves the fingers
+to ``(1 - closure) * max_width`` with ``move_async``. A gripper command is sent only when the target
+changes, so the one in progress is not restarted every control period.
+
 Faults: franky's ``ControlException``/``CommandException`` (reflex, joint limit, collision) become
 ``RobotFault``; call ``robot.recover_from_errors()`` only after a human checked the arm.
 
 Untested on a real Franka here (no controller in CI): the tests cover construction, building each franky
 motion, the pose conversion on a recorded trace, the limit checks and the connection error against a
-closed port on localhost.
+closed port on localhost; the realtime setting and the gripper's grasp/move calls run against fakes of
+``franky.Robot`` and ``franky.Gripper`` that check each call against the Franka Hand's datasheet.
 """
 
 from __future__ import annotations
@@ -57,7 +66,13 @@ ROTATIONAL_STIFFNESS = 150.0
 DYNAMICS_FACTOR = 0.1
 """franky ``relative_dynamics_factor``: fraction of the robot's velocity/acceleration/jerk limits used."""
 GRIPPER_SPEED = 0.1
-"""Gripper finger speed (m/s)."""
+"""Gripper opening/closing speed (m/s), the Franka Hand's top speed (50 mm/s per finger)."""
+GRASP_CLOSURE = 0.5
+"""A gripper closure (in [0, 1]) at or above this grasps with force instead of moving to a width."""
+GRASP_FORCE_MAX_N = 70.0
+"""The Franka Hand's continuous grasping force (N, datasheet; 140 N peak)."""
+WIDTH_TOLERANCE_M = 0.001
+"""A new move target nearer than this (m) to the last one is not re-sent."""
 REACH_M = 0.855
 """Panda reach (m): the workspace box is +-REACH_M around the base."""
 
@@ -117,8 +132,12 @@ class FrankaRobot(Robot):
         host: the controller's FCI IP or hostname.
         control_hz: the rate commands are sent at (Hz).
         dynamics_factor: franky ``relative_dynamics_factor`` in (0, 1].
+        realtime: ``"enforce"`` (franky's default: refuse to run without a real-time kernel) or
+            ``"ignore"``; franky's ``RealtimeConfig``.
+        grasp_force: grasping force (N) in (0, :data:`GRASP_FORCE_MAX_N`].
 
     Raises:
+        ValueError: ``realtime`` or ``grasp_force`` out of range (naming the config key).
         MissingExtraError: from :meth:`connect` when franky is not installed (``robot-rl[franka]``).
     """
 
@@ -130,10 +149,27 @@ class FrankaRobot(Robot):
         CommandMode.EE_VELOCITY,
     )
 
-    def __init__(self, host: str, control_hz: float = 10.0, dynamics_factor: float = DYNAMICS_FACTOR) -> None:
+    def __init__(
+        self,
+        host: str,
+        control_hz: float = 10.0,
+        dynamics_factor: float = DYNAMICS_FACTOR,
+        realtime: str = "enforce",
+        grasp_force: float = 20.0,
+    ) -> None:
+        if realtime not in ("enforce", "ignore"):
+            raise ValueError(f"env.robot.franka_realtime={realtime!r}: must be 'enforce' or 'ignore'")
+        if not 0.0 < grasp_force <= GRASP_FORCE_MAX_N:
+            raise ValueError(
+                f"env.robot.grasp_force_n={grasp_force}: must be in (0, {GRASP_FORCE_MAX_N:g}] N "
+                "(the Franka Hand's continuous force)"
+            )
         self.host = host
         self.name = f"franka@{host}"
         self.dynamics_factor = dynamics_factor
+        self.realtime = realtime
+        self.grasp_force = float(grasp_force)
+        self._grip_target: float | str | None = None  # the hand's last target: a width (m) or "grasp"
         self._limits = franka_limits(control_hz)
         self._franky = None
         self._robot = None
@@ -144,8 +180,10 @@ class FrankaRobot(Robot):
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> FrankaRobot:
-        """The Franka at ``env.robot.address`` (``driver: franka``). Raises ValueError for a bad address."""
-        return cls(controller_host(cfg.address, "franka"), control_hz)
+        """The Franka at ``env.robot.address`` (``driver: franka``) with ``env.robot.franka_realtime`` and
+        ``env.robot.grasp_force_n``. Raises ValueError for a bad address or either key out of range."""
+        host = controller_host(cfg.address, "franka")
+        return cls(host, control_hz, realtime=cfg.franka_realtime, grasp_force=cfg.grasp_force_n)
 
     @property
     def limits(self) -> RobotLimits:
@@ -166,7 +204,8 @@ class FrankaRobot(Robot):
             return
         franky = self._franky = import_sdk("franky", "franka", "env.robot.driver=franka")
         try:
-            robot = franky.Robot(self.host)
+            realtime = {"enforce": franky.RealtimeConfig.Enforce, "ignore": franky.RealtimeConfig.Ignore}
+            robot = franky.Robot(self.host, realtime_config=realtime[self.realtime])
             robot.relative_dynamics_factor = self.dynamics_factor
             self._gripper = franky.Gripper(self.host)
         except franky.Exception as err:
@@ -174,6 +213,7 @@ class FrankaRobot(Robot):
                 f"{self.name}: cannot connect to the Franka at {self.host}: {err}"
             ) from err
         self._robot, self._mode, self._impedance, self._target = robot, None, None, None
+        self._grip_target = None
 
     def disconnect(self) -> None:
         """Stop every motion (the arm holds under its internal controller); safe to call twice."""
@@ -225,12 +265,26 @@ class FrankaRobot(Robot):
             else:
                 robot.move(make_motion(franky, cmd.mode, value, self._limits.control_hz), asynchronous=True)
             if cmd.gripper is not None:
-                width = (1.0 - cmd.gripper) * self._gripper.max_width
-                self._gripper.move_async(width, GRIPPER_SPEED)
+                self._command_gripper(cmd.gripper)
         except (franky.ControlException, franky.CommandException) as err:
             raise RobotFault(f"{self.name}: {type(err).__name__}: {err}") from err
         except franky.InvalidOperationException as err:
             raise CommandRejected(f"{self.name}: {err}") from err
+
+    def _command_gripper(self, closure: float) -> None:
+        """Grasp with force at a closure of :data:`GRASP_CLOSURE` or more, else move to the width; nothing
+        is sent while the target stays the same."""
+        hand = self._gripper
+        if closure >= GRASP_CLOSURE:
+            if self._grip_target != "grasp":
+                hand.grasp_async(0.0, GRIPPER_SPEED, self.grasp_force, epsilon_outer=hand.max_width)
+                self._grip_target = "grasp"
+            return
+        width = (1.0 - closure) * hand.max_width
+        last = self._grip_target
+        if not isinstance(last, float) or abs(width - last) > WIDTH_TOLERANCE_M:
+            hand.move_async(width, GRIPPER_SPEED)
+            self._grip_target = width
 
     def _move_impedance(self, robot, delta: np.ndarray) -> None:
         franky = self._franky

@@ -21,13 +21,17 @@ and UR16e base and shoulder: 2.09 rad/s, so tighten the safety layer there), acc
 speeds beyond the speed limits are refused (``CommandRejected``) before anything is sent.
 
 Gripper: none. RTDE carries no gripper; a command with a gripper target is refused (a Robotiq gripper on
-its URCap socket is not driven here), and the state's gripper reads 0.
+its URCap socket is not driven here), and the state's gripper reads 0. ``RobotEnv`` knows (``ur`` is in
+:data:`~robot_rl.hardware.factory.GRIPPERLESS_DRIVERS`): its action and state have no gripper entry and its
+commands, the home motion's included, carry no gripper target.
 
 Faults: a protective or emergency stop makes :meth:`URRobot.command` raise ``RobotFault``; the state's
 ``extra["protective_stop"]`` shows it.
 
 Untested on a real UR here (no controller in CI): the tests cover construction, the pose conversion on a
-recorded trace, the limit checks and the connection error against a closed port on localhost.
+recorded trace, the limit checks and the connection error against a closed port on localhost, and a
+``RobotEnv`` episode (home motion, joint and ``ee_delta`` steps) against a fake of ur_rtde's interfaces that
+checks each servo call against ur_rtde's documented ranges (tests/test_driver_day_one.py).
 """
 
 from __future__ import annotations
