@@ -5,17 +5,21 @@ Every rejected message must change nothing, and the learner must keep serving.""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 import zmq
-from online_setup import copy_run, overrides
+from online_setup import CODE, copy_run, overrides
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, load_config
-from robot_rl.runtime.link import PROTOCOL, LearnerServer, ZmqLearnerLink
+from robot_rl.runtime.actor_claim import claim_folder, log_id
+from robot_rl.runtime.link import PROTOCOL, ActorIdError, LearnerServer, ZmqLearnerLink
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.security import (
     actor_key_name,
@@ -145,6 +149,7 @@ def test_malformed_pushes_are_refused_and_change_nothing(served, key_folder):
     assert reply["acked"] == 1 and learner.replay.num_steps == 3 and learner.window.episodes == 1
     assert learner.window.snapshot()["success_rate"] == 0.0
     assert link.push(0, 0, good, meta)["acked"] == 1 and learner.replay.num_episodes == 1  # a resend
+    link.bye(0)  # frees actor 0 for the other tests' clients
     link.close()
 
 
@@ -241,3 +246,70 @@ def test_keys_command_adds_keys_and_never_replaces_them(tmp_path, capsys):
     assert "key name '../x'" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=r"nobody.key_secret not found; make it with: robot-rl keys"):
         load_client_keys(folder, "nobody")
+
+
+def _actor_cli(run_dir, address: str, key_folder) -> subprocess.CompletedProcess:
+    """A real ``robot-rl online --role actor --actor-id 0`` against the learner at ``address``."""
+    args = ["online", "--role", "actor", "--actor-id", "0", f"--online.address={address}"]
+    return subprocess.run(
+        [sys.executable, "-c", CODE, *args, f"--security.keys={key_folder}", *overrides(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def _clash_line(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("robot-rl: actor id clash: "), proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in line, line
+
+
+def test_a_second_live_actor_with_the_same_id_is_refused_and_the_holder_goes_on(served, key_folder, tmp_path):
+    """Issue 39: a second actor 0 against a learner whose actor 0 is live took the id over (the holder then
+    crashed on acks beyond its log), and a second actor 0 on the same run dir wrote into the holder's log and
+    crashed with an IndexError traceback. Now each newcomer exits with one line and the holder goes on."""
+    learner, server = served
+    holder = _link(server, key_folder)
+    first = learner.replay.acked.get(0, 0)
+    frames = _frames(learner, 3)
+    meta = episode_meta(frames, learner.cfg.env.control_hz, -1)
+    holder.hello(0)
+    assert holder.push(0, first, frames, meta)["acked"] == first + 1
+    steps = learner.replay.num_steps
+    # another machine: its own run dir and episode log
+    _clash_line(
+        _actor_cli(tmp_path / "other", server.address, key_folder), "actor 0 already belongs to another"
+    )
+    # this machine: a live actor process holds actor 0's folder
+    folder = tmp_path / "same" / "online" / "online_qc_seed0" / "actor0"
+    code = "import sys; from pathlib import Path; from robot_rl.runtime.actor_claim import claim_folder; "
+    code += "lock = claim_folder(Path(sys.argv[1]), 0); print('held', flush=True); sys.stdin.read()"
+    live = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert live.stdout.readline() == b"held\n"
+        proc = _actor_cli(tmp_path / "same", server.address, key_folder)
+        _clash_line(proc, f"actor 0: {folder} is in use by another running actor process (pid {live.pid})")
+    finally:
+        live.kill()
+        live.wait()
+    assert not (folder / "episodes").exists()  # refused before it opened the log
+    other = _link(server, key_folder)  # the same key, another client: push and bye are refused as well
+    for call in (lambda: other.push(0, first + 1, frames, meta), lambda: other.bye(0)):
+        with pytest.raises(ActorIdError, match="actor 0 already belongs to another actor process"):
+            call()
+    assert learner.replay.num_steps == steps and 0 in learner._active
+    assert holder.push(0, first + 1, frames, meta)["acked"] == first + 2  # the holder goes on
+    holder.bye(0)
+    assert other.hello(0)["acked"] == first + 2  # the holder said bye: the id is free again
+    other.bye(0)
+    holder.close()
+    other.close()
+    with claim_folder(folder, 0) as lock:  # the dead holder's lock is free at once (a restart takes it)
+        assert (folder / "lock").read_text() == f"{os.getpid()}\n" and not lock.closed
+    assert log_id(folder) == log_id(folder) and len(log_id(folder)) == 32

@@ -1,13 +1,14 @@
 """Errors a user can fix become one line on stderr and a non-zero exit; anything else keeps its traceback.
 
 :func:`explain` maps a known error type to ``(line, exit code)``: a bad config (exit 2), a corrupt or
-mismatched checkpoint, a bad dataset, a critic input, an intervention device, a lost peer, a robot or
-camera error, no working renderer, a missing optional package, a missing file, and the disk errors (full,
-read-only, no permission, file too large) with the path and the fix. With ``--debug`` or
-``ROBOT_RL_DEBUG=1`` the traceback is shown instead. A known error in a background thread (a library's
-writer thread on a full disk) is kept by :class:`ThreadErrors` and reported when the command ends, not
-printed as a traceback. Error classes are looked up only among modules already imported: an error of a
-class whose module was never imported cannot have been raised, so this module imports nothing heavy.
+mismatched checkpoint, a bad dataset, a critic input, an intervention device, a lost peer, an actor id
+already in use, a robot or camera error, no working renderer, a missing optional package, a missing file,
+and the disk errors (full, read-only, no permission, file too large) with the path and the fix. With
+``--debug`` or ``ROBOT_RL_DEBUG=1`` the traceback is shown instead. A known error in a background thread (a
+library's writer thread on a full disk) is kept by :class:`ThreadErrors` and reported when the command
+ends, not printed as a traceback. Error classes are looked up only among modules already imported: an
+error of a class whose module was never imported cannot have been raised, so this module imports nothing
+heavy.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ KNOWN = (
     ("robot_rl.runtime.actor", "PolicyFaultError", "policy fault", 1),
     ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
     ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
+    ("robot_rl.runtime.link", "ActorIdError", "actor id clash", 1),
     ("robot_rl.hardware.errors", "HardwareError", "hardware error", 1),
     ("robot_rl.hardware.policy_protocol", "PolicyInputError", "policy server error", 1),
     ("robot_rl.hardware.policy_protocol", "PolicyTokenError", "policy server error", 1),

@@ -33,7 +33,7 @@ from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError, start_episode
-from robot_rl.runtime.link import LearnerLink
+from robot_rl.runtime.link import ActorIdError, LearnerLink
 from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
@@ -50,6 +50,11 @@ POLL_S = 0.1
 class PolicyFaultError(RuntimeError):
     """The policy produced NaN/inf chunks ``online.max_nan_stops`` episodes in a row: the actor stops (a
     real robot holds) instead of spinning through resets with a broken policy."""
+
+
+def actor_folder(cfg: PipelineConfig, seed: int, actor_id: int) -> Path:
+    """``<run_dir>/online/<name>_seed<seed>/actor<actor_id>``: the actor's episode log and cached policy."""
+    return RunDir(cfg.run_dir).root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
 
 
 class _Sender(threading.Thread):
@@ -102,7 +107,7 @@ class _Sender(threading.Thread):
             self.spec, self.status, self.acked = reply["spec"], reply["status"], int(reply["acked"])
             self.episode_keys, self.max_steps = reply["episode_keys"], int(reply["max_episode_steps"])
             if self.acked > actor.num_logged():
-                raise RuntimeError(
+                raise ActorIdError(
                     f"the learner holds {self.acked} episodes of actor {actor.actor_id} but its log "
                     f"{actor.log.path} has {actor.num_logged()}: another actor uses this id, or the log was "
                     "deleted"
@@ -147,8 +152,7 @@ class Actor:
     ) -> None:
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
         set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
-        run = RunDir(cfg.run_dir)
-        self.dir = run.root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
+        self.dir = actor_folder(cfg, seed, actor_id)
         self.env, space, action_space = self._build_env()
         self.obs_keys = sorted(space)
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}

@@ -2,13 +2,13 @@
 
 Operations (protocol :data:`PROTOCOL`), each a request from an actor answered by the learner:
 
-- ``hello {actor}`` -> ``{acked, version, status}`` plus ``spec`` (the policy's checkpoint ``config`` and
-  normalisation ``stats``, as JSON) so the actor can build the same network;
-- ``push {actor, episode, meta}`` + safetensors frames -> ``{acked, status}``: one recorded episode, stored
-  durably before the reply (a resend of a stored episode is acknowledged and ignored);
+- ``hello {actor, client}`` -> ``{acked, version, status}`` plus ``spec`` (the policy's checkpoint
+  ``config`` and normalisation ``stats``, as JSON) so the actor can build the same network;
+- ``push {actor, client, episode, meta}`` + safetensors frames -> ``{acked, status}``: one recorded episode,
+  stored durably before the reply (a resend of a stored episode is acknowledged and ignored);
 - ``weights {have}`` -> ``{version, status}`` plus the model's safetensors bytes when newer than ``have``;
-- ``bye {actor, fault}`` -> ``{status}``: the actor has stopped; ``fault`` (optional, a short text) says it
-  stopped on a fault it cannot heal (a policy that keeps producing NaN/inf actions).
+- ``bye {actor, client, fault}`` -> ``{status}``: the actor has stopped; ``fault`` (optional, a short text)
+  says it stopped on a fault it cannot heal (a policy that keeps producing NaN/inf actions).
 
 ``status`` is ``{env_steps, updates, allowed_env_steps, caught_up, stop}`` (``caught_up``: the learner has
 made every update its UTD ratio allows for the steps it holds). Nothing is pickled: headers are JSON,
@@ -16,12 +16,18 @@ arrays safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_
 operations as Ray actor calls. The learner checks every argument before acting on it
 (:mod:`robot_rl.runtime.messages`); with CURVE keys (:mod:`robot_rl.security`) the server also checks that
 the actor id of hello, push and bye is the one the client's key is bound to.
+
+``client`` is the actor's episode log id (:mod:`robot_rl.runtime.actor_claim`): an actor id belongs to the
+first client that says hello or pushes as it until that client says bye, so a restarted actor (same log)
+is taken back at once, while a second live actor with the same id is refused (:class:`ActorIdError`) and
+changes nothing: the holder goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import Any, Protocol
 
 import zmq
@@ -43,7 +49,13 @@ from robot_rl.transport import (
 PROTOCOL = 1
 OPS = ("hello", "push", "weights", "bye")
 POLL_MS = 100
+MAX_CLIENT_CHARS = 64
 log = logging.getLogger(__name__)
+
+
+class ActorIdError(RuntimeError):
+    """Another actor already holds this actor id (on the learner, or the actor folder on this machine); the
+    newcomer is refused and nothing it sent is stored."""
 
 
 class LearnerEndpoint(Protocol):
@@ -95,6 +107,7 @@ class LearnerServer:
         self.address = self.router.address
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="learner-server", daemon=True)
+        self.holders: dict[int, str] = {}  # actor id -> the client that holds it (served thread only)
 
     def start(self) -> LearnerServer:
         self._thread.start()
@@ -134,18 +147,46 @@ class LearnerServer:
         actor = header.get("actor")
         if user is not None and (key_actor(user) is None or key_actor(user) != actor):
             raise PermissionError(f"client key {user!r} may not act as actor {actor!r}")
+        client = self._check_holder(actor, header.get("client"))
         if op == "hello":
-            return self.endpoint.hello(actor), None
-        if op == "push":
+            reply = self.endpoint.hello(actor)
+        elif op == "push":
             frames = decode_arrays(rest[0])
-            return self.endpoint.push(actor, header.get("episode"), frames, header.get("meta")), None
-        return self.endpoint.bye(actor, header.get("fault", "")), None
+            reply = self.endpoint.push(actor, header.get("episode"), frames, header.get("meta"))
+        else:
+            reply = self.endpoint.bye(actor, header.get("fault", ""))
+            self.holders.pop(actor, None)
+            return reply, None
+        self.holders[actor] = client  # only once the endpoint accepted the request
+        return reply, None
+
+    def _check_holder(self, actor: object, client: object) -> str:
+        """``client`` when it may act as ``actor``: it holds it or nobody does.
+
+        Raises:
+            ProtocolError: ``client`` is not a string of 1 to :data:`MAX_CLIENT_CHARS` characters.
+            ActorIdError: another client holds ``actor`` (it has not said bye)."""
+        if not isinstance(client, str) or not 0 < len(client) <= MAX_CLIENT_CHARS:
+            raise ProtocolError(f"client must be a string of 1 to {MAX_CLIENT_CHARS} characters")
+        holder = self.holders.get(actor) if isinstance(actor, int) else None
+        if holder is not None and holder != client:
+            log.warning("learner: refused a second actor %s (client %s; held by %s)", actor, client, holder)
+            raise ActorIdError(
+                f"actor {actor} already belongs to another actor process (episode log id {holder}, not "
+                "stopped: no bye yet); this one is refused and nothing it sent was stored: start it with "
+                "another --actor-id, or stop the other one first"
+            )
+        return client
 
 
 class ZmqLearnerLink:
     """:class:`LearnerLink` over ZeroMQ to a :class:`LearnerServer` at ``address``; each call waits at most
     ``timeout_s`` (s), longer (``push_timeout_s``) for pushes, which write to disk before answering.
-    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback."""
+    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback. ``client``:
+    who this actor is (its episode log id; default: a new random id), sent with hello, push and bye.
+
+    Raises:
+        ActorIdError (from hello, push, bye): another client holds the actor id."""
 
     def __init__(
         self,
@@ -153,15 +194,18 @@ class ZmqLearnerLink:
         timeout_s: float = 2.0,
         push_timeout_s: float = 30.0,
         keys: ClientKeys | None = None,
+        client: str | None = None,
     ) -> None:
-        self.client = RpcClient(address, PROTOCOL, timeout_s, name="learner", keys=keys)
+        errors = {"ActorIdError": ActorIdError}
+        self.client = RpcClient(address, PROTOCOL, timeout_s, errors, name="learner", keys=keys)
         self.push_timeout_s = push_timeout_s
+        self.client_id = client or uuid.uuid4().hex
 
     def hello(self, actor: int) -> dict[str, Any]:
-        return self.client.request({"op": "hello", "actor": actor})[0]
+        return self.client.request({"op": "hello", "actor": actor, "client": self.client_id})[0]
 
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
-        header = {"op": "push", "actor": actor, "episode": episode, "meta": meta}
+        header = {"op": "push", "actor": actor, "client": self.client_id, "episode": episode, "meta": meta}
         return self.client.request(header, encode_arrays(frames), timeout_s=self.push_timeout_s)[0]
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
@@ -169,7 +213,8 @@ class ZmqLearnerLink:
         return head, (bytes(rest[0]) if rest else None)
 
     def bye(self, actor: int, fault: str = "") -> dict[str, Any]:
-        header = {"op": "bye", "actor": actor, **({"fault": fault} if fault else {})}
+        header = {"op": "bye", "actor": actor, "client": self.client_id}
+        header.update({"fault": fault} if fault else {})
         return self.client.request(header)[0]
 
     def close(self) -> None:
