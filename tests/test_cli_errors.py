@@ -206,6 +206,23 @@ def test_disk_full_while_collecting_names_the_file(tmp_path):
         _no_tmp_left(root)
 
 
+def test_disk_full_in_an_actor_names_its_episode_log(tmp_path):
+    """Issue 39: an actor (`--role actor`, on its robot's machine) on a full disk said only "a file under
+    run_dir": its episode log is zarr, whose store names no file. It fails creating the log, before it
+    needs a learner."""
+    root = tmp_path / "disk"
+    with small_disk(root, [], free_kb=24) as fsize:
+        if fsize is not None:
+            pytest.skip("needs a real small file system (a tmpfs, mounted as root): zarr's files stay small")
+        proc = _cli(
+            "online", "--role", "actor", f"--run_dir={root}", *TINY, f"--online.address={free_address()}"
+        )
+        log = root / "online" / "online_qc_seed0" / "actor0" / "episodes"
+        line = _error_line(proc, "disk error", f"{log}/", "No space left", strict=False)
+        assert "run_dir" not in line.split(";")[0], line
+        _no_tmp_left(root)
+
+
 @pytest.mark.slow
 def test_disk_full_during_online_run(tiny_offline_run, tmp_path):
     root = tmp_path / "disk"

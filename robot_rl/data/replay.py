@@ -17,6 +17,8 @@ One writer per path; readers may open the same path read-only meanwhile.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +60,8 @@ class ZarrReplayBuffer:
             key, the layout before 2026-11-24, kept for the benchmark).
 
     Raises DatasetError naming the path (and key) for a missing spec, a spec mismatch, or an unreadable
-    store.
+    store; OSError naming the array folder or ``zarr.json`` it was writing when creating it fails (a full
+    disk).
     """
 
     def __init__(
@@ -93,19 +96,25 @@ class ZarrReplayBuffer:
             if spec is None:
                 raise DatasetError(f"{self.path}: no replay buffer here and no spec to create one")
             self.spec, self.episode_spec = self._normalise(spec), self._normalise(episode_spec or {})
-            self._group = zarr.open_group(str(self.path), mode="w")
-            for key, (shape, dtype) in self.spec.items():
-                frames = chunk_frames_for(shape, dtype, chunk_frames, chunk_bytes)
-                self._group.create_array(key, shape=(0, *shape), chunks=(frames, *shape), dtype=dtype)
-            for key, (shape, dtype) in self.episode_spec.items():
-                frames = chunk_frames_for(shape, dtype, 256, chunk_bytes)
-                self._group.create_array(key, shape=(0, *shape), chunks=(frames, *shape), dtype=dtype)
-            self._group.create_array(_ENDS, shape=(0,), chunks=(4096,), dtype=np.int64)
-            self._group.create_array(_SOURCE, shape=(0,), chunks=(4096,), dtype=np.int8)
-            self._group.attrs["spec"] = self._encode(self.spec)
-            self._group.attrs["episode_spec"] = self._encode(self.episode_spec)
+            with self._naming("zarr.json"):
+                self._group = zarr.open_group(str(self.path), mode="w")
+            arrays = [
+                (k, (0, *shape), (chunk_frames_for(shape, dtype, chunk_frames, chunk_bytes), *shape), dtype)
+                for k, (shape, dtype) in self.spec.items()
+            ]
+            arrays += [
+                (k, (0, *shape), (chunk_frames_for(shape, dtype, 256, chunk_bytes), *shape), dtype)
+                for k, (shape, dtype) in self.episode_spec.items()
+            ]
+            arrays += [(_ENDS, (0,), (4096,), np.int64), (_SOURCE, (0,), (4096,), np.int8)]
+            for key, shape, chunks, dtype in arrays:
+                with self._naming(key):
+                    self._group.create_array(key, shape=shape, chunks=chunks, dtype=dtype)
             self._frames = self._episodes = 0
-            self._commit()
+            with self._naming("zarr.json"):
+                self._group.attrs["spec"] = self._encode(self.spec)
+                self._group.attrs["episode_spec"] = self._encode(self.episode_spec)
+                self._commit()
         names = (*self.spec, *self.episode_spec, _ENDS, _SOURCE)
         self._arrays = {key: self._group[key] for key in names}
 
@@ -135,7 +144,9 @@ class ZarrReplayBuffer:
         name in ``robot_rl.keys.SOURCES`` or its index. Durable on return.
 
         Returns the episode index. Raises DatasetError naming the key for a missing, extra or mis-shaped
-        key, inconsistent T, or NaN/inf in a float key (nothing is written then)."""
+        key, inconsistent T, or NaN/inf in a float key (nothing is written then), and OSError naming the
+        array folder or ``zarr.json`` it was writing when the disk fails (full, read-only); the episode is
+        then not committed."""
         code = (
             source
             if isinstance(source, int)
@@ -172,20 +183,33 @@ class ZarrReplayBuffer:
             if np.issubdtype(arr.dtype, np.floating) and not np.isfinite(arr).all():
                 raise DatasetError(f"{self.path}: key {key!r} contains NaN or inf; episode not written")
             once[key] = arr.astype(dtype, copy=False)
-        start, end = self._frames, self._frames + length
-        for key, arr in data.items():
-            self._reserve(self._arrays[key], end)
-            self._arrays[key][start:end] = arr
-        ep = self._episodes
-        for key, arr in once.items():
-            self._reserve(self._arrays[key], ep + 1)
-            self._arrays[key][ep] = arr
-        for name, value in ((_ENDS, end), (_SOURCE, code)):
-            self._reserve(self._arrays[name], ep + 1)
-            self._arrays[name][ep] = value
+        start, end, ep = self._frames, self._frames + length, self._episodes
+        writes = [(key, slice(start, end), arr) for key, arr in data.items()]
+        writes += [(key, slice(ep, ep + 1), arr[None]) for key, arr in once.items()]
+        writes += [(_ENDS, slice(ep, ep + 1), [end]), (_SOURCE, slice(ep, ep + 1), [code])]
+        for key, rows, value in writes:
+            with self._naming(key):
+                self._reserve(self._arrays[key], rows.stop)
+                self._arrays[key][rows] = value
         self._frames, self._episodes = end, ep + 1
-        self._commit()  # the commit point: written last
+        try:
+            with self._naming("zarr.json"):
+                self._commit()  # the commit point: written last
+        except OSError:
+            self._frames, self._episodes = start, ep  # not committed: the next append overwrites it
+            raise
         return ep
+
+    @contextlib.contextmanager
+    def _naming(self, name: str) -> Iterator[None]:
+        """Give an OSError from zarr's store (a full disk: it names no file) the path it was writing:
+        ``<path>/<name>``, an array's folder or the group's ``zarr.json``."""
+        try:
+            yield
+        except OSError as err:
+            if err.filename is not None:
+                raise
+            raise OSError(err.errno, err.strerror, str(self.path / name)) from err
 
     def __len__(self) -> int:
         """Committed frames."""
