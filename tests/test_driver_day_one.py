@@ -4,6 +4,8 @@ against the vendor's documented limits, and the driver code above it is the real
 
 - UR: ``rtde_receive`` / ``rtde_control`` (ur_rtde's documented servoJ/servoL ranges); a ``RobotEnv`` on a
   UR runs its home motion and steps without a gripper.
+- xArm: ``xarm.wrapper.XArmAPI`` (UFACTORY's servo-mode guide: setpoints only in mode 1, at most 10 mm
+  apart, 100-250 Hz); the SDK's joint-limit table is the real one.
 - Franka: ``franky.Robot`` / ``franky.Gripper`` (the Franka Hand's datasheet: 80 mm stroke, 0.1 m/s,
   70 N continuous force); the rest of franky (motions, ``RealtimeConfig``) is the real wheel.
 """
@@ -11,6 +13,7 @@ against the vendor's documented limits, and the driver code above it is the real
 from __future__ import annotations
 
 import sys
+import time
 import types
 
 import numpy as np
@@ -232,3 +235,111 @@ def test_franka_closing_grasps_with_force_once(franky_fakes):
     robot.disconnect()
     with pytest.raises(ValueError, match="env.robot.grasp_force_n=100"):
         make_robot(RobotConfig(driver="franka", address="172.16.0.2", grasp_force_n=100.0))
+
+
+class FakeXArm:
+    """``xarm.wrapper.XArmAPI`` of an xArm 7 control box whose arm reaches each servo setpoint at once.
+    Every servo call is checked against UFACTORY's servo-mode guide (mode 1 set and state 0, setpoints at
+    most 10 mm apart: a farther one is not executed); breaches go to :attr:`violations`."""
+
+    def __init__(self) -> None:
+        self.connected, self.axis, self.device_type = True, 7, 7
+        self.has_error, self.error_code = False, 0
+        self.mode, self.state = 0, 0
+        self.angles = np.array([0.0, -30.0, 0.0, 60.0, 0.0, 90.0, 0.0])  # deg
+        self.pose = np.array([300.0, 0.0, 200.0, 180.0, 0.0, 0.0])  # mm, deg
+        self.sent: list[tuple[float, np.ndarray]] = []
+        self.violations: list[str] = []
+        self.module = types.ModuleType("xarm.wrapper")
+        self.module.XArmAPI = lambda host, is_radian: self
+
+    def motion_enable(self, enable):
+        return 0
+
+    def set_gripper_mode(self, mode):
+        return 0
+
+    def set_gripper_enable(self, enable):
+        return 0
+
+    def set_mode(self, mode):
+        self.mode, self.state = mode, 3  # a new mode waits for set_state(0)
+        return 0
+
+    def set_state(self, state):
+        self.state = state
+        return 0
+
+    def disconnect(self):
+        pass
+
+    def get_joint_states(self, is_radian=False):
+        return 0, [self.angles.tolist(), [0.0] * 7, [0.0] * 7]
+
+    def get_position(self, is_radian=False):
+        return 0, self.pose.tolist()
+
+    def get_gripper_position(self):
+        return 0, 850.0
+
+    def _servo(self, what, value):
+        if (self.mode, self.state) != (1, 0):
+            self.violations.append(f"{what} in mode {self.mode} state {self.state}")
+        self.sent.append((time.monotonic(), np.asarray(value, dtype=np.float64)))
+
+    def set_servo_cartesian(self, mvpose, is_radian=False):
+        step = float(np.linalg.norm(np.asarray(mvpose[:3]) - self.pose[:3]))
+        if step > 10.0:
+            self.violations.append(f"set_servo_cartesian {step:.1f} mm from the last setpoint")
+        self._servo("set_servo_cartesian", mvpose)
+        self.pose = np.asarray(mvpose, dtype=np.float64)
+        return 0
+
+    def set_servo_angle_j(self, angles, is_radian=False):
+        self._servo("set_servo_angle_j", angles)
+        self.angles = np.asarray(angles, dtype=np.float64)
+        return 0
+
+
+@pytest.fixture
+def xarm_box(monkeypatch):
+    pytest.importorskip("xarm")
+    fake = FakeXArm()
+    monkeypatch.setitem(sys.modules, "xarm.wrapper", fake.module)
+    return fake
+
+
+def _wait(done, timeout_s=2.0):
+    t0 = time.monotonic()
+    while not done() and time.monotonic() - t0 < timeout_s:
+        time.sleep(0.01)
+
+
+def test_xarm_servo_mode_streams_near_setpoints_fast_at_capped_speed(xarm_box):
+    from robot_rl.hardware.drivers import xarm
+
+    robot = make_robot(RobotConfig(driver="xarm", address="192.168.1.185"), control_hz=10.0)
+    robot.connect()
+    try:
+        assert robot.limits.ee_step_max <= 0.025 + 1e-12  # 10 Hz targets at most 25 mm apart
+        for _ in range(3):  # 10 Hz ee_delta targets 20 mm apart
+            robot.command(Command(CommandMode.EE_DELTA, np.array([0.02, 0.0, 0.0])))
+            time.sleep(0.1)
+        _wait(lambda: abs(xarm_box.pose[0] - 360.0) < 1e-6)
+        np.testing.assert_allclose(xarm_box.pose[:3], [360.0, 0.0, 200.0], atol=1e-6)
+        times = np.array([t for t, _ in xarm_box.sent])
+        steps = np.linalg.norm(np.diff([p[:3] for _, p in xarm_box.sent], axis=0), axis=1)
+        assert len(steps) >= 40 and np.median(np.diff(times)) <= 0.010  # >= 100 Hz while moving
+        assert steps.max() <= 1000 * xarm.SERVO_LINEAR_SPEED / xarm.STREAM_HZ + 1e-6  # 0.25 m/s cap (mm)
+
+        xarm_box.sent.clear()
+        target = np.deg2rad(xarm_box.angles) + np.array([0.2, 0, 0, 0, 0, 0, 0])
+        robot.command(Command(CommandMode.JOINT_POSITION, target))
+        _wait(lambda: abs(np.deg2rad(xarm_box.angles[0]) - target[0]) < 1e-9)
+        np.testing.assert_allclose(np.deg2rad(xarm_box.angles), target, atol=1e-9)
+        joint_steps = np.abs(np.diff([np.deg2rad(a) for _, a in xarm_box.sent], axis=0))
+        assert len(joint_steps) >= 30
+        assert joint_steps.max() <= xarm.SERVO_JOINT_SPEED / xarm.STREAM_HZ + 1e-9  # 1 rad/s cap
+    finally:
+        robot.disconnect()
+    assert xarm_box.violations == []

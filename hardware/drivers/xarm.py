@@ -11,21 +11,34 @@ Modes (the SDK's control modes, switched with ``set_mode`` + ``set_state(0)``):
     - ``joint_position`` (n,) rad -> mode 1 (servo), ``set_servo_angle_j`` (deg);
     - ``ee_delta`` (3,)/(6,) -> mode 1, ``set_servo_cartesian`` with the target pose moved by the delta
       (m and rotation vector rad, converted to mm and deg);
+      in mode 1 each command only sets the target of a
+      :class:`~robot_rl.hardware.drivers.servo_stream.ServoStreamer` thread, which sends setpoints at
+      :data:`STREAM_HZ` (UFACTORY's servo-mode guide: 100-250 Hz, at most 10 mm apart, or the motion is
+      not executed), each at most :data:`SERVO_JOINT_SPEED`, :data:`SERVO_LINEAR_SPEED` and
+      :data:`SERVO_ANGULAR_SPEED` over one period from the last: the SDK marks servo mode's speed and
+      acceleration arguments "reserved", so the caps are the stream's. A driver-side stream rather than
+      modes 6/7 (the controller's online trajectory planning): servo mode runs the same on every xArm and
+      Lite 6 and its rate and step rules are documented, so the stream's rate, step and speed are ours
+      to set and to test, while the SDK's source gives modes 6/7 no rate, step or minimum firmware to
+      hold to;
     - ``joint_velocity`` (n,) rad/s -> mode 4, ``vc_set_joint_velocity`` (deg/s) lasting two control
       periods, so the arm stops by itself when commands stop;
     - ``ee_velocity`` (6,) m/s, rad/s -> mode 5, ``vc_set_cartesian_velocity`` (mm/s, deg/s), same duration.
 
 Limits: joint ranges from the SDK's own table (``XCONF.Robot.JOINT_LIMITS`` by axis count and device
 type, read at connect), speed pi rad/s (180 deg/s) per joint and 20 rad/s^2 (1145 deg/s^2, the SDK's
-maximum joint acceleration), workspace box +-0.7 m (Lite 6: +-0.44 m) around the base. Joint targets
-outside the range and speeds beyond the limit are refused (``CommandRejected``) before anything is sent.
+maximum joint acceleration), workspace box +-0.7 m (Lite 6: +-0.44 m) around the base, an ``ee_delta``
+step of at most :data:`SERVO_LINEAR_SPEED` / ``control_hz`` (what the stream covers in one control
+period). Joint targets outside the range and speeds beyond the limit are refused (``CommandRejected``)
+before anything is sent.
 
 Faults: a controller error (``has_error``) found at connect or after a command raises ``RobotFault`` with
 the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
 
 Untested on a real xArm here (no control box in CI): the tests cover construction, the unit conversion on a
-recorded trace in the SDK's units, the limit checks and the connection error against a closed port on
-localhost.
+recorded trace in the SDK's units, the limit checks, the connection error against a closed port on
+localhost, and the servo stream against a fake ``XArmAPI`` that checks the rate, step and mode of every
+servo call (tests/test_driver_day_one.py).
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ from robot_rl.hardware.drivers.arm_common import (
     quat_from_rpy,
     rpy_from_quat,
 )
+from robot_rl.hardware.drivers.servo_stream import ServoStreamer, joint_advance, pose_advance
 from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, RobotFault
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sdk import import_sdk
@@ -52,6 +66,16 @@ GRIPPER_OPEN_PULSES = 850.0
 """xArm Gripper position when fully open (pulses); 0 is closed."""
 LITE6_DEVICE_TYPE = 9
 """``XArmAPI.device_type`` of a Lite 6 (6 axes), whose gripper is open/close only, with no feedback."""
+STREAM_HZ = 200.0
+"""Servo-mode setpoints per second while moving (UFACTORY: 100-250 Hz)."""
+SERVO_STEP_MAX_M = 0.010
+"""UFACTORY's largest distance between servo-mode setpoints (m); a farther one is not executed."""
+SERVO_JOINT_SPEED = 1.0
+"""Joint speed cap of servo-mode motion (rad/s, 57 deg/s)."""
+SERVO_LINEAR_SPEED = 0.25
+"""TCP speed cap of servo-mode motion (m/s): 1.25 mm per setpoint at :data:`STREAM_HZ`."""
+SERVO_ANGULAR_SPEED = 1.0
+"""TCP rotation speed cap of servo-mode motion (rad/s)."""
 MODE = {
     CommandMode.JOINT_POSITION: 1,
     CommandMode.EE_DELTA: 1,
@@ -121,7 +145,7 @@ def xarm_limits(axis: int, device_type: int, control_hz: float) -> RobotLimits:
         joint_acc_max=np.full(axis, 20.0),
         ee_low=np.full(3, -reach),
         ee_high=np.full(3, reach),
-        ee_step_max=0.05,
+        ee_step_max=SERVO_LINEAR_SPEED / float(control_hz),
         control_hz=float(control_hz),
         joint_names=tuple(f"J{i}" for i in range(1, axis + 1)),
     )
@@ -158,6 +182,8 @@ class XArmRobot(Robot):
         self._mode: int | None = None
         self._target: tuple[np.ndarray, np.ndarray] | None = None
         self._gripper = 0.0
+        self._stream: ServoStreamer | None = None
+        self._stream_mode: CommandMode | None = None
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> XArmRobot:
@@ -216,6 +242,7 @@ class XArmRobot(Robot):
 
     def disconnect(self) -> None:
         """Stop streaming (mode 0, the arm holds) and close the link; safe to call twice."""
+        self._stop_stream()
         if self._arm is not None:
             self._arm.set_mode(0)
             self._arm.set_state(0)
@@ -265,8 +292,8 @@ class XArmRobot(Robot):
         Raises:
             RobotConnectionError: not connected.
             CommandRejected: bad mode/shape/values, targets outside the joint limits or speeds beyond them,
-                or an SDK code other than 0.
-            RobotFault: the controller reports an error.
+                or an SDK code other than 0 (a servo-mode setpoint's included: it stopped the stream).
+            RobotFault: the controller reports an error (also when found by the servo stream).
         """
         arm = self._require()
         limits = self.limits
@@ -277,15 +304,14 @@ class XArmRobot(Robot):
         elif cmd.mode == CommandMode.JOINT_VELOCITY:
             check_joint_speeds(value, limits, self.name)
         self._switch(cmd.mode)
+        code = 0
         if cmd.mode == CommandMode.JOINT_POSITION:
-            code = arm.set_servo_angle_j(si_to_joints(value).tolist(), is_radian=False)
+            self._streamer(cmd.mode).set_target(value)
         elif cmd.mode == CommandMode.EE_DELTA:
             if self._target is None:
-                code, pose = arm.get_position(is_radian=False)
-                self._check(code, "get_position")
-                self._target = pose_to_si(pose)
+                self._target = self._measured_pose()
             self._target = apply_ee_delta(*self._target, value)
-            code = arm.set_servo_cartesian(si_to_pose(*self._target).tolist(), is_radian=False)
+            self._streamer(cmd.mode).set_target(np.concatenate(self._target))
         elif cmd.mode == CommandMode.JOINT_VELOCITY:
             code = arm.vc_set_joint_velocity(si_to_joints(value).tolist(), is_radian=False, duration=duration)
         else:
@@ -295,6 +321,46 @@ class XArmRobot(Robot):
         self._check(code, f"{cmd.mode!s} command")
         if cmd.gripper is not None:
             self._command_gripper(arm, cmd.gripper)
+
+    def _measured_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        code, pose = self._arm.get_position(is_radian=False)
+        self._check(code, "get_position")
+        return pose_to_si(pose)
+
+    def _streamer(self, mode: CommandMode) -> ServoStreamer:
+        """The servo stream of ``mode`` (joint or pose setpoints), started from the measured joints or
+        pose when the mode changed."""
+        if self._stream is not None and self._stream_mode == mode:
+            return self._stream
+        self._stop_stream()
+        dt = 1.0 / STREAM_HZ
+        if mode == CommandMode.JOINT_POSITION:
+            code, (pos_deg, _vel, _effort) = self._arm.get_joint_states(is_radian=False)
+            self._check(code, "get_joint_states")
+            start = joints_to_si(pos_deg[: self.limits.num_joints])
+            advance = joint_advance(SERVO_JOINT_SPEED * dt)
+            send = self._send_joints
+        else:
+            start = np.concatenate(self._measured_pose())
+            advance = pose_advance(min(SERVO_LINEAR_SPEED * dt, SERVO_STEP_MAX_M), SERVO_ANGULAR_SPEED * dt)
+            send = self._send_pose
+        self._stream = ServoStreamer(self.name, start, advance, send, STREAM_HZ)
+        self._stream_mode = mode
+        return self._stream
+
+    def _send_joints(self, q: np.ndarray) -> None:
+        self._check(
+            self._arm.set_servo_angle_j(si_to_joints(q).tolist(), is_radian=False), "set_servo_angle_j"
+        )
+
+    def _send_pose(self, pose: np.ndarray) -> None:
+        mvpose = si_to_pose(pose[:3], pose[3:]).tolist()
+        self._check(self._arm.set_servo_cartesian(mvpose, is_radian=False), "set_servo_cartesian")
+
+    def _stop_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.stop()
+        self._stream, self._stream_mode = None, None
 
     def _command_gripper(self, arm, closure: float) -> None:
         if self.is_lite6:
@@ -308,6 +374,7 @@ class XArmRobot(Robot):
         if mode != CommandMode.EE_DELTA:
             self._target = None  # the next ee_delta starts from the measured pose
         if self._mode != MODE[mode]:
+            self._stop_stream()
             self._check(self._arm.set_mode(MODE[mode]), f"set_mode({MODE[mode]})")
             self._check(self._arm.set_state(0), "set_state(0)")
             self._mode = MODE[mode]
