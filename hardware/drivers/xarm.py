@@ -26,11 +26,11 @@ Modes (the SDK's control modes, switched with ``set_mode`` + ``set_state(0)``):
     - ``ee_velocity`` (6,) m/s, rad/s -> mode 5, ``vc_set_cartesian_velocity`` (mm/s, deg/s), same duration.
 
 Limits: joint ranges from the SDK's own table (``XCONF.Robot.JOINT_LIMITS`` by axis count and device
-type, read at connect), speed pi rad/s (180 deg/s) per joint and 20 rad/s^2 (1145 deg/s^2, the SDK's
-maximum joint acceleration), workspace box +-0.7 m (Lite 6: +-0.44 m) around the base, an ``ee_delta``
-step of at most :data:`SERVO_LINEAR_SPEED` / ``control_hz`` (what the stream covers in one control
-period). Joint targets outside the range and speeds beyond the limit are refused (``CommandRejected``)
-before anything is sent.
+type, read at connect), speed :data:`SERVO_JOINT_SPEED` per joint (the servo stream's cap; the arm's own
+is pi rad/s) and 20 rad/s^2 (1145 deg/s^2, the SDK's maximum joint acceleration), workspace box +-0.7 m
+(Lite 6: +-0.44 m) around the base, an ``ee_delta`` step of at most :data:`SERVO_LINEAR_SPEED` /
+``control_hz`` (what the stream covers in one control period). Joint targets outside the range and speeds
+beyond the limit are refused (``CommandRejected``) before anything is sent.
 
 Faults: a controller error (``has_error``) found at connect or after a command raises ``RobotFault`` with
 the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
@@ -43,7 +43,6 @@ servo call (tests/test_driver_day_one.py).
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -141,7 +140,7 @@ def xarm_limits(axis: int, device_type: int, control_hz: float) -> RobotLimits:
     return RobotLimits(
         joint_low=ranges[:, 0].copy(),
         joint_high=ranges[:, 1].copy(),
-        joint_vel_max=np.full(axis, math.pi),
+        joint_vel_max=np.full(axis, SERVO_JOINT_SPEED),
         joint_acc_max=np.full(axis, 20.0),
         ee_low=np.full(3, -reach),
         ee_high=np.full(3, reach),
