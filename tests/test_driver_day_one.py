@@ -222,17 +222,20 @@ def test_franka_realtime_config_is_a_key(franky_fakes):
 
 def test_franka_closing_grasps_with_force_once(franky_fakes):
     _, hands = franky_fakes
-    robot = make_robot(RobotConfig(driver="franka", address="172.16.0.2", grasp_force_n=30.0))
+    robot = make_robot(RobotConfig(driver="franka", address="172.16.0.2"))
     robot.connect()
     q = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.5, 0.8])
     for grip in (0.0, 0.0, 1.0, 1.0, 1.0, 0.2, 0.2):  # 10 Hz commands: open, close and hold, open a bit
         robot.command(Command(CommandMode.JOINT_POSITION, q, grip))
     assert hands[0].calls == [
         ("move", pytest.approx(0.08), 0.1),
-        ("grasp", 0.0, 0.1, 30.0, 0.08),
+        ("grasp", 0.0, 0.1, 20.0, 0.08),  # the default env.robot.grasp_force_n
         ("move", pytest.approx(0.064), 0.1),
     ]
     robot.disconnect()
+    assert (
+        make_robot(RobotConfig(driver="franka", address="172.16.0.2", grasp_force_n=30.0)).grasp_force == 30.0
+    )
     with pytest.raises(ValueError, match="env.robot.grasp_force_n=100"):
         make_robot(RobotConfig(driver="franka", address="172.16.0.2", grasp_force_n=100.0))
 

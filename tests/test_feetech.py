@@ -382,18 +382,16 @@ def test_config_factory_and_missing_extra(emu, cal_file, monkeypatch):
 
 
 def test_connect_sets_lerobot_gains_and_jaw_limits(emu, robot):
-    """LeRobot's SO follower values land in every servo's control table, the jaw's limits only on the jaw,
-    and the arm holds with torque on afterwards."""
+    """LeRobot's SO follower values land in every servo's control table (STS3215 addresses from Feetech's
+    memory table), the jaw's limits only on the jaw, and the arm holds with torque on afterwards."""
 
-    def reg(servo_id, r):
-        table = emu.servos[servo_id].table
-        return int.from_bytes(table[r.address : r.address + r.size], "little")
+    def reg(servo_id, address, size=1):
+        return int.from_bytes(emu.servos[servo_id].table[address : address + size], "little")
 
     ids = robot.calibration.ids
     for servo_id in ids:
-        assert [reg(servo_id, r) for r in (feetech.OPERATING_MODE, feetech.P_COEFFICIENT)] == [0, 16]
-        assert [reg(servo_id, r) for r in (feetech.I_COEFFICIENT, feetech.D_COEFFICIENT)] == [0, 32]
-        assert reg(servo_id, feetech.TORQUE_ENABLE) == 1
-    jaw_limits = (feetech.MAX_TORQUE_LIMIT, feetech.PROTECTION_CURRENT, feetech.OVERLOAD_TORQUE)
-    assert [reg(ids[5], r) for r in jaw_limits] == [500, 250, 25]
-    assert [reg(ids[0], r) for r in jaw_limits] == [0, 0, 0]  # the arm joints keep their own limits
+        # Operating_Mode 33, P 21, I 23, D 22, Torque_Enable 40
+        assert [reg(servo_id, a) for a in (33, 21, 23, 22, 40)] == [0, 16, 0, 32, 1]
+    jaw_limits = ((16, 2), (28, 2), (36, 1))  # Max_Torque_Limit, Protection_Current, Overload_Torque
+    assert [reg(ids[5], *r) for r in jaw_limits] == [500, 250, 25]
+    assert [reg(ids[0], *r) for r in jaw_limits] == [0, 0, 0]  # the arm joints keep their own limits
