@@ -2,7 +2,8 @@
 ensembling (Zhao et al. 2023, "Learning Fine-Grained Bimanual Manipulation ...": every step a new chunk is
 predicted and the actions that target the current step are averaged with weights ``exp(-m * i)``, i = 0
 for the oldest prediction) in :class:`ChunkExecutor`; open loop with the next chunk inferred while the
-current one runs (real-time control loops) in :class:`AsyncChunkExecutor`."""
+current one runs (real-time control loops) in :class:`AsyncChunkExecutor`. Given the action box, both
+check every chunk (:func:`check_chunk`): its action dimension, NaN/inf and the box, before any of it runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 EXECUTIONS = ("open_loop", "temporal_ensemble")
+BOX_TOLERANCE = 1e-6  # as the envs' check_action: float32 rounding of an action on the box's edge
+
+
+class ChunkError(ValueError):
+    """A chunk that cannot be executed: the wrong shape (another action dimension) or an action outside the
+    action box. Nothing of it is executed."""
 
 
 def _as_numpy(chunk) -> np.ndarray:
@@ -22,20 +29,63 @@ def _as_numpy(chunk) -> np.ndarray:
     return np.asarray(chunk, dtype=np.float32)
 
 
+def check_chunk(
+    chunk, horizon: int, low: np.ndarray | None = None, high: np.ndarray | None = None, batched: bool = True
+) -> np.ndarray:
+    """``chunk`` (h, d), or (B, h, d) when ``batched``, as float32 after checking that nothing of it is unsafe
+    to execute. ``low``, ``high``: the action box (d,) in robot units; without them the action dimension and
+    the box are not checked.
+
+    Raises:
+        ChunkError: another shape (names the expected and the given one), or an action outside
+            [low, high] by more than :data:`BOX_TOLERANCE` (names the step, the entry, its value and bounds).
+        robot_rl.algos.base.NonFiniteChunkError: NaN or inf (the online actor stops the episode safely).
+    """
+    c = _as_numpy(chunk)
+    d = "d" if low is None else f"d={len(low)}"
+    shape_ok = c.ndim in ((2, 3) if batched else (2,)) and c.shape[-2] == horizon
+    if not shape_ok or (low is not None and c.shape[-1] != len(low)):
+        expected = f"(h={horizon}, {d})" + (f" or (B, h={horizon}, {d})" if batched else "")
+        raise ChunkError(f"chunk must be {expected}, got {c.shape}")
+    if not np.isfinite(c).all():
+        from robot_rl.algos.base import NonFiniteChunkError
+
+        raise NonFiniteChunkError("chunk contains NaN or inf; nothing of it is executed")
+    if low is not None and high is not None:
+        bad = np.argwhere((c < low - BOX_TOLERANCE) | (c > high + BOX_TOLERANCE))
+        if len(bad):
+            *rows, i = (int(v) for v in bad[0])
+            raise ChunkError(
+                f"chunk step {rows[-1]}: action[{i}] = {c[tuple(bad[0])]:.6g} is outside the action box "
+                f"[{low[i]:.6g}, {high[i]:.6g}]; nothing of the chunk is executed (clip it to the box "
+                "first if that is intended)"
+            )
+    return c
+
+
 class ChunkExecutor:
     """Turn chunks (h, d) or (B, h, d) into one action (d,) or (B, d) per control step.
 
     Use: ``action = ex.step(lambda: agent.act(obs))`` -- the callable is only invoked when a new chunk is
     needed (every h steps open loop; every step with temporal ensembling). Call :meth:`reset` at episode
-    start (all batch rows share one schedule).
+    start (all batch rows share one schedule). ``low``, ``high``: the action box (d,); given, every chunk
+    is checked against it and its dimension (:func:`check_chunk`).
     """
 
-    def __init__(self, horizon: int, mode: str = "open_loop", decay: float = 0.1):
+    def __init__(
+        self,
+        horizon: int,
+        mode: str = "open_loop",
+        decay: float = 0.1,
+        low: np.ndarray | None = None,
+        high: np.ndarray | None = None,
+    ):
         if mode not in EXECUTIONS:
             raise ValueError(f"unknown execution mode {mode!r}; expected one of {EXECUTIONS}")
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
         self.horizon, self.mode, self.decay = int(horizon), mode, float(decay)
+        self.low, self.high = low, high
         self.reset()
 
     @classmethod
@@ -52,12 +102,11 @@ class ChunkExecutor:
         return self.mode == "temporal_ensemble" or not self._queue
 
     def push(self, chunk) -> None:
-        """Add a chunk (h, d) or (B, h, d). Open loop: replaces what is left of the current chunk."""
-        c = _as_numpy(chunk)
-        if c.ndim not in (2, 3) or c.shape[-2] != self.horizon:
-            raise ValueError(f"chunk must be (h={self.horizon}, d) or (B, h, d), got {c.shape}")
-        if not np.isfinite(c).all():
-            raise ValueError("chunk contains NaN or inf")
+        """Add a chunk (h, d) or (B, h, d). Open loop: replaces what is left of the current chunk.
+
+        Raises:
+            ChunkError, NonFiniteChunkError: as :func:`check_chunk`; nothing of the chunk is kept."""
+        c = check_chunk(chunk, self.horizon, self.low, self.high)
         if self.mode == "open_loop":
             self._queue = deque(np.moveaxis(c, -2, 0))
         else:
@@ -140,14 +189,25 @@ class AsyncChunkExecutor:
     Use: ``action = ex.step(functools.partial(policy.infer, obs))`` once per control step -- bind the
     observation now (a ``lambda: policy.infer(obs)`` would read the variable later, in the worker).
     ``get_chunk`` must return (h, d); its exceptions are raised by the ``step`` that collects the chunk.
+    ``low``, ``high``: the action box (d,); given, every chunk is checked against it and its dimension
+    (:func:`check_chunk`).
     """
 
-    def __init__(self, horizon: int, lead: int, blend: int = 0, timeout_s: float | None = None):
+    def __init__(
+        self,
+        horizon: int,
+        lead: int,
+        blend: int = 0,
+        timeout_s: float | None = None,
+        low: np.ndarray | None = None,
+        high: np.ndarray | None = None,
+    ):
         if horizon < 2 or not 1 <= lead < horizon:
             raise ValueError(f"need horizon >= 2 and 1 <= lead < horizon, got horizon {horizon}, lead {lead}")
         if not 0 <= blend <= lead:
             raise ValueError(f"blend must be in [0, lead={lead}], got {blend}")
         self.horizon, self.lead, self.blend, self.timeout_s = int(horizon), int(lead), int(blend), timeout_s
+        self.low, self.high = low, high
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-inference")
         self.stalls, self.wait_s = 0, 0.0
         self.reset()
@@ -159,18 +219,13 @@ class AsyncChunkExecutor:
         self._t = 0
 
     def _check(self, chunk) -> np.ndarray:
-        c = _as_numpy(chunk)
-        if c.shape[:1] != (self.horizon,) or c.ndim != 2:
-            raise ValueError(f"chunk must be (h={self.horizon}, d), got {c.shape}")
-        if not np.isfinite(c).all():
-            raise ValueError("chunk contains NaN or inf")
-        return c
+        return check_chunk(chunk, self.horizon, self.low, self.high, batched=False)
 
     def step(self, get_chunk: Callable[[], object]) -> np.ndarray:
         """The action (d,) float32 for this control step; starts or collects inference as described above.
 
         Raises:
-            ValueError: a chunk of the wrong shape or with NaN/inf.
+            ChunkError, NonFiniteChunkError: as :func:`check_chunk` (both are ValueErrors).
             TimeoutError: waited longer than ``timeout_s`` for a chunk (None: as long as ``get_chunk``).
             Whatever ``get_chunk`` raised (e.g. the policy server is down).
         """

@@ -35,7 +35,8 @@ class ExpertSource:
 
 class AgentSource:
     """Queries ``agent.act`` (B, h, d) and applies the safety filter: NaN/inf chunks are rejected with a
-    ValueError, finite actions are clipped to the env's action box [low, high].
+    NonFiniteChunkError, a chunk of another action dimension than the box's with a ChunkError
+    (:mod:`robot_rl.policies.executor`), and finite actions are clipped to the env's action box [low, high].
 
     ``execution='open_loop'`` returns whole chunks (the rollout executes all h actions before the next
     query); ``'temporal_ensemble'`` queries every step and returns the ACT-weighted action as a chunk of 1.
@@ -63,7 +64,7 @@ class AgentSource:
 
         self.agent, self.obs_keys, self.low, self.high, self.device = agent, obs_keys, low, high, device
         horizon = agent.policy.horizon
-        self.executors = [ChunkExecutor(horizon, execution, decay) for _ in range(num_envs)]
+        self.executors = [ChunkExecutor(horizon, execution, decay, low, high) for _ in range(num_envs)]
         self.ensemble = execution == "temporal_ensemble"
         self.seed = seed
         self.episode: list[tuple[int, int]] = [(0, 0)] * num_envs  # (env seed, queries so far)
@@ -99,7 +100,19 @@ class AgentSource:
 
     @torch.no_grad()
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        """Chunks (B, h, d) float32 for the observations (B, ...) of sub-envs ``env_ids``, inside the box.
+
+        Raises:
+            ChunkError: the policy's chunks are not (B, h, d) with the box's d (names both shapes).
+            NonFiniteChunkError: they hold NaN or inf (nothing is executed)."""
+        from robot_rl.policies.executor import ChunkError
+
         chunk = self._act(obs, env_ids)
+        if chunk.ndim != 3 or chunk.shape[-1] != len(self.low):
+            raise ChunkError(
+                f"the policy's chunks have shape {chunk.shape} but the env's action space needs "
+                f"(B, h, d={len(self.low)}): the checkpoint was trained for another action space"
+            )
         if not np.isfinite(chunk).all():
             raise NonFiniteChunkError(
                 "policy produced NaN/inf actions; stopping instead of sending them to the robot"
@@ -294,14 +307,14 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
         from robot_rl.policies.executor import AsyncChunkExecutor
 
         executors = [
-            AsyncChunkExecutor(spec.horizon, d.async_lead, d.async_blend, d.timeout_s)
+            AsyncChunkExecutor(spec.horizon, d.async_lead, d.async_blend, d.timeout_s, low, high)
             for _ in range(num_envs)
         ]
     elif cfg.policy.execution == "temporal_ensemble":
         from robot_rl.policies.executor import ChunkExecutor
 
         executors = [
-            ChunkExecutor(spec.horizon, "temporal_ensemble", cfg.policy.ensemble_decay)
+            ChunkExecutor(spec.horizon, "temporal_ensemble", cfg.policy.ensemble_decay, low, high)
             for _ in range(num_envs)
         ]
     else:

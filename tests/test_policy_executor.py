@@ -1,5 +1,7 @@
 """Chunk execution: open loop and ACT-style temporal ensembling."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -66,3 +68,54 @@ def test_from_config():
 
     ex = ChunkExecutor.from_config(PolicyConfig(horizon=4, execution="temporal_ensemble", ensemble_decay=0.2))
     assert (ex.horizon, ex.mode, ex.decay) == (4, "temporal_ensemble", 0.2)
+
+
+def test_a_chunk_of_another_action_dim_or_outside_the_box_is_never_executed(tiny_offline_run):
+    """Issue 39: a chunk of another action dimension reached the env (or numpy's broadcast error in the
+    safety filter's clip), and no executor range-checked actions. With the env's action box, each executor
+    refuses such a chunk whole, naming the expected and given shapes or the action and its bounds."""
+    from robot_rl.algos.base import NonFiniteChunkError
+    from robot_rl.cli.errors import explain
+    from robot_rl.config import EnvConfig
+    from robot_rl.policies.checkpoint import read_config
+    from robot_rl.policies.executor import AsyncChunkExecutor, ChunkError
+    from robot_rl.sim import make_env
+    from robot_rl.sources import AgentSource
+    from robot_rl.training.loop import load_agent
+
+    env = make_env(EnvConfig())  # the Panda task: [dx, dy, dz] within +-0.03 m, gripper in [0, 1]
+    low, high = env.action_space.low, env.action_space.high
+    good = np.tile(np.array([0.01, 0.0, -0.01, 1.0], np.float32), (5, 1))
+    far = good.copy()
+    far[2, 0] = 1000.0
+    nan = good.copy()
+    nan[4, 3] = np.nan
+    executors = [
+        ChunkExecutor(5, low=low, high=high),
+        ChunkExecutor(5, "temporal_ensemble", low=low, high=high),
+        AsyncChunkExecutor(5, lead=2, low=low, high=high),
+    ]
+    env.reset(seed=0)
+    for ex in executors:
+        with pytest.raises(ChunkError, match=re.escape("chunk must be (h=5, d=4)") + r".*got \(5, 3\)"):
+            ex.step(lambda: good[:, :3])
+        with pytest.raises(ChunkError, match=r"chunk step 2: action\[0\] = 1000 is outside the action box "):
+            ex.step(lambda: far)
+        with pytest.raises(NonFiniteChunkError, match="NaN or inf"):
+            ex.step(lambda: nan)
+        action = ex.step(lambda: good)  # nothing of a refused chunk was kept: this one runs
+        np.testing.assert_allclose(action, good[0])
+        env.step(action)
+        getattr(ex, "close", lambda: None)()
+    env.close()
+    # the safety filter in front of the executors: a checkpoint for another action space
+    checkpoint = tiny_offline_run / "checkpoints" / "bc_seed0"
+    agent, obs_keys = load_agent(checkpoint)
+    source = AgentSource(agent, obs_keys, low[:3], high[:3])
+    shapes = read_config(checkpoint / "config.json")["obs_shapes"]
+    obs = {k: np.zeros((1, *shapes[k]), np.float32) for k in obs_keys}
+    with pytest.raises(ChunkError) as refused:
+        source(obs, np.array([0]))
+    line, code = explain(refused.value)
+    assert code == 1 and line.startswith("robot-rl: policy error: the policy's chunks have shape (1, 5, 4)")
+    assert "(B, h, d=3)" in line

@@ -25,6 +25,8 @@ KNOWN = (
     ("robot_rl.policies.checkpoint", "CheckpointError", "checkpoint error", 1),
     ("robot_rl.policies.encoders", "UnknownTaskError", "policy error", 1),
     ("robot_rl.policies.vla.policy", "InstructionError", "policy error", 1),
+    ("robot_rl.policies.executor", "ChunkError", "policy error", 1),
+    ("robot_rl.algos.base", "NonFiniteChunkError", "policy error", 1),
     ("robot_rl.policies.vla.backbone", "VLMLoadError", "VLA backbone error", 1),
     ("robot_rl.data.errors", "DatasetError", "dataset error", 1),
     ("robot_rl.rewards.base", "CriticInputError", "critic error", 1),
