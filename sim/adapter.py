@@ -244,13 +244,16 @@ def make_foreign_env(
     render_mode: str | None = None,
 ) -> AdapterWrapper:
     """Import ``module`` (if set), ``gym.make(env_id, **kwargs)`` and wrap it in :class:`AdapterWrapper`.
-    With ``adapter.render_camera`` the env is made with ``render_mode="rgb_array"``.
+    With ``adapter.render_camera`` the env is made with ``render_mode="rgb_array"``. A ``render_mode`` in
+    ``kwargs`` (LeRobot's env recipes set ``rgb_array``) is used when nothing else asks for one and accepted
+    when it equals what is asked (by ``render_camera`` or the ``render_mode`` argument).
 
     Raises:
         ModuleNotFoundError: ``module`` cannot be imported.
         gymnasium.error.Error: ``env_id`` is not registered (after importing ``module``).
-        AdapterError: the adapter does not fit the env (unknown foreign key, wrong shape; names it), or
-            ``render_mode`` is not ``rgb_array`` while ``adapter.render_camera`` is set.
+        AdapterError: the adapter does not fit the env (unknown foreign key, wrong shape; names it),
+            ``render_mode`` is not ``rgb_array`` while ``adapter.render_camera`` is set, or
+            ``kwargs["render_mode"]`` differs from the one asked (names both).
     """
     adapter = adapter or AdapterConfig()
     if module:
@@ -261,6 +264,20 @@ def make_foreign_env(
                 f"env.adapter.render_camera needs render_mode='rgb_array', not {render_mode!r}"
             )
         render_mode = "rgb_array"
+    kwargs = dict(kwargs or {})
+    if "render_mode" in kwargs:
+        given = kwargs.pop("render_mode")
+        if render_mode is not None and given != render_mode:
+            who = (
+                f"env.adapter.render_camera={adapter.render_camera!r}"
+                if adapter.render_camera
+                else "this command (it renders frames)"
+            )
+            raise AdapterError(
+                f"env.kwargs.render_mode={given!r}, but {who} needs render_mode={render_mode!r}: set "
+                f"env.kwargs.render_mode to {render_mode!r} or leave it out"
+            )
+        render_mode = given
     extra = {"render_mode": render_mode} if render_mode is not None else {}
-    env = gym.make(env_id, **(kwargs or {}), **extra)
+    env = gym.make(env_id, **kwargs, **extra)
     return AdapterWrapper(env, adapter)

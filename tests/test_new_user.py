@@ -22,7 +22,7 @@ from random_source import RandomSource
 from robot_rl import keys
 from robot_rl.cli.envs import EVAL_SEED_OFFSET, dataset_features, make_rollout_vec_env
 from robot_rl.cli.main import main
-from robot_rl.config import load_config
+from robot_rl.config import ConfigError, load_config
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
 
@@ -303,3 +303,33 @@ def test_egl_teardown_tracebacks_at_exit_are_filtered():
         pytest.skip(f"no EGL rendering here: {proc.stderr.strip().splitlines()[-1:]}")
     assert "(480, 480, 3)" in proc.stdout
     assert "Exception ignored" not in proc.stderr and "EGLError" not in proc.stderr
+
+
+def test_render_mode_in_env_kwargs_with_render_camera(tmp_path, capsys):
+    """Issue 39: LeRobot's env recipes put ``render_mode: rgb_array`` in the env's kwargs; with
+    ``env.adapter.render_camera`` eval ended in gym.make's "got multiple values for keyword argument
+    'render_mode'" traceback. The same value is accepted; another one is a config error naming both."""
+    from robot_rl.sim import make_env
+
+    equal = _args(tmp_path, CAMERA, "--env.kwargs={render_mode: rgb_array}")
+    env = make_env(load_config(None, equal).env)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert env.unwrapped.render_mode == "rgb_array"
+        assert obs[keys.image_key("top")].shape == (IMAGE_HW[1], IMAGE_HW[0], 3)
+    finally:
+        env.close()
+    assert main(["eval", *equal]) == 1  # past the env: no checkpoint trained here
+    assert "checkpoint folder not found" in capsys.readouterr().err
+    assert main(["eval", *_args(tmp_path, CAMERA, "--env.kwargs={render_mode: human}")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [
+        "robot-rl: config error: env.kwargs.render_mode='human', but env.adapter.render_camera="
+        "'observation.images.top' needs render_mode='rgb_array': set env.kwargs.render_mode to 'rgb_array' "
+        "or leave it out"
+    ]
+    videos = load_config(None, _args(tmp_path, STATE, "--env.kwargs={render_mode: human}")).env
+    with pytest.raises(
+        ConfigError, match=r"this command \(it renders frames\) needs render_mode='rgb_array'"
+    ):
+        make_env(videos, render_mode="rgb_array")  # as `robot-rl videos` makes it
