@@ -31,6 +31,7 @@ from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.actor_claim import log_id
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError, start_episode
 from robot_rl.runtime.link import ActorIdError, LearnerLink
@@ -134,7 +135,7 @@ class Actor:
     """Actor ``actor_id`` of online run ``cfg.run_dir`` / training seed ``seed``.
 
     Args:
-        link: the learner link (ZeroMQ or Ray).
+        link: the learner link (ZeroMQ or Ray); bound to this actor's episode log id (``actor_claim``).
         parent_pid: when given, the actor stops once that process is gone (it was started by it).
 
     Raises:
@@ -153,6 +154,7 @@ class Actor:
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
         set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
         self.dir = actor_folder(cfg, seed, actor_id)
+        link.bind_client(log_id(self.dir))  # the learner knows this actor by its episode log
         self.env, space, action_space = self._build_env()
         self.obs_keys = sorted(space)
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}

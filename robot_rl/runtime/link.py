@@ -77,6 +77,9 @@ class LearnerLink(Protocol):
     """The actor's side of the link (ZeroMQ client or Ray handle). Every call is bounded in time and raises
     ``robot_rl.transport.PeerUnavailableError`` when the learner cannot be reached."""
 
+    def bind_client(self, client: str) -> None:
+        """Speak as ``client`` (the actor's episode log id) from now on."""
+
     def hello(self, actor: int) -> dict[str, Any]: ...
 
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]: ...
@@ -182,8 +185,9 @@ class LearnerServer:
 class ZmqLearnerLink:
     """:class:`LearnerLink` over ZeroMQ to a :class:`LearnerServer` at ``address``; each call waits at most
     ``timeout_s`` (s), longer (``push_timeout_s``) for pushes, which write to disk before answering.
-    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback. ``client``:
-    who this actor is (its episode log id; default: a new random id), sent with hello, push and bye.
+    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback. Who it is
+    (``client_id``, sent with hello, push and bye) is a new random id until :meth:`bind_client` (the
+    :class:`robot_rl.runtime.actor.Actor` binds its episode log's id).
 
     Raises:
         ActorIdError (from hello, push, bye): another client holds the actor id."""
@@ -194,12 +198,15 @@ class ZmqLearnerLink:
         timeout_s: float = 2.0,
         push_timeout_s: float = 30.0,
         keys: ClientKeys | None = None,
-        client: str | None = None,
     ) -> None:
         errors = {"ActorIdError": ActorIdError}
         self.client = RpcClient(address, PROTOCOL, timeout_s, errors, name="learner", keys=keys)
         self.push_timeout_s = push_timeout_s
-        self.client_id = client or uuid.uuid4().hex
+        self.client_id = uuid.uuid4().hex
+
+    def bind_client(self, client: str) -> None:
+        """Speak as ``client`` (at most :data:`MAX_CLIENT_CHARS` characters) from now on."""
+        self.client_id = client
 
     def hello(self, actor: int) -> dict[str, Any]:
         return self.client.request({"op": "hello", "actor": actor, "client": self.client_id})[0]

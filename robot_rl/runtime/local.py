@@ -55,22 +55,20 @@ def run_actor(
     """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters.
     ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s);
     default: :func:`robot_rl.runtime.batched_actor.actor_class` (batched if ``online.envs_per_actor`` > 1).
-    The actor's folder is locked while it runs, and the learner knows it by its episode log's id
-    (:mod:`robot_rl.runtime.actor_claim`).
+    The actor's folder is locked while it runs (:mod:`robot_rl.runtime.actor_claim`).
 
     Raises:
         ActorIdError: another live actor process holds the folder, or the learner holds the id for another
             actor (one-line errors; the other actor goes on)."""
     from robot_rl.runtime.actor import actor_folder
-    from robot_rl.runtime.actor_claim import claim_folder, log_id
+    from robot_rl.runtime.actor_claim import claim_folder
     from robot_rl.runtime.batched_actor import actor_class
 
     actor_cls = actor_cls or actor_class(cfg)
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=False)
-    folder = actor_folder(cfg, seed, actor_id)
-    with claim_folder(folder, actor_id):
-        link = ZmqLearnerLink(cfg.online.address, keys=keys, client=log_id(folder))
+    with claim_folder(actor_folder(cfg, seed, actor_id), actor_id):
+        link = ZmqLearnerLink(cfg.online.address, keys=keys)
         try:
             return actor_cls(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
         finally:

@@ -44,6 +44,9 @@ class RayLearnerLink:
                 f"Ray learner did not answer {op!r} within {timeout_s:g} s: {err}"
             ) from err
 
+    def bind_client(self, client: str) -> None:
+        """Nothing to bind: a Ray run starts its actors itself, each with its own id."""
+
     def hello(self, actor: int) -> dict[str, Any]:
         return self._get(self.handle.hello.remote(actor), self.timeout_s, "hello")
 
