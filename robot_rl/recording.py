@@ -131,6 +131,7 @@ def record_episode(
     start_episode(device, seed, str(reset_info.get("task", "")))
     low, high = env.action_space.low, env.action_space.high
     hold = np.clip(np.zeros(low.shape, np.float32), low, high)
+    has_gripper = getattr(env.unwrapped, "gripper", True)  # a RobotEnv without one (a UR) says so
     steps: list[dict[str, Any]] = []
     label, error = None, None
     while True:
@@ -146,7 +147,8 @@ def record_episode(
             action = np.clip(np.asarray(human.action, np.float32), low, high)
             if not np.isfinite(action).all():
                 raise DeviceError("the teleop device sent a NaN/inf action; it was not executed")
-            hold[-1] = action[-1]  # the gripper stays where the operator left it
+            if has_gripper:
+                hold[-1] = action[-1]  # the gripper stays where the operator left it
         else:
             action = hold.copy()
         next_obs, reward, terminated, truncated, info = env.step(action)

@@ -50,22 +50,23 @@ class ActionMapper:
     """Maps a :class:`DeviceCommand` to a :class:`HumanInput` in the env's action units (module docstring).
 
     Args:
-        action_low, action_high: the env's action box, shape (d,) with d >= 4: ``[dx, dy, dz, ..., grip]``;
-            ``action_high[:3]`` (m per step) must be > 0.
+        action_low, action_high: the env's action box, shape (d,): ``[dx, dy, dz, ..., grip]`` (d >= 4),
+            or ``[dx, dy, dz]`` (d = 3) for a robot without a gripper (``env.robot.gripper: none``, a UR),
+            whose actions then carry no gripper; ``action_high[:3]`` (m per step) must be > 0.
         scale: fraction of ``action_high[:3]`` that full deflection commands (> 0).
 
     Raises:
-        ValueError: a box that is not (d,) with d >= 4, non-finite bounds, ``action_high[:3] <= 0``,
+        ValueError: a box that is not (d,) with d >= 3, non-finite bounds, ``action_high[:3] <= 0``,
             ``low > high``, or ``scale`` not a positive finite number.
     """
 
     def __init__(self, action_low: np.ndarray, action_high: np.ndarray, scale: float = 1.0) -> None:
         low = np.asarray(action_low, dtype=np.float64)
         high = np.asarray(action_high, dtype=np.float64)
-        if low.ndim != 1 or low.shape != high.shape or low.shape[0] < 4:
+        if low.ndim != 1 or low.shape != high.shape or low.shape[0] < 3:
             raise ValueError(
-                f"teleop devices need an action box [dx, dy, dz, ..., grip] of shape (d,) with d >= 4; "
-                f"got low {low.shape}, high {high.shape}"
+                f"teleop devices need an action box [dx, dy, dz, ..., grip] or [dx, dy, dz] of shape (d,) "
+                f"with d >= 3; got low {low.shape}, high {high.shape}"
             )
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))) or np.any(low > high):
             raise ValueError(f"action box must be finite with low <= high; got low {low}, high {high}")
@@ -74,14 +75,16 @@ class ActionMapper:
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"intervention.scale must be a positive number; got {scale}")
         self.low, self.high, self.scale = low, high, float(scale)
+        self.gripper = low.shape[0] >= 4
 
     def action(self, cmd: DeviceCommand) -> np.ndarray:
         """The float32 (d,) action for ``cmd`` (ignores ``cmd.intervene``)."""
         t = np.clip(np.nan_to_num(np.asarray(cmd.translation, dtype=np.float64)), -1.0, 1.0)
         action = np.zeros_like(self.low)
         action[:3] = t * self.scale * self.high[:3]
-        g = float(np.clip(cmd.gripper, 0.0, 1.0))
-        action[-1] = self.low[-1] + g * (self.high[-1] - self.low[-1])
+        if self.gripper:
+            g = float(np.clip(cmd.gripper, 0.0, 1.0))
+            action[-1] = self.low[-1] + g * (self.high[-1] - self.low[-1])
         return np.clip(action, self.low, self.high).astype(np.float32)
 
     def __call__(self, cmd: DeviceCommand) -> HumanInput:

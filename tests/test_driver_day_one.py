@@ -136,6 +136,40 @@ def test_ur_env_has_no_gripper_dimension_and_runs_an_episode(ur):
         env.close()
 
 
+def test_a_ur_demo_records_with_a_teleop_device_and_no_gripper(ur):
+    """Before: every teleop device refused the (3,) action box ("d >= 4"), and recording latched the last
+    xyz step as if it were the gripper when the operator let go."""
+    from robot_rl.config import InterventionConfig
+    from robot_rl.recording import record_episode
+    from robot_rl.runtime.intervention import HumanInput
+    from robot_rl.teleop.command import ActionMapper, DeviceCommand
+
+    class Pad:  # a held pad: full +x for 3 steps, then let go, then the success label
+        def __init__(self, low, high) -> None:
+            self.mapper, self.polls = ActionMapper(low, high, InterventionConfig().scale), 0
+
+        def reset(self, env_seed: int) -> None:
+            self.polls = 0
+
+        def close(self) -> None:
+            pass
+
+        def poll(self, obs) -> HumanInput:
+            self.polls += 1
+            if self.polls > 5:
+                return HumanInput(None, "success")
+            return self.mapper(DeviceCommand(np.array([1.0, 0.0, 0.0]), 1.0, self.polls <= 3))
+
+    env = _ur_env("ee_delta")
+    try:
+        frames, summary = record_episode(env, Pad(env.action_space.low, env.action_space.high), seed=0)
+    finally:
+        env.close()
+    actions = frames["action"]
+    assert actions.shape == (5, 3) and summary["label"] == "success"
+    assert np.all(actions[:3, 0] > 0) and np.all(actions[3:] == 0.0), actions  # let go: hold, no grip
+
+
 def test_gripper_none_is_a_checked_key():
     assert robot_problems(RobotConfig(driver="sim", gripper="none")) == []
     (problem,) = robot_problems(RobotConfig(driver="sim", gripper="off"))

@@ -62,7 +62,7 @@ def test_mapping_generic_box():
 @pytest.mark.parametrize(
     ("low", "high", "scale", "match"),
     [
-        (np.zeros(3), np.ones(3), 1.0, "d >= 4"),
+        (np.zeros(2), np.ones(2), 1.0, "d >= 3"),
         (LOW, HIGH, 0.0, "intervention.scale"),
         (LOW, np.array([0.03, 0.0, 0.03, 1.0]), 1.0, "action_high"),
         (LOW, np.array([0.03, 0.03, 0.03, np.inf]), 1.0, "finite"),
@@ -71,6 +71,13 @@ def test_mapping_generic_box():
 def test_mapping_rejects_bad_boxes(low, high, scale, match):
     with pytest.raises(ValueError, match=match):
         ActionMapper(low, high, scale)
+
+
+def test_a_box_without_a_gripper_maps_to_xyz_steps_only():
+    """A gripper-less robot (a UR, env.robot.gripper=none) has a (3,) box; before, every device refused it."""
+    low, high = np.full(3, -0.03), np.full(3, 0.03)
+    action = ActionMapper(low, high).action(DeviceCommand(np.array([1.0, 0.0, -1.0]), gripper=1.0))
+    assert action.shape == (3,) and np.allclose(action, [0.03, 0.0, -0.03])
 
 
 def test_mapping_rejects_unknown_label():
