@@ -260,12 +260,13 @@ def _actor_cli(run_dir, address: str, key_folder) -> subprocess.CompletedProcess
     )
 
 
-def _clash_line(proc: subprocess.CompletedProcess, *needles: str) -> None:
+def _clash_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("robot-rl: actor id clash: "), proc.stderr[-2000:]
     for needle in needles:
         assert needle in line, line
+    return line
 
 
 def test_a_second_live_actor_with_the_same_id_is_refused_and_the_holder_goes_on(served, key_folder, tmp_path):
@@ -281,9 +282,10 @@ def test_a_second_live_actor_with_the_same_id_is_refused_and_the_holder_goes_on(
     assert holder.push(0, first, frames, meta)["acked"] == first + 1
     steps = learner.replay.num_steps
     # another machine: its own run dir and episode log
-    _clash_line(
+    line = _clash_line(
         _actor_cli(tmp_path / "other", server.address, key_folder), "actor 0 already belongs to another"
     )
+    assert holder.client_id not in line  # which would tell the newcomer how to pass for the holder
     # this machine: a live actor process holds actor 0's folder
     folder = tmp_path / "same" / "online" / "online_qc_seed0" / "actor0"
     code = "import sys; from pathlib import Path; from robot_rl.runtime.actor_claim import claim_folder; "

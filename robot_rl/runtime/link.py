@@ -173,11 +173,12 @@ class LearnerServer:
             raise ProtocolError(f"client must be a string of 1 to {MAX_CLIENT_CHARS} characters")
         holder = self.holders.get(actor) if isinstance(actor, int) else None
         if holder is not None and holder != client:
+            # the holder's id stays here: in the reply it would tell a newcomer how to pass for the holder
             log.warning("learner: refused a second actor %s (client %s; held by %s)", actor, client, holder)
             raise ActorIdError(
-                f"actor {actor} already belongs to another actor process (episode log id {holder}, not "
-                "stopped: no bye yet); this one is refused and nothing it sent was stored: start it with "
-                "another --actor-id, or stop the other one first"
+                f"actor {actor} already belongs to another actor process (another episode log; it has "
+                "not said bye); this one is refused and nothing it sent was stored: start it with another "
+                "--actor-id, or stop the other one first"
             )
         return client
 
