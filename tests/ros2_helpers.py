@@ -56,3 +56,29 @@ class Spun:
         self._stop.set()
         self._thread.join()
         self.app.close()
+
+
+def stock_arm_config(domain: int, transport: str = "cyclonedds", **kw):
+    """``env.robot.ros2`` (a ``Ros2Config``) of a stock Panda as ``sim_robot_node mode:=stock`` simulates
+    it: no pose topic, kinematics from the project's model, IK to the JointTrajectoryController, the
+    fingers (m) through their trajectory controller; ``kw`` overrides keys."""
+    from robot_rl.config import Ros2Config
+    from robot_rl.hardware.ros2 import stock_arm
+
+    values = {
+        "transport": transport,
+        "domain_id": domain,
+        "loopback": True,
+        "joint_names": list(stock_arm.ARM_JOINTS),
+        "ee_pose_topic": "",
+        "kinematics": "panda",
+        "joint_command": "trajectory",
+        "ee_command": "ik",  # twist_topic stays set, unused
+        "gripper_joint": "panda_finger_joint1",
+        "gripper_open": 0.04,
+        "gripper_closed": 0.0,
+        "gripper_command": "trajectory",
+        "gripper_topic": "/gripper_trajectory_controller/joint_trajectory",
+        "connect_wait_s": 20.0,
+    }
+    return Ros2Config(**{**values, **kw})

@@ -22,8 +22,9 @@ import yaml
 
 pytest.importorskip("cyclonedds")
 from ros2_helpers import Spun, new_domain, node_flags  # noqa: E402
+from ros2_helpers import stock_arm_config as stock  # noqa: E402
 
-from robot_rl.config import EnvConfig, RobotConfig, Ros2Config  # noqa: E402
+from robot_rl.config import EnvConfig, RobotConfig  # noqa: E402
 from robot_rl.hardware.errors import RobotConnectionError, RobotFault  # noqa: E402
 from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
 from robot_rl.hardware.ros2 import msgs, stock_arm, validate  # noqa: E402
@@ -31,30 +32,6 @@ from robot_rl.hardware.ros2.bridge import RosRobot  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 from robot_rl.hardware.safety import SafeRobot  # noqa: E402
-
-GRIPPER_TOPIC = "/gripper_trajectory_controller/joint_trajectory"
-
-
-def stock(domain: int, transport: str = "cyclonedds", **kw) -> Ros2Config:
-    """``env.robot.ros2`` of a stock Panda: no pose topic, kinematics from the project's model, IK to the
-    JointTrajectoryController, the fingers (m) through their trajectory controller."""
-    values = {
-        "transport": transport,
-        "domain_id": domain,
-        "loopback": True,
-        "joint_names": list(stock_arm.ARM_JOINTS),
-        "ee_pose_topic": "",
-        "kinematics": "panda",
-        "joint_command": "trajectory",
-        "ee_command": "ik",  # twist_topic stays set, unused
-        "gripper_joint": "panda_finger_joint1",
-        "gripper_open": 0.04,
-        "gripper_closed": 0.0,
-        "gripper_command": "trajectory",
-        "gripper_topic": GRIPPER_TOPIC,
-        "connect_wait_s": 20.0,
-    }
-    return Ros2Config(**{**values, **kw})
 
 
 def _wait(cond, timeout_s=5.0):

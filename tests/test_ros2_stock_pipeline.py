@@ -1,12 +1,13 @@
 """record -> train -> eval -> online on the stock-mode ROS 2 arm, every process real: ``sim_robot_node
-mode:=stock`` on rclpy (Fast DDS), a plain rclpy operator (``tests/rclpy_operator.py``, no robot_rl import) driving
-``robot-rl record --teleop ros2`` through the robot bridge (IK joint targets to the JointTrajectoryController,
-the fingers through their trajectory controller, the pose from the project's Panda model), then BC on the
-recorded dataset and ``robot-rl eval`` of it on the same arm, and online RL (QC from the offline stage) whose
-actor acts on that arm and feeds the learner."""
+mode:=stock`` on rclpy (Fast DDS), a plain rclpy operator (``tests/rclpy_operator.py``, no robot_rl
+import) driving ``robot-rl record --teleop ros2`` through the robot bridge (IK joint targets to the
+JointTrajectoryController, the fingers through their trajectory controller, the pose from the project's
+Panda model), then BC on the recorded dataset and ``robot-rl eval`` of it on the same arm, and online RL
+(QC from the offline stage) whose actor acts on that arm and feeds the learner."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,37 +21,16 @@ import yaml
 pytest.importorskip("rclpy")
 from launch_files import ROBOT_RL  # noqa: E402
 from online_setup import free_address, overrides  # noqa: E402
-from ros2_helpers import new_domain, node_flags  # noqa: E402
-
-from robot_rl.hardware.ros2 import stock_arm  # noqa: E402
+from ros2_helpers import new_domain, node_flags, stock_arm_config  # noqa: E402
 
 OPERATOR = Path(__file__).with_name("rclpy_operator.py")
 
 
 def _arm_config(path: Path, domain: int) -> Path:
-    """A config for the stock arm, as a lab would write it for its ros2_control Panda."""
-    robot = {
-        "driver": "ros2",
-        "success": "operator",
-        "reset": "none",  # CI has no human to press Enter; the home motion still runs
-        "timeout_s": 5.0,
-        "ros2": {
-            "transport": "rclpy",
-            "domain_id": domain,
-            "loopback": True,
-            "joint_names": list(stock_arm.ARM_JOINTS),
-            "ee_pose_topic": "",
-            "kinematics": "panda",
-            "joint_command": "trajectory",
-            "ee_command": "ik",
-            "gripper_joint": "panda_finger_joint1",
-            "gripper_open": 0.04,
-            "gripper_closed": 0.0,
-            "gripper_command": "trajectory",
-            "gripper_topic": "/gripper_trajectory_controller/joint_trajectory",
-            "connect_wait_s": 30.0,
-        },
-    }
+    """A config file for the stock arm, as a lab would write it for its ros2_control Panda."""
+    ros2 = dataclasses.asdict(stock_arm_config(domain, "rclpy", connect_wait_s=30.0))
+    robot = {"driver": "ros2", "success": "operator", "timeout_s": 5.0, "ros2": ros2}
+    robot["reset"] = "none"  # CI has no human to press Enter; the home motion still runs
     path.write_text(yaml.safe_dump({"env": {"max_episode_steps": 15, "robot": robot}}))
     return path
 
