@@ -143,6 +143,16 @@ class Robot(abc.ABC):
         joint commands inside the workspace box; without it the box is enforced from the measured pose."""
         return None
 
+    vendor_stop = False
+    """True when :meth:`emergency_stop` stops the arm through the controller's own stop (the arm then
+    stays stopped on the controller's side, and further commands are not needed to hold it)."""
+
+    def emergency_stop(self) -> None:
+        """Stop now for a latched e-stop: the controller's own stop where the driver has one
+        (:attr:`vendor_stop`: ur_rtde's protective stop, xArm's ``emergency_stop``, franky's ``stop``),
+        else :meth:`hold`. Raises what :meth:`hold` or the SDK call raises (``HardwareError``)."""
+        self.hold()
+
     def hold(self) -> None:
         """Keep the current position: a zero ``ee_delta`` or the measured joint positions."""
         state = self.read()

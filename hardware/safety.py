@@ -24,7 +24,10 @@ most one step towards the measured pose. A background thread holds at ``control_
 **watchdog** has tripped (no accepted command for ``watchdog_ms``) or the **e-stop** is latched. The
 e-stop latches from :meth:`SafeRobot.estop` (thread- and signal-safe: the one trigger API for keys, GUI
 and signals), a signal (``estop_signal``) or a key (``estop_key``), and only :meth:`SafeRobot.reset_estop`
-releases it. Every clip, rejection, watchdog trip and e-stop is one JSON line in ``fault_log``.
+releases it. A latched e-stop triggers the controller's own stop where the driver has one
+(:attr:`~robot_rl.hardware.robot.Robot.vendor_stop`: a UR's protective stop, xArm's ``emergency_stop``,
+franky's ``stop``), after which no holds are sent while it stays latched; otherwise it holds as above.
+Every clip, rejection, watchdog trip and e-stop is one JSON line in ``fault_log``.
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ class SafeRobot(Robot):
         self._counters = SafetyCounters()
         self._lim: RobotLimits | None = None
         self._estop_reason: str | None = None
+        self._vendor_stopped = False  # the latched e-stop was taken by the controller's own stop
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
         self._listener = None
@@ -239,7 +243,7 @@ class SafeRobot(Robot):
             self._last_mode: CommandMode | None = None
             self._sent = 0  # commands sent to the robot, so an anchor is taken once per mode switch
             self._anchored: tuple[CommandMode, int] | None = None
-            self._estop_logged = False
+            self._estop_logged = self._vendor_stopped = False
             self._tripped = False
             self._last_fresh = self._last_hold = time.monotonic()
             self._log.open()
@@ -322,7 +326,7 @@ class SafeRobot(Robot):
             self._service_estop()
             self._log.write("estop_reset", f"released after: {self._estop_reason}")
             self._estop_reason = None
-            self._estop_logged = False
+            self._estop_logged = self._vendor_stopped = False
             self._last_mode, self._anchored = None, None
             self._last_fresh = time.monotonic()
             self._tripped = False
@@ -525,11 +529,21 @@ class SafeRobot(Robot):
             self._log.write("hold_failed", str(err))
 
     def _service_estop(self) -> None:
-        """Count, log and act on an e-stop latched since the last check (it may come from a signal)."""
+        """Count, log and act on an e-stop latched since the last check (it may come from a signal): the
+        robot's own stop where its driver has one (:attr:`Robot.vendor_stop`; the arm then stays stopped
+        on the controller's side, so no holds follow while latched), else a hold."""
         if self._estop_reason is not None and not self._estop_logged:
             self._estop_logged = True
             self._counters.estops += 1
             self._log.write("estop", self._estop_reason)
+            if self.robot.vendor_stop:
+                try:
+                    self.robot.emergency_stop()
+                    self._vendor_stopped = True
+                    self._log.write("estop", f"{self.robot.name}: the controller's own stop was triggered")
+                    return
+                except HardwareError as err:
+                    self._log.write("hold_failed", f"the controller's stop failed ({err}); holding instead")
             self._try_hold()
 
     def _watch(self) -> None:
@@ -548,7 +562,8 @@ class SafeRobot(Robot):
                     self._tripped = True
                     self._counters.watchdog_trips += 1
                     self._log.write("watchdog", f"no command for {1000 * (now - self._last_fresh):.0f} ms")
-                if (latched or self._tripped) and now - self._last_hold >= period:
+                held_by_controller = latched and self._vendor_stopped
+                if (latched or self._tripped) and not held_by_controller and now - self._last_hold >= period:
                     self._try_hold()
 
     # --- hooks ------------------------------------------------------------------------------------------

@@ -77,6 +77,10 @@ class FakeURController:
     def servoStop(self):  # noqa: N802
         self.calls.append("servoStop")
 
+    def triggerProtectiveStop(self):  # noqa: N802
+        self.calls.append("triggerProtectiveStop")
+        return True
+
     def stopScript(self):  # noqa: N802
         self.calls.append("stopScript")
 
@@ -168,6 +172,32 @@ def test_a_ur_demo_records_with_a_teleop_device_and_no_gripper(ur):
     actions = frames["action"]
     assert actions.shape == (5, 3) and summary["label"] == "success"
     assert np.all(actions[:3, 0] > 0) and np.all(actions[3:] == 0.0), actions  # let go: hold, no grip
+
+
+def test_an_estop_triggers_the_urs_protective_stop_then_sends_nothing(ur, tmp_path):
+    """Before: an e-stop only streamed hold targets (a request the controller keeps acting on only while
+    this process lives); now the controller's own protective stop, and no command while latched."""
+    from robot_rl.config import SafetyConfig
+    from robot_rl.hardware.errors import CommandRejected
+    from robot_rl.hardware.safety import SafeRobot
+
+    rcfg = RobotConfig(driver="ur", address="192.168.1.10")
+    log = tmp_path / "faults.jsonl"
+    robot = SafeRobot(make_robot(rcfg, 10.0), SafetyConfig(estop_signal="", fault_log=str(log)))
+    robot.connect()
+    try:
+        robot.command(Command(CommandMode.JOINT_POSITION, UR_HOME + 0.01, None, time.monotonic()))
+        robot.estop("test")
+        _wait(lambda: "triggerProtectiveStop" in ur.calls)
+        assert "triggerProtectiveStop" in ur.calls, ur.calls[-5:]
+        after = len(ur.calls)
+        time.sleep(0.5)  # five control periods: the watchdog thread would have held five times
+        assert ur.calls[after - 1 :] == ["triggerProtectiveStop"], ur.calls[after - 1 :]
+        with pytest.raises(CommandRejected, match="e-stop latched"):
+            robot.command(Command(CommandMode.JOINT_POSITION, UR_HOME, None, time.monotonic()))
+        assert "the controller's own stop was triggered" in log.read_text()
+    finally:
+        robot.disconnect()
 
 
 def test_gripper_none_is_a_checked_key():

@@ -215,6 +215,19 @@ class FrankaRobot(Robot):
         self._robot, self._mode, self._impedance, self._target = robot, None, None, None
         self._grip_target = None
 
+    vendor_stop = True
+
+    def emergency_stop(self) -> None:
+        """franky's ``Robot.stop``: every running motion is stopped by libfranka (the arm holds under its
+        internal controller); the next command starts a new motion.
+
+        Raises:
+            RobotConnectionError: not connected.
+        """
+        robot = self._require()
+        robot.stop()
+        self._mode, self._impedance, self._target = None, None, None
+
     def disconnect(self) -> None:
         """Stop every motion (the arm holds under its internal controller); safe to call twice."""
         if self._robot is not None:

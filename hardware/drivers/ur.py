@@ -155,6 +155,19 @@ class URRobot(Robot):
             ) from err
         self._mode, self._target = None, None
 
+    vendor_stop = True
+
+    def emergency_stop(self) -> None:
+        """ur_rtde's ``triggerProtectiveStop``: the controller's safety system stops the arm and keeps it
+        stopped until a human unlocks it on the teach pendant.
+
+        Raises:
+            RobotConnectionError: not connected. RobotFault: the controller did not take the stop.
+        """
+        self._require()
+        if not self._ctrl.triggerProtectiveStop():
+            raise RobotFault(f"{self.name}: the controller refused the protective stop")
+
     def disconnect(self) -> None:
         """Stop the control script (the arm holds) and close both interfaces; safe to call twice."""
         if self._ctrl is not None:

@@ -239,6 +239,20 @@ class XArmRobot(Robot):
         self._mode, self._target = None, None
         self._switch(CommandMode.JOINT_POSITION)
 
+    vendor_stop = True
+
+    def emergency_stop(self) -> None:
+        """Stop streaming, then the SDK's ``emergency_stop`` (the controller stops the motion at once and
+        drops the motion queue); the next command re-enters servo mode.
+
+        Raises:
+            RobotConnectionError: not connected.
+        """
+        arm = self._require()
+        self._stop_stream()
+        arm.emergency_stop()
+        self._mode, self._target = None, None
+
     def disconnect(self) -> None:
         """Stop streaming (mode 0, the arm holds) and close the link; safe to call twice."""
         self._stop_stream()
