@@ -81,6 +81,15 @@ class FakeURController:
         self.calls.append("triggerProtectiveStop")
         return True
 
+    def setWatchdog(self, min_frequency):  # noqa: N802
+        assert min_frequency > 0
+        self.calls.append(f"setWatchdog {min_frequency:g}")
+        return True
+
+    def kickWatchdog(self):  # noqa: N802
+        self.calls.append("kickWatchdog")
+        return True
+
     def stopScript(self):  # noqa: N802
         self.calls.append("stopScript")
 
@@ -176,7 +185,8 @@ def test_a_ur_demo_records_with_a_teleop_device_and_no_gripper(ur):
 
 def test_an_estop_triggers_the_urs_protective_stop_then_sends_nothing(ur, tmp_path):
     """Before: an e-stop only streamed hold targets (a request the controller keeps acting on only while
-    this process lives); now the controller's own protective stop, and no command while latched."""
+    this process lives) and no robot-side watchdog was set; now the controller's own protective stop, no
+    command while latched, and ur_rtde's watchdog armed at connect and fed by every command."""
     from robot_rl.config import SafetyConfig
     from robot_rl.hardware.errors import CommandRejected
     from robot_rl.hardware.safety import SafeRobot
@@ -188,6 +198,8 @@ def test_an_estop_triggers_the_urs_protective_stop_then_sends_nothing(ur, tmp_pa
     try:
         robot.command(Command(CommandMode.JOINT_POSITION, UR_HOME + 0.01, None, time.monotonic()))
         robot.estop("test")
+        # the controller's own watchdog is armed at connect and fed with every command
+        assert ur.calls[:3] == ["setWatchdog 1", "kickWatchdog", "servoJ"], ur.calls[:3]
         _wait(lambda: "triggerProtectiveStop" in ur.calls)
         assert "triggerProtectiveStop" in ur.calls, ur.calls[-5:]
         after = len(ur.calls)

@@ -54,6 +54,11 @@ from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, Robo
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sdk import import_sdk
 
+RTDE_WATCHDOG_HZ = 1.0
+"""ur_rtde's robot-side watchdog (``setWatchdog``): the controller stops the control script, and so the
+arm, when no command reached it for 1 / this many s (this process killed, hung or cut off). The safety
+layer's own watchdog holds at the control rate after ``watchdog_ms`` (500 ms) without a command, so a live
+process keeps it fed."""
 LOOKAHEAD_S = 0.1
 """``servoJ``/``servoL`` lookahead time (s; ur_rtde range 0.03-0.2): larger smooths, smaller tracks."""
 GAIN = 300.0
@@ -153,6 +158,7 @@ class URRobot(Robot):
             raise RobotConnectionError(
                 f"{self.name}: cannot connect to the UR controller at {self.host} (RTDE port 30004): {err}"
             ) from err
+        self._ctrl.setWatchdog(RTDE_WATCHDOG_HZ)
         self._mode, self._target = None, None
 
     vendor_stop = True
@@ -207,6 +213,7 @@ class URRobot(Robot):
             RobotFault: protective or emergency stop.
         """
         self._require()
+        self._ctrl.kickWatchdog()
         value = check_command(cmd, self.modes, 6, self.name)
         if cmd.gripper is not None:
             raise CommandRejected(f"{self.name}: this driver has no gripper (RTDE carries none)")
