@@ -501,13 +501,9 @@ class RobotEnv(gym.Env):
                 best, stalled = np.inf, 0
                 continue
             nxt = cmd + np.clip(target - cmd, -step, step)
-            try:
-                self.robot.command(Command(CommandMode.JOINT_POSITION, nxt, self._open, time.monotonic()))
+            if self._command_or_hold(Command(CommandMode.JOINT_POSITION, nxt, self._open, time.monotonic())):
                 cmd = nxt
-            except CommandRejected:
-                if getattr(self.robot, "estopped", False):
-                    raise
-                self.robot.hold()  # let the arm slow down, then start again from where it is
+            else:  # start again from where the arm is
                 cmd = np.asarray(self.robot.read().joint_pos, dtype=np.float64)
             sent += 1
             self.rate.wait()
@@ -517,6 +513,22 @@ class RobotEnv(gym.Env):
             f"{tol:g} rad in {self.rcfg.home_timeout_s:g} s (joint {limits.joint_names[worst]} is "
             f"{q[worst]:.3f} rad, home {target[worst]:.3f} rad)"
         )
+
+    def _command_or_hold(self, cmd: Command) -> bool:
+        """Send a home-motion command; a move the safety layer refuses for now (the arm still too fast to
+        switch modes safely) makes the robot hold for this period instead. Returns whether ``cmd`` was sent.
+
+        Raises:
+            CommandRejected: the safety layer's e-stop is latched.
+        """
+        try:
+            self.robot.command(cmd)
+            return True
+        except CommandRejected:
+            if getattr(self.robot, "estopped", False):
+                raise
+            self.robot.hold()  # let the arm slow down
+            return False
 
     @property
     def _open(self) -> float | None:
@@ -540,12 +552,7 @@ class RobotEnv(gym.Env):
             if np.linalg.norm(delta) <= HOME_APPROACH_TOL_M:
                 return sent
             step = np.clip(delta, -max_step, max_step)
-            try:
-                self.robot.command(Command(CommandMode.EE_DELTA, step, self._open, time.monotonic()))
-            except CommandRejected:
-                if getattr(self.robot, "estopped", False):
-                    raise
-                self.robot.hold()
+            self._command_or_hold(Command(CommandMode.EE_DELTA, step, self._open, time.monotonic()))
             self.rate.wait()
         return budget
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("cyclonedds")
-from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
+from ros2_helpers import TRANSPORTS, Spun, new_domain, node_flags  # noqa: E402
 
 from robot_rl.config import EnvConfig, RobotConfig, Ros2Config  # noqa: E402
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
@@ -100,17 +100,9 @@ def sim_node(transport):
     """sim_robot_node in this process, spun by a thread, on a fresh domain; yields (app, domain)."""
     from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
 
-    domain = new_domain()
-    argv = [*node_flags(domain, transport), "state_rate_hz:=50.0"]
-    node = make_node("sim_robot_node", parse_args(argv, "sim"))
-    app = SimRobotNode(node)
-    stop = threading.Event()
-    thread = threading.Thread(target=node.spin, args=(stop.is_set,), daemon=True)
-    thread.start()
-    yield app, domain
-    stop.set()
-    thread.join()
-    app.close()
+    spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport, "state_rate_hz:=50.0")
+    yield spun.app, spun.domain
+    spun.close()
 
 
 def test_sim_node_rejects_bad_commands(sim_node, caplog, transport):
