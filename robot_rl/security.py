@@ -12,12 +12,19 @@ download weights and query the critic server. With keys, traffic is encrypted an
 not in ``clients/`` gets no answer at all (the CURVE handshake fails before any message is read).
 Without keys a server may only bind a loopback address (``127.0.0.1``, ``localhost``, ``::1``) or an
 ``ipc://`` / ``inproc://`` endpoint; binding ``tcp://*`` or a LAN address needs keys (:func:`check_address`).
+
+Without keys, loopback is not trusted either: any local process can connect. The online learner then
+answers only requests that carry its run token (:func:`learner_token`), a random secret kept in the run's
+online folder (``<run_dir>/online/<name>_seed<seed>/learner.token``, mode 0600), which actors on the same
+machine read from their shared run dir.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +39,8 @@ CLIENTS = "clients"
 ACTOR_PREFIX = "actor"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
+TOKEN_FILE = "learner.token"
+_TOKEN = re.compile(r"^[0-9a-f]{64}$")
 
 
 def actor_key_name(actor: int) -> str:
@@ -219,3 +228,50 @@ def secure_server_socket(context: zmq.Context, sock: zmq.Socket, keys: ServerKey
 def secure_client_socket(sock: zmq.Socket, keys: ClientKeys) -> None:
     """Make ``sock`` (before it connects) a CURVE client of the server whose public key is ``keys.server``."""
     sock.curve_secretkey, sock.curve_publickey, sock.curve_serverkey = keys.secret, keys.public, keys.server
+
+
+def learner_token(folder: str | Path) -> str:
+    """The run token kept in ``folder/learner.token``: read, or made when absent (64 random hex digits,
+    mode 0600, written to a private temporary file and linked into place, so a reader never sees half of
+    it and two learners starting at once share one). Kept across restarts, so actors reconnect.
+
+    Raises:
+        ConfigError: the file is damaged (names it and the fix).
+        OSError: the file cannot be written (a read-only or full run dir; names the path).
+    """
+    path = Path(folder) / TOKEN_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another learner made it first: share it
+        finally:
+            tmp.unlink()
+    return read_token(path)
+
+
+def read_token(path: str | Path) -> str:
+    """The run token in ``path`` (a ``learner.token`` file made by :func:`learner_token`).
+
+    Raises:
+        FileNotFoundError: there is no such file (the learner has not started on this run dir yet).
+        ConfigError: the file is not a token (names it and the fix).
+    """
+    token = Path(path).read_text(errors="replace").strip()
+    if not _TOKEN.match(token):
+        raise ConfigError(
+            f"{path} is not a learner token (64 hex digits): delete it, restart the learner (it makes a new "
+            "one) and copy the new file to every actor that holds a copy"
+        )
+    return token
+
+
+def token_matches(expected: str, given: object) -> bool:
+    """Whether ``given`` (off the wire: any JSON value) is the token ``expected``, compared in constant
+    time."""
+    return isinstance(given, str) and hmac.compare_digest(expected.encode(), given.encode(errors="replace"))

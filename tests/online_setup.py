@@ -64,6 +64,18 @@ def copy_run(src: Path, dst: Path) -> Path:
     return dst
 
 
+def learner_token(run_dir: Path, seed: int = 0) -> str:
+    """The run token of the learner that has started on ``run_dir`` for training seed ``seed`` (its
+    ``<run_dir>/online/<name>_seed<seed>/learner.token``): pass it as ``ZmqLearnerLink(address, token=...)``,
+    or as ``"token"`` in a raw request header, to talk to a learner in another process (``robot-rl online
+    --role learner``). A link made in the process that serves the learner (``LearnerServer``) needs none."""
+    from robot_rl.security import TOKEN_FILE, read_token
+
+    files = sorted(Path(run_dir).glob(f"online/*_seed{seed}/{TOKEN_FILE}"))
+    assert len(files) == 1, f"expected one learner token under {run_dir}/online, found {files}"
+    return read_token(files[0])
+
+
 def free_address() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

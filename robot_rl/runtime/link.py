@@ -1,6 +1,7 @@
 """The actor <-> learner link: what crosses it, and its local transport (ZeroMQ on localhost or a LAN).
 
-Operations (protocol :data:`PROTOCOL`), each a request from an actor answered by the learner:
+Operations (protocol :data:`PROTOCOL`), each a request from an actor (carrying ``token``, see below)
+answered by the learner:
 
 - ``hello {actor, client}`` -> ``{acked, version, status}`` plus ``spec`` (the policy's checkpoint
   ``config`` and normalisation ``stats``, as JSON) so the actor can build the same network;
@@ -17,6 +18,15 @@ operations as Ray actor calls. The learner checks every argument before acting o
 (:mod:`robot_rl.runtime.messages`); with CURVE keys (:mod:`robot_rl.security`) the server also checks that
 the actor id of hello, push and bye is the one the client's key is bound to.
 
+Without CURVE keys every request must carry ``token``, the run's secret
+(:func:`robot_rl.security.learner_token`: ``<run_dir>/online/<name>_seed<seed>/learner.token``, made by
+the learner's first start and kept), on loopback too: any local process can connect to a loopback port,
+but only the run's own user can read the file. A request without it, or with another, is refused with :class:`LinkTokenError` (one line that names
+the file, never the token) before anything else reads it: no actor is registered or unregistered, no
+fault recorded, no episode stored, no weights sent. With CURVE keys the key stands in for the token (the
+handshake already admits listed clients only, and ``actorK`` may act only as actor K), so an actor on
+another machine needs its key files only.
+
 ``client`` is the actor's episode log id (:mod:`robot_rl.runtime.actor_claim`): an actor id belongs to the
 first client that says hello or pushes as it until that client says bye, so a restarted actor (same log)
 is taken back at once, while a second live actor with the same id is refused (:class:`ActorIdError`) and
@@ -28,12 +38,22 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from pathlib import Path
 from typing import Any, Protocol
 
 import zmq
 
-from robot_rl.security import ClientKeys, ServerKeys, key_actor
+from robot_rl.security import (
+    TOKEN_FILE,
+    ClientKeys,
+    ServerKeys,
+    key_actor,
+    learner_token,
+    read_token,
+    token_matches,
+)
 from robot_rl.transport import (
+    PeerUnavailableError,
     ProtocolError,
     RouterServer,
     RpcClient,
@@ -51,6 +71,9 @@ OPS = ("hello", "push", "weights", "bye")
 POLL_MS = 100
 MAX_CLIENT_CHARS = 64
 log = logging.getLogger(__name__)
+# the tokens of the servers this process runs, by address: a link made in the same process (tests, an
+# embedded learner) finds its token here without being told
+_SERVED_TOKENS: dict[str, str] = {}
 
 
 class ActorIdError(RuntimeError):
@@ -58,11 +81,17 @@ class ActorIdError(RuntimeError):
     newcomer is refused and nothing it sent is stored."""
 
 
+class LinkTokenError(ProtocolError):
+    """A request without the learner's run token, or with another one; it was refused unread."""
+
+
 class LearnerEndpoint(Protocol):
     """What the learner answers; :class:`robot_rl.runtime.learner.Learner` implements it (thread-safe).
-    Every method checks its arguments (they come straight off the wire) and raises ProtocolError."""
+    Every method checks its arguments (they come straight off the wire) and raises ProtocolError.
+    ``dir`` is the learner's online folder, where the server keeps the run token."""
 
     max_message_bytes: int
+    dir: Path
 
     def hello(self, actor: int) -> dict[str, Any]: ...
 
@@ -97,17 +126,26 @@ class LearnerServer:
         address: bind address such as ``tcp://127.0.0.1:5560`` (``tcp://*:5560`` for other machines, with
             keys).
         keys: CURVE keys (:mod:`robot_rl.security`); required off loopback. Only listed clients get an
-            answer, and ``actor<K>`` may only say hello, push and bye as actor K.
+            answer, and ``actor<K>`` may only say hello, push and bye as actor K. Without keys every request
+            must carry the run token ``<endpoint.dir>/learner.token`` (read, or made on the first start).
 
     Raises:
-        ConfigError: a non-loopback ``address`` without keys.
-        OSError: the address cannot be bound (in use, malformed).
+        ConfigError: a non-loopback ``address`` without keys, or a damaged token file (names it).
+        OSError: the address cannot be bound (in use, malformed), or the token file cannot be written.
     """
 
     def __init__(self, endpoint: LearnerEndpoint, address: str, keys: ServerKeys | None = None) -> None:
         self.endpoint = endpoint
         self.router = RouterServer(address, keys, endpoint.max_message_bytes, "online.address")
         self.address = self.router.address
+        self.token_file = Path(endpoint.dir) / TOKEN_FILE
+        try:
+            self.token = None if keys is not None else learner_token(endpoint.dir)
+        except Exception:
+            self.router.close()
+            raise
+        if self.token is not None:
+            _SERVED_TOKENS[self.address] = self.token
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="learner-server", daemon=True)
         self.holders: dict[int, str] = {}  # actor id -> the client that holds it (served thread only)
@@ -121,6 +159,7 @@ class LearnerServer:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self.router.close()
+        _SERVED_TOKENS.pop(self.address, None)
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -143,6 +182,12 @@ class LearnerServer:
 
     def _handle(self, header: dict, rest: list[bytes], user: str | None) -> tuple[dict, bytes | None]:
         op = check_request(header, PROTOCOL, OPS, "learner")
+        if self.token is not None and not token_matches(self.token, header.get("token")):
+            raise LinkTokenError(
+                f"refused {op}: the request lacks this learner's run token; an actor on this machine reads "
+                f"it from {self.token_file} (start it with the learner's --run_dir, or copy that file), or "
+                "use --security.keys"
+            )
         if len(rest) != (1 if op == "push" else 0):
             raise ProtocolError(f"a {op} request needs [header{', frames' if op == 'push' else ''}] parts")
         if op == "weights":
@@ -186,11 +231,17 @@ class LearnerServer:
 class ZmqLearnerLink:
     """:class:`LearnerLink` over ZeroMQ to a :class:`LearnerServer` at ``address``; each call waits at most
     ``timeout_s`` (s), longer (``push_timeout_s``) for pushes, which write to disk before answering.
-    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback. Who it is
-    (``client_id``, sent with hello, push and bye) is a new random id until :meth:`bind_client` (the
-    :class:`robot_rl.runtime.actor.Actor` binds its episode log's id).
+    ``keys``: this actor's CURVE keys, required when the server has keys or is not on loopback (then no
+    token is sent). ``token``: the run token, or the ``learner.token`` file that holds it, read when first
+    needed (so an actor may start before its learner); None: the token of a :class:`LearnerServer` this
+    process serves at ``address``, if any. Who it is (``client_id``, sent with hello, push and bye) is a new
+    random id until :meth:`bind_client` (the :class:`robot_rl.runtime.actor.Actor` binds its episode log's
+    id).
 
-    Raises:
+    Raises (from every call):
+        PeerUnavailableError: the learner did not answer in time, or the token file does not exist yet.
+        ConfigError: the token file is damaged.
+        LinkTokenError: the learner refused the token (another run's, or none).
         ActorIdError (from hello, push, bye): another client holds the actor id."""
 
     def __init__(
@@ -199,31 +250,52 @@ class ZmqLearnerLink:
         timeout_s: float = 2.0,
         push_timeout_s: float = 30.0,
         keys: ClientKeys | None = None,
+        token: str | Path | None = None,
     ) -> None:
-        errors = {"ActorIdError": ActorIdError}
+        errors = {"ActorIdError": ActorIdError, "LinkTokenError": LinkTokenError}
         self.client = RpcClient(address, PROTOCOL, timeout_s, errors, name="learner", keys=keys)
         self.push_timeout_s = push_timeout_s
         self.client_id = uuid.uuid4().hex
+        self._token = None if keys is not None else _SERVED_TOKENS.get(address) if token is None else token
+
+    def missing_token_file(self) -> Path | None:
+        """The token file this link was given and has not found yet; None once read, or if it has none."""
+        return self._token if isinstance(self._token, Path) else None
+
+    def _request(
+        self, header: dict[str, Any], blob: bytes | None = None, timeout_s: float | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        if isinstance(self._token, Path):
+            try:
+                self._token = read_token(self._token)
+            except FileNotFoundError as err:
+                raise PeerUnavailableError(
+                    f"learner {self.client.address}: no run token yet: {self._token} does not exist (the "
+                    "learner makes it when it starts on this run dir)"
+                ) from err
+        if self._token is not None:
+            header = {**header, "token": self._token}
+        return self.client.request(header, blob, timeout_s)
 
     def bind_client(self, client: str) -> None:
         """Speak as ``client`` (at most :data:`MAX_CLIENT_CHARS` characters) from now on."""
         self.client_id = client
 
     def hello(self, actor: int) -> dict[str, Any]:
-        return self.client.request({"op": "hello", "actor": actor, "client": self.client_id})[0]
+        return self._request({"op": "hello", "actor": actor, "client": self.client_id})[0]
 
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
         header = {"op": "push", "actor": actor, "client": self.client_id, "episode": episode, "meta": meta}
-        return self.client.request(header, encode_arrays(frames), timeout_s=self.push_timeout_s)[0]
+        return self._request(header, encode_arrays(frames), timeout_s=self.push_timeout_s)[0]
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
-        head, rest = self.client.request({"op": "weights", "have": have})
+        head, rest = self._request({"op": "weights", "have": have})
         return head, (bytes(rest[0]) if rest else None)
 
     def bye(self, actor: int, fault: str = "") -> dict[str, Any]:
         header = {"op": "bye", "actor": actor, "client": self.client_id}
         header.update({"fault": fault} if fault else {})
-        return self.client.request(header)[0]
+        return self._request(header)[0]
 
     def close(self) -> None:
         self.client.close()

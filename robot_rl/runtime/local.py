@@ -5,7 +5,9 @@ No services are needed. ``robot-rl online`` (role ``all``) binds the learner's s
 The roles can also be started by hand, on one machine or several: ``--role learner`` on the learning
 machine (``--online.address=tcp://*:5560``) and ``--role actor --actor-id K`` next to each robot
 (``--online.address=tcp://<learner host>:5560``). Off loopback both need ``--security.keys=<folder>``
-(``robot-rl keys``): the learner its server key and client list, actor K its key ``actorK``.
+(``robot-rl keys``): the learner its server key and client list, actor K its key ``actorK``. Without keys
+(loopback) the actors of a run prove they belong to it with the learner's run token, which they read from
+the run dir they share with it (``<online dir>/learner.token``; :mod:`robot_rl.runtime.link`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from robot_rl.config import PipelineConfig, save_config
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
-from robot_rl.security import actor_key_name, check_address, load_client_keys, load_server_keys
+from robot_rl.security import (
+    TOKEN_FILE,
+    actor_key_name,
+    check_address,
+    load_client_keys,
+    load_server_keys,
+)
+from robot_rl.transport import PeerUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +64,18 @@ def run_actor(
     """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters.
     ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s);
     default: :func:`robot_rl.runtime.batched_actor.actor_class` (batched if ``online.envs_per_actor`` > 1).
-    The actor's folder is locked while it runs (:mod:`robot_rl.runtime.actor_claim`).
+    The actor's folder is locked while it runs (:mod:`robot_rl.runtime.actor_claim`). Without
+    ``security.keys`` the actor reads the learner's run token from ``<online dir>/learner.token`` when it
+    first calls the learner (so it may start first: until the file appears it acts as if the learner were
+    unreachable).
 
     Raises:
         ActorIdError: another live actor process holds the folder, or the learner holds the id for another
-            actor (one-line errors; the other actor goes on)."""
+            actor (one-line errors; the other actor goes on).
+        PeerUnavailableError: the actor gave up on the learner; when it never found the token file, the line
+            also names that file and the fixes.
+        ConfigError: the token file is damaged.
+        LinkTokenError: the learner refused this run dir's token (another learner's run)."""
     from robot_rl.runtime.actor import actor_folder
     from robot_rl.runtime.actor_claim import claim_folder
     from robot_rl.runtime.batched_actor import actor_class
@@ -67,10 +83,20 @@ def run_actor(
     actor_cls = actor_cls or actor_class(cfg)
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=False)
-    with claim_folder(actor_folder(cfg, seed, actor_id), actor_id):
-        link = ZmqLearnerLink(cfg.online.address, keys=keys)
+    folder = actor_folder(cfg, seed, actor_id)
+    with claim_folder(folder, actor_id):
+        link = ZmqLearnerLink(cfg.online.address, keys=keys, token=folder.parent / TOKEN_FILE)
         try:
             return actor_cls(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
+        except PeerUnavailableError as err:
+            missing = link.missing_token_file()
+            if missing is None:
+                raise
+            raise PeerUnavailableError(
+                f"{err}; nor is there a learner token at {missing}: start the learner on this run_dir first "
+                f"(robot-rl online --role learner --run_dir={cfg.run_dir}), copy that file from the "
+                "learner's run dir, or use --security.keys"
+            ) from err
         finally:
             link.close()
 

@@ -6,6 +6,12 @@ weights) and JSON-able dicts, so no transition or weight is pickled. ``online.ra
 existing cluster (``ray start --head`` on the learner machine, ``ray start --address=...`` on each robot
 or simulator machine); empty starts a local Ray. Each actor writes its episode log under ``run_dir`` on
 the machine it runs on.
+
+No run token (:mod:`robot_rl.runtime.link`) guards these calls: they are not a socket any local process
+can reach, but Ray actor calls, and only a job connected to this Ray cluster holds the learner's handle.
+Any such job can already run arbitrary code on every node of the cluster (reading the run dir, token
+included), so a token would add nothing: Ray has no authentication of its own, keep its ports on a
+trusted network (Ray's own security guidance).
 """
 
 from __future__ import annotations
