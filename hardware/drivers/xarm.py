@@ -35,10 +35,15 @@ beyond the limit are refused (``CommandRejected``) before anything is sent.
 Faults: a controller error (``has_error``) found at connect or after a command raises ``RobotFault`` with
 the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
 
-Untested on a real xArm here (no control box in CI): the tests cover construction, the unit conversion on a
-recorded trace in the SDK's units, the limit checks, the connection error against a closed port on
-localhost, and the servo stream against a fake ``XArmAPI`` that checks the rate, step and mode of every
-servo call (tests/test_driver_day_one.py).
+Kinematics: on an xArm 7 (device type 7) :meth:`XArmRobot.forward_kinematics` is UFACTORY's published
+chain (:mod:`~robot_rl.hardware.drivers.xarm_model`), so the safety layer checks joint commands against
+the workspace box; other models have none (``None``).
+
+Untested on a real xArm here (no control box in CI). The real ``xarm-python-sdk`` runs against
+:mod:`robot_rl.hardware.xarm_emulator` (a protocol-level xArm 7 control box with the arm in MuJoCo):
+connect, read, servo streaming, the gripper, ``emergency_stop`` and controller errors
+(tests/test_xarm_emulator.py); the unit conversion, limit checks and servo stream are also checked against
+a fake ``XArmAPI`` (tests/test_driver_day_one.py).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import time
 import numpy as np
 
 from robot_rl.config import RobotConfig
+from robot_rl.hardware.drivers import xarm_model
 from robot_rl.hardware.drivers.arm_common import (
     apply_ee_delta,
     check_joint_speeds,
@@ -238,6 +244,19 @@ class XArmRobot(Robot):
             arm.set_gripper_enable(True)
         self._mode, self._target = None, None
         self._switch(CommandMode.JOINT_POSITION)
+
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
+        """Flange position (3,) float64 m in the base frame at joints ``joint_pos`` (7,) rad, from
+        UFACTORY's published xArm 7 chain (no controller traffic); ``None`` on other models (and before
+        :meth:`connect` when no ``model`` was given). The safety layer uses it to keep joint commands in
+        the workspace box.
+
+        Raises:
+            ValueError: ``joint_pos`` is not (7,) on an xArm 7.
+        """
+        if self.model != (xarm_model.AXIS, xarm_model.DEVICE_TYPE):
+            return None
+        return xarm_model.forward_kinematics(joint_pos)[0]
 
     vendor_stop = True
 
