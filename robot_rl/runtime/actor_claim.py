@@ -4,7 +4,8 @@
 its ``lock`` file (released by the kernel when the process ends, so an actor killed and restarted takes it
 back at once); a second actor process on the same folder is refused before it opens the log. The
 :func:`log_id` (``link_id``, written once) is what the learner binds the actor id to
-(:mod:`robot_rl.runtime.link`): the same folder on another start is the same actor.
+(:mod:`robot_rl.runtime.link`): the same folder on another start is the same actor. It is no secret: what
+proves a request comes from the run is the learner's run token (or a CURVE key), not this id.
 """
 
 from __future__ import annotations

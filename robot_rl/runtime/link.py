@@ -21,11 +21,11 @@ the actor id of hello, push and bye is the one the client's key is bound to.
 Without CURVE keys every request must carry ``token``, the run's secret
 (:func:`robot_rl.security.learner_token`: ``<run_dir>/online/<name>_seed<seed>/learner.token``, made by
 the learner's first start and kept), on loopback too: any local process can connect to a loopback port,
-but only the run's own user can read the file. A request without it, or with another, is refused with :class:`LinkTokenError` (one line that names
-the file, never the token) before anything else reads it: no actor is registered or unregistered, no
-fault recorded, no episode stored, no weights sent. With CURVE keys the key stands in for the token (the
-handshake already admits listed clients only, and ``actorK`` may act only as actor K), so an actor on
-another machine needs its key files only.
+but only the run's own user can read the file. A request without it, or with another, is refused with
+:class:`LinkTokenError` (one line that names the file, never the token) before anything else reads it: no
+actor is registered or unregistered, no fault recorded, no episode stored, no weights sent. With CURVE
+keys the key stands in for the token (the handshake already admits listed clients only, and ``actorK``
+may act only as actor K), so an actor on another machine needs its key files only.
 
 ``client`` is the actor's episode log id (:mod:`robot_rl.runtime.actor_claim`): an actor id belongs to the
 first client that says hello or pushes as it until that client says bye, so a restarted actor (same log)
