@@ -244,14 +244,16 @@ def learner_token(folder: str | Path) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}")
         tmp.unlink(missing_ok=True)
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-            out.write(secrets.token_hex(32) + "\n")
         try:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                out.write(secrets.token_hex(32) + "\n")
             os.link(tmp, path)
         except FileExistsError:
             pass  # another learner made it first: share it
+        except OSError as err:  # a full disk's error carries no file name of its own
+            raise OSError(err.errno, err.strerror, str(path)) from err
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
     return read_token(path)
 
 
