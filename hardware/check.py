@@ -106,7 +106,7 @@ def check_hardware(
         RobotFault: with ``move``, the end-effector pose is NaN (nothing to check the workspace with: no
             pose topic and no kinematic model), or the robot moved less than :data:`MIN_MOVED` of the jog.
     """
-    robot = SafeRobot.from_config(cfg)  # the jog of --move passes the safety layer too
+    robot = SafeRobot.from_config(cfg, moving=move)  # the jog of --move passes the safety layer too
     cameras = make_cameras(cfg)
     report: dict = {"robot": robot.name, "cameras": {}, "jog": None}
     with robot:

@@ -111,6 +111,9 @@ class Robot(abc.ABC):
 
     name: str = "robot"
     modes: tuple[CommandMode, ...] = ()
+    simulated: bool = False
+    """Whether the arm is simulated: the safety layer then defaults to its full speed and acceleration
+    (``SafetyConfig.motion_scales``); real arms default to a quarter of them."""
 
     @property
     @abc.abstractmethod

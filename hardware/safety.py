@@ -45,7 +45,7 @@ from typing import IO
 import numpy as np
 
 from robot_rl.config import RobotConfig, SafetyConfig
-from robot_rl.config_checks import safety_problems
+from robot_rl.config_checks import real_robot_problems, safety_problems
 from robot_rl.hardware.errors import (
     CommandRejected,
     HardwareError,
@@ -166,12 +166,25 @@ class SafeRobot(Robot):
         self._prev_handler = None
 
     @classmethod
-    def from_config(cls, cfg: RobotConfig, control_hz: float | None = None) -> SafeRobot:
+    def from_config(cls, cfg: RobotConfig, control_hz: float | None = None, moving: bool = True) -> SafeRobot:
         """The robot of ``cfg.driver`` at ``control_hz`` (see :func:`~robot_rl.hardware.factory.make_robot`)
-        behind ``cfg.safety``."""
+        behind ``cfg.safety``; ``moving``: it will be commanded (False: only read and held).
+
+        Raises:
+            ValueError: a vendor arm with a speed or acceleration scale above 0.25, or one to be moved
+                without a workspace box (:func:`~robot_rl.config_checks.real_robot_problems`; names the
+                key)."""
         from robot_rl.hardware.factory import make_robot
 
+        bad = real_robot_problems(cfg, moving)
+        if bad:
+            raise ValueError("; ".join(bad))
         return cls(make_robot(cfg, control_hz), cfg.safety)
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the wrapped robot is simulated (its default speed scales are then 1.0, not 0.25)."""
+        return bool(getattr(self.robot, "simulated", False))
 
     @property
     def lockstep(self) -> bool:
@@ -346,6 +359,7 @@ class SafeRobot(Robot):
                 f"env.robot.safety.joint_margin_rad={c.joint_margin_rad}: leaves no range for {joint} of "
                 f"{self.robot.name}"
             )
+        vel_scale, acc_scale = c.motion_scales(self.simulated)
         box_low, box_high = lim.ee_low.copy(), lim.ee_high.copy()
         if c.workspace_low:
             box_low = np.maximum(box_low, c.workspace_low)
@@ -360,8 +374,8 @@ class SafeRobot(Robot):
             lim,
             joint_low=low,
             joint_high=high,
-            joint_vel_max=lim.joint_vel_max * c.velocity_scale,
-            joint_acc_max=lim.joint_acc_max * c.acceleration_scale,
+            joint_vel_max=lim.joint_vel_max * vel_scale,
+            joint_acc_max=lim.joint_acc_max * acc_scale,
             ee_low=box_low,
             ee_high=box_high,
             ee_step_max=lim.ee_step_max * c.ee_step_scale,

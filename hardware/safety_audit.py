@@ -49,6 +49,11 @@ class LimitAudit(Robot):
         return bool(getattr(self.robot, "lockstep", False))
 
     @property
+    def simulated(self) -> bool:  # type: ignore[override]
+        """Whether the audited robot is simulated."""
+        return bool(getattr(self.robot, "simulated", False))
+
+    @property
     def limits(self) -> RobotLimits:
         return self.robot.limits
 
@@ -60,7 +65,8 @@ class LimitAudit(Robot):
         self.robot.connect()
         lim, c = self.robot.limits, self.cfg
         self.q_low, self.q_high = lim.joint_low + c.joint_margin_rad, lim.joint_high - c.joint_margin_rad
-        self.vmax, self.amax = lim.joint_vel_max * c.velocity_scale, lim.joint_acc_max * c.acceleration_scale
+        vel_scale, acc_scale = c.motion_scales(bool(getattr(self.robot, "simulated", False)))
+        self.vmax, self.amax = lim.joint_vel_max * vel_scale, lim.joint_acc_max * acc_scale
         self.step, self.dt = lim.ee_step_max * c.ee_step_scale, 1.0 / lim.control_hz
         self.box_low = np.maximum(lim.ee_low, c.workspace_low) if c.workspace_low else lim.ee_low
         self.box_high = np.minimum(lim.ee_high, c.workspace_high) if c.workspace_high else lim.ee_high

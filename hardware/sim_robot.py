@@ -85,6 +85,7 @@ class MujocoRobot(Robot):
     """
 
     name = "sim_panda"
+    simulated = True
     modes = (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION)
 
     def __init__(

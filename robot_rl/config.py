@@ -12,7 +12,7 @@ from typing import Any
 import draccus
 import yaml
 
-from robot_rl.config_checks import problems
+from robot_rl.config_checks import REAL_ROBOT_MAX_SCALE, problems
 
 
 class ConfigError(ValueError):
@@ -78,8 +78,12 @@ class SafetyConfig:
 
     ``joint_margin_rad``: kept inside the robot's joint limits (rad). ``workspace_low``/``workspace_high``:
     the end-effector box (m, base frame, 3 values each; empty: the robot's own box; a given box is
-    intersected with the robot's). ``ee_step_scale``, ``velocity_scale``, ``acceleration_scale``: fractions
-    of the robot's per-step end-effector move, joint speed and joint acceleration limits.
+    intersected with the robot's; required for a vendor arm: ``so101``, ``ur``, ``xarm``, ``franka``, whose
+    own boxes are reach cubes). ``ee_step_scale``, ``velocity_scale``, ``acceleration_scale``: fractions of
+    the robot's per-step end-effector move, joint speed and joint acceleration limits; the two scales
+    default to 0, which means :data:`REAL_ROBOT_MAX_SCALE` (0.25) on a real robot and 1.0 on a simulated
+    one (:meth:`motion_scales`). A vendor arm is refused a scale above 0.25; a ``ros2`` arm may be a
+    simulator, so it may be given up to 1.0 explicitly.
     ``max_tracking_error_rad``: a joint further than this behind its target (blocked, in contact) has the
     target restarted from the measured pose (rad; 0 disables). ``watchdog_ms``:
     hold when no fresh command came for this long (ms; 0 disables). ``estop_signal``: a signal that latches
@@ -92,13 +96,19 @@ class SafetyConfig:
     workspace_low: list[float] = field(default_factory=list)
     workspace_high: list[float] = field(default_factory=list)
     ee_step_scale: float = 1.0
-    velocity_scale: float = 1.0
-    acceleration_scale: float = 1.0
+    velocity_scale: float = 0.0
+    acceleration_scale: float = 0.0
     max_tracking_error_rad: float = 0.3
     watchdog_ms: float = 500.0
     estop_signal: str = "SIGUSR1"
     estop_key: str = ""
     fault_log: str = ""
+
+    def motion_scales(self, simulated: bool) -> tuple[float, float]:
+        """(velocity scale, acceleration scale) as fractions of the robot's limits: a value of 0 becomes
+        1.0 for a ``simulated`` robot and :data:`REAL_ROBOT_MAX_SCALE` for a real one."""
+        auto = 1.0 if simulated else REAL_ROBOT_MAX_SCALE
+        return self.velocity_scale or auto, self.acceleration_scale or auto
 
 
 @dataclass

@@ -470,6 +470,8 @@ ACTION_MODES = ("ee_delta", "joint_position")
 """``env.robot.action``: the simulated task's end-effector delta, or joint targets (a leader arm's)."""
 ROBOT_DRIVERS = ("sim", "sim_server", "so101", "ur", "xarm", "franka", "ros2")
 CAMERA_DRIVERS = ("opencv", "realsense", "video", "sim", "ros2")
+REAL_ROBOT_MAX_SCALE = 0.25
+"""The largest joint speed and acceleration scale a vendor arm runs at, and the default on any real robot."""
 VENDOR_ARMS = ("ur", "xarm", "franka")
 """Drivers whose ``env.robot.address`` is the controller's host (:func:`controller_host_problem`)."""
 ROBOT_RULES: dict[str, Range | Choice] = {
@@ -582,8 +584,8 @@ SAFETY_RULES: dict[str, Range | Choice] = {
     "workspace_low": ANY,
     "workspace_high": ANY,
     "ee_step_scale": Range(0, 1, lo_open=True),
-    "velocity_scale": Range(0, 1, lo_open=True),
-    "acceleration_scale": Range(0, 1, lo_open=True),
+    "velocity_scale": Range(0, 1),  # 0: SafetyConfig.motion_scales' default
+    "acceleration_scale": Range(0, 1),
     "max_tracking_error_rad": NONNEG,
     "watchdog_ms": NONNEG,
     "estop_signal": Choice(ESTOP_SIGNALS),
@@ -603,6 +605,30 @@ def safety_problems(safety: Any) -> list[str]:
     return out
 
 
+def real_robot_problems(robot: Any, moving: bool = True) -> list[str]:
+    """Problems of a vendor arm's ``env.robot.safety`` (driver ``so101`` or one of :data:`VENDOR_ARMS`):
+    the joint speed and acceleration scales may not exceed :data:`REAL_ROBOT_MAX_SCALE`, and when the arm
+    is to be ``moving`` (not only read, as ``hardware check`` without ``--move`` does) the workspace box
+    must be given, since a driver's own box is its reach cube."""
+    if robot.driver not in ("so101", *VENDOR_ARMS):
+        return []
+    safety, out = robot.safety, []
+    if moving and not (safety.workspace_low and safety.workspace_high):
+        out.append(
+            f"env.robot.safety.workspace_low/workspace_high: required for env.robot.driver={robot.driver} "
+            "(the end-effector box the arm may move in, m in its base frame, e.g. [0.3, -0.3, 0.02] and "
+            "[0.7, 0.3, 0.4]); the driver's own box is its reach cube, table included"
+        )
+    for key in ("velocity_scale", "acceleration_scale"):
+        value = getattr(safety, key)
+        if value > REAL_ROBOT_MAX_SCALE:
+            out.append(
+                f"env.robot.safety.{key}={value:g}: at most {REAL_ROBOT_MAX_SCALE:g} on a real "
+                f"{robot.driver} arm (0, the default, is {REAL_ROBOT_MAX_SCALE:g})"
+            )
+    return out
+
+
 def robot_problems(robot: Any) -> list[str]:
     """Problems of ``env.robot`` (a :class:`~robot_rl.config.RobotConfig`), each naming its dotted key."""
     out = []
@@ -616,7 +642,7 @@ def robot_problems(robot: Any) -> list[str]:
         out += ros2_problems(robot.ros2)
     if robot.success == "critic" and not robot.success_critic:
         out.append("env.robot.success=critic: set env.robot.success_critic to a progress critic checkpoint")
-    out += safety_problems(robot.safety)
+    out += safety_problems(robot.safety) + real_robot_problems(robot, moving=False)
     if robot.driver == "so101":
         out += [
             f"env.robot.{k}: required for env.robot.driver=so101 ({what})"

@@ -90,6 +90,8 @@ def test_leader_arm_records_joint_position_demos_that_validate_and_train(alone, 
             f"--env.control_hz={HZ}",
             f"--env.max_episode_steps={STEPS}",
             "--env.robot.driver=so101",
+            "--env.robot.safety.workspace_low=[-0.6,-0.6,-0.2]",  # a vendor arm must be given a box:
+            "--env.robot.safety.workspace_high=[0.6,0.6,0.7]",  # here its whole reach
             f"--env.robot.port={follower_bus.port}",
             f"--env.robot.calibration={tmp_path / 'follower.json'}",
             "--env.robot.action=joint_position",

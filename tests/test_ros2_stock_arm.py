@@ -24,7 +24,7 @@ pytest.importorskip("cyclonedds")
 from ros2_helpers import Spun, new_domain, node_flags  # noqa: E402
 from ros2_helpers import stock_arm_config as stock  # noqa: E402
 
-from robot_rl.config import EnvConfig, RobotConfig  # noqa: E402
+from robot_rl.config import EnvConfig, RobotConfig, SafetyConfig  # noqa: E402
 from robot_rl.hardware.errors import RobotConnectionError, RobotFault  # noqa: E402
 from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
 from robot_rl.hardware.ros2 import msgs, stock_arm, validate  # noqa: E402
@@ -75,7 +75,9 @@ def test_stock_mode_publishes_only_joint_states_with_vendor_names(arm):
 def test_pose_from_the_model_and_moves_by_joints_ik_and_the_finger_controller(arm):
     """Before: the pose was NaN without /ee_pose, so the safety layer braked every joint command
     (``workspace (measured)``) and ee_delta went to a Servo topic nobody listens to."""
-    robot = SafeRobot(RosRobot(stock(arm.domain), timeout_s=2.0))
+    # the arm is simulated: its full speed (a real one defaults to 0.25, which rate-limits the 0.1 rad step)
+    full = SafetyConfig(velocity_scale=1.0, acceleration_scale=1.0)
+    robot = SafeRobot(RosRobot(stock(arm.domain), timeout_s=2.0), full)
     with robot:
         state, truth = robot.read(), arm.app.robot.read()
         # the arm holds still at start: the model's pinch site and the sim's agree to numerical precision

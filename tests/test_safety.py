@@ -226,6 +226,39 @@ def test_stacks_and_builds_from_config():
     assert isinstance(outer.robot.robot, MujocoRobot) and not outer.is_connected
 
 
+class _RealPanda(MujocoRobot):
+    """The MuJoCo Panda reporting itself as a real arm (``simulated`` False), to read what the safety
+    layer enforces on one."""
+
+    simulated = False
+
+
+def test_real_robot_defaults_are_conservative(tmp_path):
+    # a real arm gets a quarter of its joint speed and acceleration unless told less; a simulated one all
+    real, sim = SafeRobot(_RealPanda(seed=0), SafetyConfig()), SafeRobot(MujocoRobot(seed=0), SafetyConfig())
+    own = MujocoRobot(seed=0).limits
+    np.testing.assert_allclose(real.limits.joint_vel_max, 0.25 * own.joint_vel_max)
+    np.testing.assert_allclose(real.limits.joint_acc_max, 0.25 * own.joint_acc_max)
+    np.testing.assert_allclose(sim.limits.joint_vel_max, own.joint_vel_max)
+    slow = SafeRobot(_RealPanda(seed=0), SafetyConfig(velocity_scale=0.1))
+    np.testing.assert_allclose(slow.limits.joint_vel_max, 0.1 * own.joint_vel_max)
+    # a vendor arm needs a workspace box and may not be sped up: one line naming the key
+    path = tmp_path / "ur.yaml"
+    path.write_text("env:\n  num_envs: 1\n  robot: {driver: ur, address: 192.168.1.10}\n")
+    assert load_config(path).env.robot.driver == "ur"  # reading it (hardware check) needs no box
+    with pytest.raises(ValueError, match=r"env\.robot\.safety\.workspace_low/workspace_high: required"):
+        SafeRobot.from_config(load_config(path).env.robot)
+    box = [
+        "--env.robot.safety.workspace_low=[0.3,-0.3,0.02]",
+        "--env.robot.safety.workspace_high=[0.7,0.3,0.4]",
+    ]
+    assert load_config(path, box).env.robot.safety.velocity_scale == 0.0  # 0: 0.25 on this arm
+    with pytest.raises(ConfigError, match=r"env\.robot\.safety\.acceleration_scale=0\.5: at most 0\.25"):
+        load_config(path, [*box, "--env.robot.safety.acceleration_scale=0.5"])
+    with pytest.raises(ValueError, match=r"env\.robot\.safety\.workspace_low/workspace_high: required"):
+        SafeRobot.from_config(RobotConfig(driver="xarm", address="192.168.1.185"))
+
+
 def test_bad_safety_config_names_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"env\.robot\.safety\.velocity_scale=1\.5"):
         SafeRobot(MujocoRobot(), SafetyConfig(velocity_scale=1.5))

@@ -194,6 +194,8 @@ class SimServerRobot(Robot):
     connect against the server's reference poses.
     """
 
+    simulated = True
+
     def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S, keys: ClientKeys | None = None):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
