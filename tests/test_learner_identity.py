@@ -46,10 +46,11 @@ def _frames(learner, length: int) -> dict[str, np.ndarray]:
 
 
 def _state(learner, server) -> tuple:
-    """Everything a request could change: stored steps and acks, live actors, faults, id holders."""
+    """Everything a request could change: the status (less its clocks), acks, live actors, faults (which
+    summary.json reports), id holders."""
     replay = learner.replay
     return (
-        replay.num_steps,
+        {k: v for k, v in learner.status().items() if not k.endswith("_s")},
         dict(replay.acked),
         set(learner._active),
         dict(learner.faults),
