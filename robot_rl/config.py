@@ -803,6 +803,10 @@ class OnlineConfig:
     ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
     records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
     cap (``zmq.MAXMSGSIZE``). ``address`` off loopback (``tcp://*:5560``) needs ``security.keys``.
+    ``obs_range_factor``: k of the learner's check of pushed observations: each entry must lie within
+    ``[lo - k*span, hi + k*span]`` of the policy's stats ``min``/``max`` (robot_rl.runtime.episode_guard;
+    0 = only finite). ``max_rollbacks``: a learner whose weights turn NaN/inf rolls back to its last
+    checkpoint and quarantines the episodes stored since, at most this many times in a row, then stops.
     """
 
     method: str = "qc"
@@ -831,6 +835,8 @@ class OnlineConfig:
     wandb: bool = False
     wandb_project: str = "robot_rl"
     max_episode_steps: int = 0
+    obs_range_factor: float = 10.0
+    max_rollbacks: int = 3
 
 
 @dataclass

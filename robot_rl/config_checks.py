@@ -247,6 +247,8 @@ RULES: dict[str, Range | Choice] = {
     "online.actor_restarts": NONNEG_INT,
     "online.max_weight_age_s": NONNEG,
     "online.max_episode_steps": NONNEG_INT,
+    "online.obs_range_factor": NONNEG,
+    "online.max_rollbacks": NONNEG_INT,
     "online.replay_capacity": NONNEG_INT,
     "ppo.method": Choice(("flow_noise", "flow_sde")),  # robot_rl.algos.flow_chain.METHODS
     "ppo.num_envs": COUNT,

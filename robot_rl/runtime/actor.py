@@ -124,6 +124,8 @@ class _Sender(threading.Thread):
             frames = {k: logged[k] for k in self.episode_keys}  # not the cameras only a critic reads
             meta = episode_meta(frames, actor.cfg.env.control_hz, actor.versions.get(self.acked, self.have))
             reply = link.push(actor.actor_id, self.acked, frames, meta)
+            if reply.get("rejected"):  # acknowledged, not stored: this log keeps the episode
+                log.warning("actor %d: the learner rejected %s", actor.actor_id, reply["rejected"])
             self.acked, self.status = int(reply["acked"]), reply["status"]
         head, blob = link.weights(self.have)
         self.status, self.latest = head["status"], int(head["version"])

@@ -9,6 +9,11 @@ warmup_steps)``: it waits for data instead of overfitting the first episodes. We
 ``checkpoint_every`` updates, and the replay lives in zarr, so a learner killed at any moment resumes
 without losing a recorded episode. Operators' recorded edits (``actor<i>/edits.jsonl``: relabels,
 exclusions; robot_rl.runtime.episode_edits) are re-read between updates and on every start.
+
+No pushed episode can end a run (issue 39): one outside the run's bounds (robot_rl.runtime.episode_guard)
+is acknowledged as rejected, never stored, and counted; and when training diverges anyway (weights turn
+NaN/inf), the learner rolls back to its last resumable checkpoint, quarantines the episodes stored since
+(robot_rl.runtime.episode_ledger) and goes on, at most ``online.max_rollbacks`` times in a row.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.config_checks import problems
 from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
+from robot_rl.runtime.episode_guard import EpisodeRejected, run_guard
 from robot_rl.runtime.messages import (
     MAX_ACTOR,
     check_fault,
@@ -39,11 +45,12 @@ from robot_rl.runtime.messages import (
 )
 from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter, episode_meta
 from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, final_spec, rlpd_batch
-from robot_rl.runtime.weights import agent_weights
+from robot_rl.runtime.weights import NonFiniteWeightsError, agent_weights
 from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
 RUNTIME_FORMAT = 2  # learner checkpoint and replay layout (2: final observations); another is refused
+SUMMARY_REASONS = 20  # rejection reasons per actor in summary.json (all of them are in rejected.jsonl)
 
 
 class ActorsFaultedError(RuntimeError):
@@ -96,6 +103,8 @@ class Learner:
         self.max_episode_steps = max_episode_steps(cfg)
         self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         demos = built.demos
+        self.guard = run_guard(cfg, self.config, self.stats, self.obs_shapes, demos)
+        self._rollbacks = 0  # rollbacks in a row (since the last checkpoint written after one)
         self.prior = PriorData(demos, sorted(self.obs_shapes), built.tasks) if demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
         self.updates = self.version = 0
@@ -127,6 +136,7 @@ class Learner:
             "allowed_env_steps": allowed if on.max_env_steps_ahead > 0 else -1,
             "caught_up": self.updates >= self.updates_allowed(),
             "stop": self._finished or self.replay.num_steps >= on.env_steps,
+            "rejected_episodes": len(self.replay.rejected.reasons),
         }
 
     def hello(self, actor: int) -> dict[str, Any]:
@@ -151,6 +161,11 @@ class Learner:
     def push(self, actor: int, episode: int, frames: dict, meta: dict) -> dict[str, Any]:
         """Store ``actor``'s episode number ``episode`` (a resend of a stored one is acknowledged only).
 
+        An episode with a value outside the run's bounds (:mod:`robot_rl.runtime.episode_guard`) is not
+        stored: it is acknowledged (``acked`` moves past it, so the actor goes on), recorded in
+        ``rejected.jsonl``, logged, and the reply carries ``rejected``: the one-line reason. A resend of a
+        rejected episode gets the same answer.
+
         Raises:
             ProtocolError: the message does not pass :func:`robot_rl.runtime.messages.check_push`.
             DatasetError: an episode was skipped (``episode`` beyond the next one expected).
@@ -165,13 +180,31 @@ class Learner:
             self.max_episode_steps,
             self.cfg.env.control_hz,
         )
+        try:
+            self.guard.check(frames, f"actor {actor} episode {episode}")
+        except EpisodeRejected as err:
+            return self._reject(actor, episode, str(err))
         with self.lock:
             if self.replay.add(actor, episode, frames):
                 self.window.add(meta, self.version)
                 self._lags[actor, episode] = self.version - int(meta.get("version", self.version))
                 self._window_stale |= self.replay.edited(actor, episode)
             self._active.add(actor)
-            return {"acked": self.replay.acked[actor], "status": self.status()}
+            reply = {"acked": self.replay.acked[actor], "status": self.status()}
+            rejected = self.replay.rejected.reason(actor, episode)  # a resend of one rejected before
+            return {**reply, "rejected": rejected} if rejected else reply
+
+    def _reject(self, actor: int, episode: int, reason: str) -> dict[str, Any]:
+        """Answer a push whose values :attr:`guard` refused (:meth:`push`); a resend of a stored episode
+        is acknowledged as stored."""
+        with self.lock:
+            if self.replay.reject(actor, episode, reason):
+                log.warning("learner: rejected %s; not stored", reason)
+            else:
+                reason = self.replay.rejected.reason(actor, episode) or ""
+            self._active.add(actor)
+            reply = {"acked": self.replay.acked[actor], "status": self.status()}
+            return {**reply, "rejected": reason} if reason else reply
 
     def weights(self, have: int) -> tuple[dict[str, Any], bytes | None]:
         """The published weights when newer than version ``have`` (-1: none yet).
@@ -219,16 +252,20 @@ class Learner:
         ``summary.json``; wait up to ``drain_s`` for active actors to say bye. Returns the summary.
 
         ``check()`` is called whenever the learner waits for data and may raise to abort (e.g. when every
-        actor process died); the resumable checkpoint is written before the error propagates.
+        actor process died); the resumable checkpoint is written before the error propagates. A run
+        without one writes one first, so a divergence always has a checkpoint to roll back to
+        (:meth:`_roll_back`).
 
         Raises:
-            ActorsFaultedError: every actor that joined stopped on a reported fault and none is active."""
+            ActorsFaultedError: every actor that joined stopped on a reported fault and none is active.
+            NonFiniteWeightsError: training diverged more than ``online.max_rollbacks`` times in a row."""
         from robot_rl.progress import progress
 
         on = self.cfg.online
         sinks = self._sinks()
         env_rate, upd_rate = RateMeter(self.replay.num_steps), RateMeter(self.updates)
         self._start = time.monotonic()
+        self._first_checkpoint()
         last_log = time.monotonic()
         metrics: dict[str, float] = {}
         bar = progress(
@@ -245,7 +282,7 @@ class Learner:
                     steps, allowed = self.replay.num_steps, self.updates_allowed()
                     done = steps >= on.env_steps and self.updates >= allowed
                     batches = self.draw_batches() if self.updates < allowed else None
-                if done:
+                if done and self._publish_and_save(True, True):
                     break
                 if batches is None:
                     self._checked(self._check_faults)
@@ -255,10 +292,8 @@ class Learner:
                 else:
                     metrics = self.agent.update(*(batch_to_torch(b, self.cfg.device) for b in batches))
                     self.updates += 1
-                    if self.updates % on.publish_every == 0:
-                        self._publish()
-                    if self.updates % on.checkpoint_every == 0:
-                        self._save_resume()
+                    u = self.updates
+                    self._publish_and_save(u % on.publish_every == 0, u % on.checkpoint_every == 0)
                 if min(steps, on.env_steps) > bar.n:
                     bar.update(min(steps, on.env_steps) - bar.n)
                 if time.monotonic() - last_log >= on.log_every_s:
@@ -272,8 +307,6 @@ class Learner:
                     )
             self._finished = True
             self._trained_steps = steps  # episodes still in flight are stored, not trained on
-            self._publish()
-            self._save_resume()
             sinks.write(self.replay.num_steps, self._row(metrics, env_rate, upd_rate))
             self._drain(drain_s)
         finally:
@@ -294,6 +327,79 @@ class Learner:
             rlpd_batch(self.replay, self.prior, on.batch_size, on.demo_fraction, self.rng, self.human_only)
             for _ in range(self.agent.batches_per_update)
         ]
+
+    def _publish_and_save(self, publish: bool, save: bool) -> bool:
+        """Publish the weights and/or write the resumable checkpoint, only when the weights are finite;
+        returns True, or False after rolling back (:meth:`_roll_back`) because they are not.
+
+        Raises:
+            NonFiniteWeightsError: the weights diverged and the learner may not roll back again."""
+        try:
+            if publish:
+                self._publish()
+            if save:
+                if not publish:
+                    agent_weights(self.agent)  # raises on NaN/inf: never checkpoint a diverged learner
+                self._save_resume()
+                self._rollbacks = 0
+        except NonFiniteWeightsError as err:
+            self._roll_back(err)
+            return False
+        return True
+
+    def _first_checkpoint(self) -> None:
+        """Write a resumable checkpoint when there is none and the weights are finite, so a divergence has
+        one to roll back to."""
+        from robot_rl.training.resume import resume_checkpoint
+
+        if resume_checkpoint(self.dir / "learner") is not None:
+            return
+        try:
+            agent_weights(self.agent)
+        except NonFiniteWeightsError as err:
+            log.error("learner: no first checkpoint written: %s", err)
+            return
+        self._save_resume()
+
+    def _roll_back(self, err: NonFiniteWeightsError) -> None:
+        """Training diverged (``err``): restore the last resumable checkpoint (modules, optimizers and the
+        update count; the weight version keeps counting up, and the restored weights are published), and
+        quarantine every episode stored since it (``quarantine.jsonl``: kept on disk, never sampled, also
+        after a restart). Logs the checkpoint and the episodes.
+
+        Raises:
+            NonFiniteWeightsError: there is no checkpoint, or this is rollback ``online.max_rollbacks + 1``
+                in a row (no checkpoint written in between): one line naming the checkpoint."""
+        from robot_rl.training.resume import restore, resume_checkpoint
+
+        path = resume_checkpoint(self.dir / "learner")
+        limit = self.cfg.online.max_rollbacks
+        if path is None:
+            raise NonFiniteWeightsError(f"{err}; there is no learner checkpoint to roll back to") from err
+        if self._rollbacks >= limit:
+            raise NonFiniteWeightsError(
+                f"{err}; it diverged again after {self._rollbacks} rollbacks in a row to {path} with the "
+                f"episodes since quarantined (online.max_rollbacks={limit}): the training itself is "
+                "unstable (lower offline.lr / sac.lr, or check the demos)"
+            ) from err
+        self._rollbacks += 1
+        state = restore(self.agent, path)
+        with self.lock:
+            self.updates = int(state["updates"])
+            named = self.replay.quarantine(int(state.get("replay_episodes", 0)), f"training diverged: {err}")
+        self._publish()
+        log.error(
+            "learner: %s; rolled back to %s (%d updates, rollback %d of at most %d in a row) and quarantined "
+            "the %d episodes stored since: %s (%s)",
+            err,
+            path,
+            self.updates,
+            self._rollbacks,
+            limit,
+            len(named),
+            ", ".join(f"actor {a} episode {e}" for a, e in named) or "none",
+            self.replay.quarantined.path,
+        )
 
     def _checked(self, check: Callable[[], None]) -> None:
         try:
@@ -351,7 +457,8 @@ class Learner:
     def _save_resume(self) -> None:
         from robot_rl.training.resume import save_resume
 
-        save_resume(self.agent, self.dir / "learner_resume", self._counters(), self.config, self.stats)
+        state = {**self._counters(), "replay_episodes": self.replay.num_episodes}  # the rollback's cut
+        save_resume(self.agent, self.dir / "learner_resume", state, self.config, self.stats)
 
     def _resume(self) -> None:
         from robot_rl.training.resume import restore, resume_checkpoint
@@ -377,10 +484,12 @@ class Learner:
         restore(self.agent, path)
         self.updates, self.version = int(state["updates"]), int(state["version"])
         log.info(
-            "learner: resumed from %s at %d updates, %d online steps",
+            "learner: resumed from %s at %d updates, %d online steps (%d episodes quarantined, %d rejected)",
             path,
             self.updates,
             self.replay.num_steps,
+            len(self.replay.quarantined.reasons),
+            len(self.replay.rejected.reasons),
         )
 
     def _finish(self) -> dict:
@@ -435,13 +544,22 @@ class Learner:
     def _buffer_summary(self) -> dict:
         """Run totals and last-20-episode rates read back from the replay on disk (exact after restarts),
         counting episodes as operators edited them (:meth:`_edited_window`); ``excluded_episodes``: those
-        left out."""
+        operators left out; ``quarantined_episodes``: ``[actor, episode]`` of each episode quarantined
+        after a divergence; ``rejected_episodes``: per actor, the ``count`` of episodes refused at push and
+        the ``reasons`` of the last :data:`SUMMARY_REASONS` (every one is in ``rejected.jsonl``)."""
         window = self._edited_window()
+        quarantined = sorted(self.replay.quarantined.reasons)
+        rejected = {
+            str(actor): {"count": len(reasons), "reasons": reasons[-SUMMARY_REASONS:]}
+            for actor, reasons in sorted(self.replay.rejected.per_actor().items())
+        }
         return {
             "method": self.cfg.online.method,
             "seed": self.seed,
             "env_steps": int(self.replay.num_steps),
             **window.totals(),
-            "excluded_episodes": self.replay.num_episodes - window.episodes,
+            "excluded_episodes": self.replay.num_episodes - window.episodes - len(quarantined),
+            "quarantined_episodes": [list(k) for k in quarantined],
+            "rejected_episodes": rejected,
             **{f"last20_{k}": v for k, v in window.snapshot().items() if k != "weight_lag"},
         }

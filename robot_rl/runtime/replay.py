@@ -16,6 +16,11 @@ Operators' recorded edits (:mod:`robot_rl.runtime.episode_edits`) are applied to
 the disk: a relabelled episode's last step carries the label's ``next.success`` / ``next.done`` /
 ``next.reward``, and an excluded episode's steps are never drawn. New edits are picked up by
 :meth:`OnlineReplay.refresh_edits` (the learner calls it between updates) and on every reopen.
+
+Two ledgers (:mod:`robot_rl.runtime.episode_ledger`) beside the buffer record what the learner did with
+episodes besides storing them: ``rejected.jsonl`` (refused at push, never stored, yet acknowledged, so
+the actor moves on and a resend is answered the same) and ``quarantine.jsonl`` (stored, never drawn:
+training diverged after they came in).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.data.training.sampler import ChunkSampler
 from robot_rl.runtime.episode_edits import LABEL_KEYS, EditLogError, RunEdits, edited_frames, label_values
+from robot_rl.runtime.episode_ledger import EpisodeLedger
 from robot_rl.runtime.replay_memory import EpisodeMemory, newest_window
 
 ACTOR_KEY = "runtime.actor"
@@ -93,7 +99,8 @@ class OnlineReplay:
     the episodes held. On a restart only the newest episodes that fit are read back from disk.
 
     Args:
-        path: folder of the zarr buffer (created, or resumed after a crash).
+        path: folder of the zarr buffer (created, or resumed after a crash); its ledgers
+            ``rejected.jsonl`` and ``quarantine.jsonl`` (module doc) live beside it.
         obs_shapes: observation key -> per-frame shape (images (H, W, 3)).
         action_dim: d.
         horizon: chunk length h of the sampled transitions.
@@ -106,7 +113,8 @@ class OnlineReplay:
             and ``next_observations``, as the offline training set's do.
 
     Raises:
-        DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable.
+        DatasetError: the buffer on disk has a different spec (another task or policy) or is unreadable, or
+            a ledger holds an invalid line.
         EditLogError: an edit log holds an invalid line (names the file and line).
         ValueError: a negative capacity.
     """
@@ -140,6 +148,11 @@ class OnlineReplay:
         self._disk_of: dict[tuple[int, int], int] = {}  # (actor, actor episode) -> disk episode
         self._recorded: dict[int, dict] = {}  # disk episode -> its recorded last-step LABEL_KEYS values
         self._excluded: set[int] = set()  # held disk episodes never sampled
+        folder = Path(path).parent
+        self.rejected = EpisodeLedger(folder / "rejected.jsonl")
+        self.quarantined = EpisodeLedger(folder / "quarantine.jsonl")
+        for actor, ep in self.rejected.reasons:
+            self.acked[actor] = max(self.acked.get(actor, 0), ep + 1)
         ends = self.buffer.episode_ends
         if len(ends):
             starts = np.concatenate([[0], ends[:-1]])
@@ -180,14 +193,8 @@ class OnlineReplay:
             DatasetError: an episode was skipped (``actor_episode`` beyond the next expected one), or the
                 frames do not match the spec (names the key) or hold NaN/inf.
         """
-        expected = self.acked.get(actor, 0)
-        if actor_episode < expected:
+        if not self._is_next(actor, actor_episode):
             return False
-        if actor_episode > expected:
-            raise DatasetError(
-                f"{self.buffer.path}: actor {actor} sent episode {actor_episode} but episode {expected} "
-                "is the next one expected; episodes must arrive in order"
-            )
         length = len(frames[keys.ACTION])
         frames = {
             **frames,
@@ -201,6 +208,52 @@ class OnlineReplay:
         self.memory.append(frames, frames, ep)
         self._apply_edits()
         return True
+
+    def _is_next(self, actor: int, actor_episode: int) -> bool:
+        """Whether ``actor_episode`` is the next episode expected from ``actor`` (False: handled before).
+
+        Raises:
+            DatasetError: an episode was skipped.
+        """
+        expected = self.acked.get(actor, 0)
+        if actor_episode > expected:
+            raise DatasetError(
+                f"{self.buffer.path}: actor {actor} sent episode {actor_episode} but episode {expected} "
+                "is the next one expected; episodes must arrive in order"
+            )
+        return actor_episode == expected
+
+    def reject(self, actor: int, actor_episode: int, reason: str) -> bool:
+        """Record that actor ``actor``'s episode ``actor_episode`` was refused for ``reason`` (one line)
+        instead of storing it: it counts as acknowledged, in memory and in ``rejected.jsonl`` (durable on
+        return). Returns False (and records nothing) when the episode was handled before (a resend).
+
+        Raises:
+            DatasetError: an episode was skipped.
+            OSError: the ledger cannot be written (names it); nothing is acknowledged then.
+        """
+        if not self._is_next(actor, actor_episode):
+            return False
+        self.rejected.add(actor, actor_episode, reason)
+        self.acked[actor] = actor_episode + 1
+        return True
+
+    def quarantine(self, first: int, reason: str) -> list[tuple[int, int]]:
+        """Exclude every stored episode from disk episode ``first`` on from sampling for good (recorded in
+        ``quarantine.jsonl``; they stay on disk). Returns their ``(actor, actor episode)``, oldest first,
+        those quarantined before left out.
+
+        Raises:
+            OSError: the ledger cannot be written (names it).
+        """
+        named = sorted(
+            (key for key, ep in self._disk_of.items() if ep >= first and key not in self.quarantined.reasons),
+            key=self._disk_of.__getitem__,
+        )
+        for actor, ep in named:
+            self.quarantined.add(actor, ep, reason)
+        self._sampler = None
+        return named
 
     def refresh_edits(self) -> bool:
         """Apply the edit logs' new lines to the held episodes (cheap when no log changed: one stat per
@@ -226,7 +279,8 @@ class OnlineReplay:
         return self.edits is not None and self.edits.get(actor, actor_episode) is not None
 
     def edited_episodes(self) -> list[tuple[tuple[int, int], dict[str, np.ndarray]]]:
-        """Every stored episode (on disk, oldest first) as its edits make it, excluded ones left out:
+        """Every stored episode (on disk, oldest first) as its edits make it, excluded and quarantined
+        ones left out:
         ``((actor, actor episode), columns)`` with the (T,) ``next.success``, ``next.done``,
         ``next.reward`` (relabel applied, :func:`~robot_rl.runtime.episode_edits.edited_frames`) and
         ``complementary_info.is_intervention`` of the episode. Reads only those scalar columns."""
@@ -243,6 +297,8 @@ class OnlineReplay:
         for lo, hi, actor, ep in zip(
             starts.tolist(), ends.tolist(), actors.tolist(), episodes.tolist(), strict=True
         ):
+            if (actor, ep) in self.quarantined.reasons:
+                continue
             edits = self.edits.get(actor, ep) if self.edits is not None else None
             frames = edited_frames({k: v[lo:hi] for k, v in cols.items()}, edits)
             if frames is not None:
@@ -294,14 +350,15 @@ class OnlineReplay:
                 self.gamma,
                 final_obs=final_obs,
             )
-            kept = ~np.isin(self.memory.episode_index(), list(self._excluded))
+            quarantined = {self._disk_of[k] for k in self.quarantined.reasons if k in self._disk_of}
+            kept = ~np.isin(self.memory.episode_index(), list(self._excluded | quarantined))
             self._rows = np.flatnonzero(kept)
             self._prior_rows = np.flatnonzero(arrays[keys.INTERVENTION] & kept)
         return self._sampler
 
     @property
     def sampled_steps(self) -> int:
-        """Held online steps that may be drawn (those of excluded episodes are not)."""
+        """Held online steps that may be drawn (those of excluded or quarantined episodes are not)."""
         self._build()
         return len(self._rows) if self._sampler is not None else 0
 
