@@ -1,0 +1,197 @@
+"""The real ``xarm-python-sdk`` and our xArm driver against the protocol-level xArm 7 control box emulator
+(:mod:`robot_rl.hardware.xarm_emulator`), whose arm is MuJoCo: connect, read, servo-mode streaming, the
+gripper, ``emergency_stop``, controller errors, and UFACTORY's servo-mode rule (a setpoint more than
+10 mm from the last is not executed) catching the day-one stream (10 Hz, 30 mm apart).
+
+The one change the SDK needs: ``XCONF.SocketConf.TCP_CONTROL_PORT`` set to the emulator's ephemeral
+command port (each emulator has its own loopback address, with the report socket on the SDK's 30002).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco")
+pytest.importorskip("xarm")
+from xarm.core.config.x_config import XCONF  # noqa: E402
+
+from robot_rl.config import RobotConfig  # noqa: E402
+from robot_rl.hardware.drivers import xarm_model  # noqa: E402
+from robot_rl.hardware.drivers.arm_common import quat_from_rpy  # noqa: E402
+from robot_rl.hardware.errors import RobotFault  # noqa: E402
+from robot_rl.hardware.factory import make_robot  # noqa: E402
+from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
+from robot_rl.hardware.xarm_emulator import SERVO_STEP_MAX_M, XArmControllerEmulator  # noqa: E402
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    with XArmControllerEmulator() as emulator:
+        for name, port in emulator.sdk_overrides.items():
+            monkeypatch.setattr(XCONF.SocketConf, name, port)
+        yield emulator
+
+
+@pytest.fixture
+def sdk(emu):
+    from xarm.wrapper import XArmAPI
+
+    arm = XArmAPI(emu.host, is_radian=False)
+    yield arm
+    arm.disconnect()
+
+
+@pytest.fixture
+def robot(emu):
+    robot = make_robot(RobotConfig(driver="xarm", address=emu.host), control_hz=10.0)
+    robot.connect()
+    yield robot
+    robot.disconnect()
+
+
+def _wait(done, timeout_s: float = 5.0) -> bool:
+    t0 = time.monotonic()
+    while not done():
+        if time.monotonic() - t0 > timeout_s:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _angle_between(a: np.ndarray, b: np.ndarray) -> float:
+    return 2.0 * float(np.arccos(np.clip(abs(np.dot(a, b)), 0.0, 1.0)))
+
+
+def test_forward_kinematics_matches_the_mujoco_chain_and_ufactorys_zero_pose():
+    pos, quat = xarm_model.forward_kinematics(np.zeros(7))
+    np.testing.assert_allclose(pos, [0.206, 0.0, 0.1205], atol=1e-9)  # UFACTORY: [206, 0, 120.5] mm
+    assert _angle_between(quat, quat_from_rpy(np.array([np.pi, 0.0, 0.0]))) < 1e-9
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        q = rng.uniform(np.maximum(xarm_model.JOINT_LOW, -3.0), np.minimum(xarm_model.JOINT_HIGH, 3.0))
+        data = XArmControllerEmulator(home=q).data  # not started: the MuJoCo model at q, no physics step
+        mj_pos, mj_rot = data.site("flange").xpos, data.site("flange").xmat.reshape(3, 3)
+        pos, quat = xarm_model.forward_kinematics(q)
+        np.testing.assert_allclose(pos, mj_pos, atol=1e-9)
+        np.testing.assert_allclose(xarm_model.joint_frames(q)[-1][:3, :3], mj_rot, atol=1e-9)
+        frame = xarm_model.joint_frames(q)[-1]
+        shift = np.array([0.005, -0.005, 0.005])
+        near = xarm_model.inverse_kinematics(frame[:3, 3] + shift, frame[:3, :3], q)
+        assert near is not None
+        np.testing.assert_allclose(xarm_model.forward_kinematics(near)[0] - pos, shift, atol=1e-5)
+
+
+def test_the_real_sdk_connects_and_reads_the_emulated_arm(emu, sdk):
+    assert sdk.connected and sdk.axis == 7 and sdk.device_type == 7
+    assert sdk.version_number == (2, 4, 0)
+    assert _wait(lambda: sdk.temperatures == [30] * 7)  # the rich report is parsed
+    assert sdk.state == 4  # stopped at boot
+    assert sdk.motion_enable(enable=True) == 0
+    assert sdk.set_mode(1) == 0 and sdk.set_state(0) == 0
+    assert _wait(lambda: sdk.mode == 1 and sdk.state == 2)
+    code, angles = sdk.get_servo_angle(is_radian=True)
+    assert code == 0
+    np.testing.assert_allclose(angles, emu.joint_positions(), atol=1e-4)
+    code, pose = sdk.get_position(is_radian=True)
+    pos, _ = emu.flange_pose()
+    assert code == 0
+    np.testing.assert_allclose(np.array(pose[:3]) / 1000.0, pos, atol=1e-4)
+    code, (q, qd, _effort) = sdk.get_joint_states(is_radian=True)
+    assert code == 0 and np.allclose(q, emu.joint_positions(), atol=1e-4) and np.allclose(qd, 0, atol=1e-2)
+    assert sdk.get_err_warn_code() == (0, [0, 0])
+    assert emu.unknown_registers == set()
+
+
+def test_the_day_one_stream_is_not_executed_and_a_guide_stream_is(emu, sdk):
+    """10 Hz setpoints 30 mm apart (the day-one driver) are dropped by the controller as UFACTORY's
+    servo-mode guide says; 200 Hz setpoints 1 mm apart move the arm."""
+    sdk.motion_enable(enable=True)
+    sdk.set_mode(1)
+    sdk.set_state(0)
+    start, _ = emu.flange_pose()
+    _, pose = sdk.get_position(is_radian=False)
+    for _ in range(5):
+        pose[0] += 30.0
+        assert sdk.set_servo_cartesian(pose, is_radian=False) == 0  # accepted on the wire...
+        time.sleep(0.1)
+    assert [s.reason for s in emu.servo_log] == ["step"] * 5  # ...and not executed
+    np.testing.assert_allclose(emu.flange_pose()[0], start, atol=1e-3)
+
+    emu.servo_log.clear()
+    _, pose = sdk.get_position(is_radian=False)
+    for _ in range(40):
+        pose[0] += 1.0
+        assert sdk.set_servo_cartesian(pose, is_radian=False) == 0
+        time.sleep(0.005)
+    assert all(s.executed for s in emu.servo_log)
+    assert _wait(lambda: abs(emu.flange_pose()[0][0] - start[0] - 0.040) < 1e-3)
+
+
+def test_driver_streams_servo_setpoints_within_the_guide_and_the_arm_follows(emu, robot):
+    state = robot.read()
+    np.testing.assert_allclose(state.joint_pos, emu.joint_positions(), atol=1e-4)
+    pos, quat = emu.flange_pose()
+    np.testing.assert_allclose(state.ee_pos, pos, atol=1e-4)
+    assert _angle_between(state.ee_quat, quat) < 1e-3
+    np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), state.ee_pos, atol=1e-4)
+
+    target = state.ee_pos + [0.04, -0.02, -0.03]
+    for delta in ([0.02, -0.01, -0.015], [0.02, -0.01, -0.015]):  # two 10 Hz control steps
+        robot.command(Command(CommandMode.EE_DELTA, np.array(delta), gripper=0.0))
+        time.sleep(0.1)
+    assert _wait(lambda: np.linalg.norm(emu.flange_pose()[0] - target) < 1e-3), emu.flange_pose()[0]
+    assert _angle_between(emu.flange_pose()[1], quat) < 5e-3  # the orientation held
+    log = emu.servo_log
+    assert log and all(s.executed for s in log), {s.reason for s in log}
+    assert max(s.step_m for s in log) <= SERVO_STEP_MAX_M
+    rate = 1.0 / np.median(np.diff([s.t for s in log]))  # the median: robust to a starved CPU's hiccups
+    assert 100.0 <= rate <= 250.0, rate  # UFACTORY's servo-mode rate
+
+    emu.servo_log.clear()
+    q = robot.read().joint_pos
+    goal = q + np.array([0.2, 0.0, 0.0, -0.1, 0.0, 0.1, 0.0])
+    robot.command(Command(CommandMode.JOINT_POSITION, goal, gripper=0.0))
+    assert _wait(lambda: np.max(np.abs(emu.joint_positions() - goal)) < 2e-3), emu.joint_positions() - goal
+    np.testing.assert_allclose(robot.read().joint_pos, goal, atol=3e-3)
+    assert all(s.executed and s.step_m <= SERVO_STEP_MAX_M for s in emu.servo_log)
+    assert emu.unknown_registers == set()
+
+
+def test_gripper_closes_and_opens(emu, robot):
+    q = robot.read().joint_pos
+    robot.command(Command(CommandMode.JOINT_POSITION, q, gripper=1.0))
+    assert _wait(lambda: emu.gripper_pulses() < 10.0), emu.gripper_pulses()
+    assert _wait(lambda: robot.read().gripper > 0.98)
+    robot.command(Command(CommandMode.JOINT_POSITION, q, gripper=0.0))
+    assert _wait(lambda: emu.gripper_pulses() > 840.0), emu.gripper_pulses()
+    assert robot.read().gripper < 0.02
+
+
+def test_emergency_stop_stops_the_arm_on_the_controller(emu, robot):
+    q = robot.read().joint_pos
+    goal = q + np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # 1 s at the stream's 1 rad/s
+    robot.command(Command(CommandMode.JOINT_POSITION, goal, gripper=None))
+    assert _wait(lambda: emu.joint_positions()[0] > q[0] + 0.2)
+    robot.emergency_stop()
+    stop_t = time.monotonic()
+    assert emu.state == 4
+    time.sleep(0.3)  # the controller holds where it stopped (settling from 1 rad/s)
+    stopped = emu.joint_positions()
+    time.sleep(0.3)
+    np.testing.assert_allclose(emu.joint_positions(), stopped, atol=1e-3)  # it stays stopped
+    assert stopped[0] < goal[0] - 0.3
+    assert not [s for s in emu.servo_log if s.executed and s.t > stop_t]
+    # the next command re-enters servo mode (set_mode(1), set_state(0)) and moves on
+    robot.command(Command(CommandMode.JOINT_POSITION, goal, gripper=None))
+    assert _wait(lambda: abs(emu.joint_positions()[0] - goal[0]) < 2e-3)
+    assert all(s.step_m <= SERVO_STEP_MAX_M for s in emu.servo_log)
+
+
+def test_a_controller_error_is_a_robot_fault_naming_the_code(emu, robot):
+    emu.inject_error(22)
+    assert _wait(lambda: robot._arm.error_code == 22)  # through the report socket
+    with pytest.raises(RobotFault, match="22"):
+        robot.read()
