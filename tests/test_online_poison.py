@@ -206,3 +206,47 @@ def test_training_that_diverges_again_and_again_stops_with_one_line(tiny_offline
     restore(learner.agent, learner.dir / "learner_resume")
     assert _finite(learner)  # the last checkpoint is still a good one
     assert not learner.replay.quarantined.reasons  # episode 0 came before it: nothing to blame
+
+
+def test_ledger_cuts_a_torn_last_line_and_refuses_a_garbled_one(tmp_path):
+    """A crash while a rejection was written (so never answered) leaves a torn last line: it is cut off and
+    the records before it stay; a garbled line elsewhere is refused naming the file and line."""
+    from robot_rl.data.errors import DatasetError
+    from robot_rl.runtime.episode_ledger import EpisodeLedger
+
+    path = tmp_path / "rejected.jsonl"
+    EpisodeLedger(path).add(0, 0, "actor 0 episode 0: 'next.reward' at frame 0 is 10000")
+    with open(path, "a") as f:
+        f.write('{"actor": 0, "episode": 1, "rea')
+    ledger = EpisodeLedger(path)
+    assert list(ledger.reasons) == [(0, 0)] and path.read_text().endswith('10000"}\n')
+    ledger.add(0, 1, "again")
+    assert EpisodeLedger(path).per_actor() == {0: [ledger.reason(0, 0), "again"]}
+    path.write_text('{"actor": 0}\n' + path.read_text())
+    with pytest.raises(DatasetError, match=f"{path}: line 1 is not an episode record"):
+        EpisodeLedger(path)
+
+
+def test_guard_allows_ordinary_values_around_a_feature_constant_in_the_demos():
+    """A span of 0 (a sensor that never moved in the demos) is floored at MIN_SPAN: ordinary readings
+    pass, 1e30 does not."""
+    from robot_rl.runtime.episode_guard import EpisodeGuard, EpisodeRejected, action_bounds
+
+    zero = np.zeros(2, np.float32)
+    guard = EpisodeGuard(action_bounds(zero - 1, zero + 1), (0.0, 1.0), {keys.STATE: (zero, zero)}, 10.0, 0)
+    frames = {
+        keys.TASK_INDEX: np.zeros(3, np.int64),
+        keys.ACTION: np.zeros((3, 2), np.float32),
+        keys.REWARD: np.zeros(3, np.float32),
+        keys.INTERVENTION: np.zeros(3, bool),
+        keys.STATE: np.full((3, 2), 9.5, np.float32),
+        keys.final_key(keys.STATE): np.full(2, -9.5, np.float32),
+    }
+    guard.check(frames, "actor 0 episode 0")
+    frames[keys.final_key(keys.STATE)][1] = 1e30
+    final = r"'final.observation.state' at the final observation entry 1 is 1e\+30, allowed \[-10, 10\]"
+    with pytest.raises(EpisodeRejected, match=final):
+        guard.check(frames, "actor 0 episode 0")
+    frames[keys.TASK_INDEX][2] = 1
+    with pytest.raises(EpisodeRejected, match="'task_index' at frame 2 is 1, allowed \\[0, 0\\]"):
+        guard.check(frames, "actor 0 episode 0")

@@ -170,10 +170,12 @@ def run_guard(cfg, config: dict, stats: dict, obs_shapes: dict[str, tuple[int, .
         action = action_bounds(np.asarray(box.action_low), np.asarray(box.action_high))
     else:
         source = "the stats' action min/max (unbounded env), widened as observations"
-        action = widened(stats[keys.ACTION].min, stats[keys.ACTION].max, cfg.online.obs_range_factor, source)
+        factor = cfg.online.obs_range_factor or np.inf  # 0: no range check, as for observations
+        action = widened(stats[keys.ACTION].min, stats[keys.ACTION].max, factor, source)
     offline = config.get("offline") or {}
-    if config.get("method") not in ("sac", "bc") and offline.get("reward_norm", "none") != "none":
-        reward_range = tuple(offline["reward_range"])
+    configured = offline.get("reward_range") if offline.get("reward_norm", "none") != "none" else None
+    if config.get("method") not in ("sac", "bc") and configured:
+        reward_range = (float(configured[0]), float(configured[1]))
     elif demos is not None:
         rewards = demos.train.sampler.rewards
         reward_range = (float(rewards.min()), float(rewards.max())) if len(rewards) else None

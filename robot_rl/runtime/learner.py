@@ -387,6 +387,7 @@ class Learner:
         with self.lock:
             self.updates = int(state["updates"])
             named = self.replay.quarantine(int(state.get("replay_episodes", 0)), f"training diverged: {err}")
+            self._window_stale = True  # the live rates leave the quarantined episodes out
         self._publish()
         log.error(
             "learner: %s; rolled back to %s (%d updates, rollback %d of at most %d in a row) and quarantined "
