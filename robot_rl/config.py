@@ -215,7 +215,10 @@ class RobotConfig:
     ``RealtimeConfig`` for ``driver: franka``: ``enforce`` (franky's default: the host must run a
     real-time kernel) or ``ignore`` (run without one, at the risk of missed 1 kHz deadlines and the arm's
     communication reflexes). ``grasp_force_n``: the force (N, at most 70: the
-    Franka Hand's continuous force) a Franka grasps with when the gripper command closes it.
+    Franka Hand's continuous force) a Franka grasps with when the gripper command closes it. ``ur_model``:
+    which UR the ``ur`` driver drives (``ur3e``, ``ur5e``, ``ur10e``, ``ur16e``, ``ur20``, CB3 ``ur3``,
+    ``ur5``, ``ur10``): its published D-H table is the forward kinematics that keeps joint commands in
+    the workspace box.
     ``keys`` / ``client_key``: for ``sim_server``, a folder made by ``robot-rl keys`` (ZeroMQ CURVE; it
     may be the ``security.keys`` folder) and this client's name in it (``<client_key>.key_secret`` plus
     the server's ``server.key``); needed when ``address`` is not loopback, and for a server started with
@@ -257,6 +260,7 @@ class RobotConfig:
     gripper: str = "auto"
     franka_realtime: str = "enforce"
     grasp_force_n: float = 20.0
+    ur_model: str = "ur5e"
     keys: str = ""
     client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)

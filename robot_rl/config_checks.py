@@ -492,6 +492,7 @@ ROBOT_RULES: dict[str, Range | Choice] = {
     "gripper": Choice(("auto", "none")),
     "franka_realtime": Choice(("enforce", "ignore")),
     "grasp_force_n": Range(0.0, 70.0, lo_open=True),
+    "ur_model": Choice(("ur3e", "ur5e", "ur10e", "ur16e", "ur20", "ur3", "ur5", "ur10")),
 }
 CAMERA_RULES: dict[str, Range | Choice] = {
     "driver": Choice(CAMERA_DRIVERS),

@@ -28,13 +28,25 @@ from robot_rl.hardware.robot_env import RobotEnv
 UR_HOME = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
 
 
+def ur5e_tcp(q: np.ndarray) -> np.ndarray:
+    """A UR5e's TCP pose ``[x, y, z, rx, ry, rz]`` (m, rotation vector) at joints ``q`` with a zero tool
+    offset: the flange of UR's published D-H table."""
+    from robot_rl.hardware.drivers.arm_common import rotvec_from_quat
+    from robot_rl.hardware.drivers.dh_kinematics import UR_MODELS
+    from robot_rl.hardware.drivers.so101_model import matrix_to_quat
+
+    pose = UR_MODELS["ur5e"].flange(q)
+    return np.concatenate([pose[:3, 3], rotvec_from_quat(matrix_to_quat(pose[:3, :3]))])
+
+
 class FakeURController:
-    """ur_rtde's receive and control interfaces of one UR controller; the arm tracks servo targets at
-    once. Every servo/speed call is checked against ur_rtde's documented argument ranges."""
+    """ur_rtde's receive and control interfaces of one UR5e controller (no tool offset); the arm tracks
+    servo targets at once (a ``servoJ`` moves the TCP to the targets' pose). Every servo/speed call is
+    checked against ur_rtde's documented argument ranges."""
 
     def __init__(self) -> None:
         self.q = UR_HOME.copy()
-        self.tcp = np.array([-0.1333, -0.4921, 0.4877, 0.0, 3.1416, 0.0])
+        self.tcp = ur5e_tcp(self.q)
         self.calls: list[str] = []
         self.receive = types.ModuleType("rtde_receive")
         self.receive.RTDEReceiveInterface = lambda host: self
@@ -67,6 +79,7 @@ class FakeURController:
     def servoJ(self, q, speed, acceleration, time, lookahead_time, gain):  # noqa: N802
         self._check_servo(q, speed, acceleration, time, lookahead_time, gain)
         self.q, _ = np.asarray(q, dtype=np.float64), self.calls.append("servoJ")
+        self.tcp = ur5e_tcp(self.q)
         return True
 
     def servoL(self, pose, speed, acceleration, time, lookahead_time, gain):  # noqa: N802
@@ -208,6 +221,54 @@ def test_an_estop_triggers_the_urs_protective_stop_then_sends_nothing(ur, tmp_pa
         with pytest.raises(CommandRejected, match="e-stop latched"):
             robot.command(Command(CommandMode.JOINT_POSITION, UR_HOME, None, time.monotonic()))
         assert "the controller's own stop was triggered" in log.read_text()
+    finally:
+        robot.disconnect()
+
+
+def test_joint_commands_keep_the_urs_tcp_in_the_box_by_its_published_kinematics(ur):
+    """Before: the UR driver had no kinematic model, so joint commands were never checked against the box
+    (the layer could only react once the measured TCP was already out). Now the UR5e's D-H table is its
+    forward kinematics: a joint target that would take the TCP out of the box is shortened to stay in."""
+    from robot_rl.config import SafetyConfig
+    from robot_rl.hardware.safety import SafeRobot
+
+    start = ur.tcp[:3]
+    box = SafetyConfig(
+        workspace_low=(start - [0.05, 0.05, 0.05]).tolist(),
+        workspace_high=(start + [0.05, 0.05, 0.02]).tolist(),  # 2 cm of room above the TCP
+        estop_signal="",
+        watchdog_ms=0,
+    )
+    robot = SafeRobot(make_robot(RobotConfig(driver="ur", address="192.168.1.10"), 10.0), box)
+    with robot:
+        np.testing.assert_allclose(robot.forward_kinematics(UR_HOME), start, atol=1e-9)
+        up = UR_HOME.copy()
+        up[1] -= 0.3  # the shoulder lifts the arm: the TCP would rise about 15 cm
+        for _ in range(40):
+            robot.command(Command(CommandMode.JOINT_POSITION, up, None, time.monotonic()))
+        assert robot.counters.clipped > 0
+        assert ur.tcp[2] <= box.workspace_high[2] + 1e-6 and ur.tcp[2] > start[2] + 0.015  # up to the lid
+    problems = robot_problems(RobotConfig(driver="ur", address="192.168.1.10", ur_model="ur7"))
+    assert any("env.robot.ur_model='ur7'" in p for p in problems)
+
+
+def test_a_kinematic_model_that_does_not_fit_the_arm_is_one_line(ur):
+    """A UR10e's table on a UR5e: at the first pose the difference passes for a 25 cm tool, but once the
+    joints move the modelled TCP is centimetres off the reported one, and reading the arm is a fault."""
+    from robot_rl.hardware.errors import RobotFault
+
+    robot = make_robot(RobotConfig(driver="ur", address="192.168.1.10", ur_model="ur10e"), 10.0)
+    robot.connect()
+    try:
+        robot.forward_kinematics(UR_HOME)  # the tool offset is measured at the first pose
+        q = UR_HOME.copy()
+        for _ in range(5):  # the shoulder and elbow move 0.15 rad each, within the speed limit
+            q[1:3] += [-0.03, 0.03]
+            robot.command(Command(CommandMode.JOINT_POSITION, q, None, time.monotonic()))
+        with pytest.raises(
+            RobotFault, match=r"ur@192\.168\.1\.10: the ur10e kinematic model is 0\.\d+ m from"
+        ):
+            robot.read()
     finally:
         robot.disconnect()
 

@@ -50,7 +50,9 @@ def test_vendor_addresses_are_checked_at_config_and_construction():
         assert robot_problems(RobotConfig(driver=driver, address="192.168.1.10")) == []
 
 
-# UR: a recorded trace from ur_rtde (getActualQ rad, getActualTCPPose m + rotation vector), UR5e at 10 Hz
+# UR: joints and TCP poses in ur_rtde's units (getActualQ rad, getActualTCPPose m + rotation vector) at
+# 10 Hz, for the unit conversion and limit checks only: the TCP column was not recorded from an arm and does
+# not follow the UR5e's kinematics (tests/test_dh_kinematics.py checks those)
 UR_Q = np.array(
     [
         [0.000, -1.571, 1.571, -1.571, -1.571, 0.000],

@@ -28,6 +28,11 @@ than the open hand counts as grasped), kept while the closure stays there; a low
 to ``(1 - closure) * max_width`` with ``move_async``. A gripper command is sent only when the target
 changes, so the one in progress is not restarted every control period.
 
+Kinematics: Franka's published D-H table (the Panda's and FR3's;
+:mod:`~robot_rl.hardware.drivers.dh_kinematics`, checked against the MuJoCo Panda) plus the end-effector
+frame set in Desk, measured from the first reading, is :meth:`FrankaRobot.forward_kinematics`, so the
+safety layer keeps joint commands in the workspace box; a reading more than 2 cm off it is a ``RobotFault``.
+
 Faults: franky's ``ControlException``/``CommandException`` (reflex, joint limit, collision) become
 ``RobotFault``; call ``robot.recover_from_errors()`` only after a human checked the arm.
 
@@ -50,6 +55,7 @@ from robot_rl.hardware.drivers.arm_common import (
     check_joint_targets,
     controller_host,
 )
+from robot_rl.hardware.drivers.dh_kinematics import FRANKA, MeasuredTcp
 from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, RobotFault
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sdk import import_sdk
@@ -171,6 +177,7 @@ class FrankaRobot(Robot):
         self.grasp_force = float(grasp_force)
         self._grip_target: float | str | None = None  # the hand's last target: a width (m) or "grasp"
         self._limits = franka_limits(control_hz)
+        self._kinematics = MeasuredTcp(FRANKA)
         self._franky = None
         self._robot = None
         self._gripper = None
@@ -214,6 +221,17 @@ class FrankaRobot(Robot):
             ) from err
         self._robot, self._mode, self._impedance, self._target = robot, None, None, None
         self._grip_target = None
+        self._kinematics.forget()
+
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
+        """The end-effector position (3,) float64 m (base frame) at ``joint_pos`` (7,) rad: Franka's
+        published D-H table for the Panda and FR3 plus the end-effector frame set in Desk, measured from
+        the first reading after connect (:mod:`~robot_rl.hardware.drivers.dh_kinematics`).
+
+        Raises:
+            RobotConnectionError: not connected.
+            RobotFault: the model does not fit the arm (the flange would be over 0.4 m from the TCP)."""
+        return self._kinematics(joint_pos, self.read, self.name)
 
     vendor_stop = True
 
@@ -240,11 +258,15 @@ class FrankaRobot(Robot):
         return self._robot
 
     def read(self) -> RobotState:
-        """Joint positions (rad) and velocities (rad/s), flange pose, gripper closure."""
+        """Joint positions (rad) and velocities (rad/s), end-effector pose, gripper closure.
+
+        Raises:
+            RobotConnectionError: not connected.
+            RobotFault: the end effector is off the kinematic model (:meth:`MeasuredTcp.check`)."""
         robot = self._require()
         joints = robot.current_joint_state
         pose = robot.current_cartesian_state.pose.end_effector_pose
-        return RobotState(
+        state = RobotState(
             joint_pos=np.asarray(joints.position, dtype=np.float64),
             joint_vel=np.asarray(joints.velocity, dtype=np.float64),
             ee_pos=np.asarray(pose.translation, dtype=np.float64),
@@ -252,6 +274,8 @@ class FrankaRobot(Robot):
             gripper=float(np.clip(1.0 - self._gripper.width / self._gripper.max_width, 0.0, 1.0)),
             timestamp=time.monotonic(),
         )
+        self._kinematics.check(state, self.name)
+        return state
 
     def command(self, cmd: Command) -> None:
         """Start (or update) the franky motion of ``cmd`` (see the module docstring).

@@ -25,13 +25,20 @@ its URCap socket is not driven here), and the state's gripper reads 0. ``RobotEn
 :data:`~robot_rl.hardware.factory.GRIPPERLESS_DRIVERS`): its action and state have no gripper entry and its
 commands, the home motion's included, carry no gripper target.
 
+Kinematics: ``env.robot.ur_model`` (default ``ur5e``) picks UR's published D-H table
+(:mod:`~robot_rl.hardware.drivers.dh_kinematics`); with the TCP offset set on the pendant, measured from
+the first reading, it is the driver's :meth:`URRobot.forward_kinematics`, so the safety layer keeps joint
+commands in the workspace box. Every reading is checked against it: a TCP more than 2 cm off the model (a
+wrong ``ur_model``) is a ``RobotFault``.
+
 Faults: a protective or emergency stop makes :meth:`URRobot.command` raise ``RobotFault``; the state's
 ``extra["protective_stop"]`` shows it.
 
 Untested on a real UR here (no controller in CI): the tests cover construction, the pose conversion on a
-recorded trace, the limit checks and the connection error against a closed port on localhost, and a
-``RobotEnv`` episode (home motion, joint and ``ee_delta`` steps) against a fake of ur_rtde's interfaces that
-checks each servo call against ur_rtde's documented ranges (tests/test_driver_day_one.py).
+trace, the limit checks and the connection error against a closed port on localhost, the D-H tables
+against UR's closed-form zero pose, and a ``RobotEnv`` episode (home motion, joint and ``ee_delta`` steps)
+and the safety layer's box on joint commands against a fake of ur_rtde's interfaces (a UR5e by its table)
+that checks each servo call against ur_rtde's documented ranges (tests/test_driver_day_one.py).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from robot_rl.hardware.drivers.arm_common import (
     quat_from_rotvec,
     rotvec_from_quat,
 )
+from robot_rl.hardware.drivers.dh_kinematics import UR_MODELS, MeasuredTcp
 from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, RobotFault
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sdk import import_sdk
@@ -117,9 +125,12 @@ class URRobot(Robot):
         CommandMode.EE_VELOCITY,
     )
 
-    def __init__(self, host: str, control_hz: float = 10.0) -> None:
+    def __init__(self, host: str, control_hz: float = 10.0, model: str = "ur5e") -> None:
+        if model not in UR_MODELS:
+            raise ValueError(f"env.robot.ur_model={model!r}: must be one of {sorted(UR_MODELS)}")
         self.host = host
         self.name = f"ur@{host}"
+        self._kinematics = MeasuredTcp(UR_MODELS[model])
         self._limits = ur_limits(control_hz)
         self._recv = None
         self._ctrl = None
@@ -128,8 +139,9 @@ class URRobot(Robot):
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> URRobot:
-        """The UR at ``env.robot.address`` (``driver: ur``). Raises ValueError for a bad address."""
-        return cls(controller_host(cfg.address, "ur"), control_hz)
+        """The UR at ``env.robot.address`` (``driver: ur``), a ``env.robot.ur_model``. Raises ValueError for a
+        bad address or model."""
+        return cls(controller_host(cfg.address, "ur"), control_hz, cfg.ur_model)
 
     @property
     def limits(self) -> RobotLimits:
@@ -160,6 +172,17 @@ class URRobot(Robot):
             ) from err
         self._ctrl.setWatchdog(RTDE_WATCHDOG_HZ)
         self._mode, self._target = None, None
+        self._kinematics.forget()
+
+    def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray:
+        """The TCP position (3,) float64 m (base frame) at ``joint_pos`` (6,) rad: the published D-H table
+        of ``env.robot.ur_model`` plus the TCP offset set on the controller, measured from the first
+        reading after connect (:mod:`~robot_rl.hardware.drivers.dh_kinematics`).
+
+        Raises:
+            RobotConnectionError: not connected (the TCP offset is read from the arm).
+            RobotFault: the model does not fit the arm (the flange would be over 0.4 m from the TCP)."""
+        return self._kinematics(joint_pos, self.read, self.name)
 
     vendor_stop = True
 
@@ -189,11 +212,15 @@ class URRobot(Robot):
 
     def read(self) -> RobotState:
         """Joint positions (rad) and speeds (rad/s), TCP pose, gripper 0 (none) and
-        ``extra["protective_stop"]`` (1,): 1.0 during a protective or emergency stop."""
+        ``extra["protective_stop"]`` (1,): 1.0 during a protective or emergency stop.
+
+        Raises:
+            RobotConnectionError: not connected.
+            RobotFault: the TCP is off the kinematic model (:meth:`MeasuredTcp.check`)."""
         self._require()
         pos, quat = pose_to_si(self._recv.getActualTCPPose())
         stopped = self._recv.isProtectiveStopped() or self._recv.isEmergencyStopped()
-        return RobotState(
+        state = RobotState(
             joint_pos=np.asarray(self._recv.getActualQ(), dtype=np.float64),
             joint_vel=np.asarray(self._recv.getActualQd(), dtype=np.float64),
             ee_pos=pos,
@@ -202,6 +229,8 @@ class URRobot(Robot):
             timestamp=time.monotonic(),
             extra={"protective_stop": np.array([float(stopped)])},
         )
+        self._kinematics.check(state, self.name)
+        return state
 
     def command(self, cmd: Command) -> None:
         """Stream one command (see the module docstring for the ur_rtde call of each mode).
