@@ -11,7 +11,8 @@ from the packet formats ``xarm-python-sdk`` 1.18.4 speaks (``xarm/core/wrapper/u
   status byte (0x40 controller error, 0x20 warning, 0x10 not ready to move, 0x08 invalid) and the data.
   Registers served: version (1), serial numbers (2), system control (10), motion enable (11), set/get
   state (12, 13), command count (14), error/warning codes (15), clean error/warning (16, 17), set mode
-  (19), servo-mode joint and Cartesian setpoints (29, 30), TCP pose (41), joint states (42), tool Modbus
+  (19), servo-mode joint and Cartesian setpoints (29, 30), TCP offset (35), TCP pose (41), joint states
+  (42), tool Modbus
   timeout (123), the tool RS-485 Modbus-RTU agent (124, the xArm Gripper at slave id 8: enable, mode,
   speed, target and current position, error code, version) and tool GPIO registers (127, 128: the
   RS-485 baud rate). Any other register is answered with the invalid flag (the SDK returns code 10) and
@@ -44,7 +45,7 @@ Controller behaviour (UFACTORY's SDK documentation and servo-mode guide):
   to stop the arm).
 
 Not emulated: motion modes other than servo (0, 2, 4-7: joint/Cartesian moves, velocity control, online
-planning), TCP offsets and payloads, the 503 and real-time (30003) sockets, collision detection,
+planning), payloads, the 503 and real-time (30003) sockets, collision detection,
 reduced mode, the Lite 6 gripper. Physics advances in real time, lazily (before each answer and report).
 """
 
@@ -87,7 +88,7 @@ KP, KV, ARMATURE = 10000.0, 100.0, 0.5
 """Joint position servo gains (N m/rad, N m s/rad) and reflected rotor inertia (kg m^2)."""
 REG_VERSION, REG_SN, REG_SYSTEM, REG_MOTION_EN, REG_SET_STATE, REG_GET_STATE = 1, 2, 10, 11, 12, 13
 REG_CMDNUM, REG_ERROR, REG_CLEAN_ERR, REG_CLEAN_WARN, REG_SET_MODE = 14, 15, 16, 17, 19
-REG_SERVOJ, REG_SERVO_CART, REG_TCP_POSE, REG_JOINT_POS = 29, 30, 41, 42
+REG_SERVOJ, REG_SERVO_CART, REG_TCP_OFFSET, REG_TCP_POSE, REG_JOINT_POS = 29, 30, 35, 41, 42
 REG_TGPIO_TIMEOUT, REG_RS485_RTU, REG_TGPIO_W16, REG_TGPIO_R16 = 123, 124, 127, 128
 FLAG_ERROR, FLAG_WARN, FLAG_NOT_READY, FLAG_INVALID = 0x40, 0x20, 0x10, 0x08
 STATE_MOVING, STATE_IDLE, STATE_PAUSED, STATE_STOPPED = 1, 2, 3, 4
@@ -198,6 +199,9 @@ class XArmControllerEmulator:
         self.unknown_registers: set[int] = set()
         """Registers asked for that the emulator does not serve."""
         self.gripper = {"enabled": 0, "mode": 0, "speed": 0, "target": int(gripper_pulses)}
+        self.tcp_offset = np.eye(4)
+        """The TCP in the flange frame (4x4, m), set by the SDK's ``set_tcp_offset``; identity at boot."""
+        self._tcp_offset_sdk = [0.0] * 6
         self._pending_mode = 0
         self._servo_q = q0.copy()
         self._last_setpoint_t = -math.inf
@@ -336,9 +340,10 @@ class XArmControllerEmulator:
         self.data.ctrl[:7] = self._servo_q
 
     def _tcp_pose(self) -> list[float]:
-        """The flange pose in the SDK's units: ``[x, y, z]`` mm, ``[roll, pitch, yaw]`` rad."""
-        pos, quat = model.forward_kinematics(self.data.qpos[:7])
-        return [*(pos * 1000.0), *rpy_from_quat(quat)]
+        """The TCP pose (flange and :attr:`tcp_offset`) in the SDK's units: ``[x, y, z]`` mm, ``[roll,
+        pitch, yaw]`` rad."""
+        tcp = model.joint_frames(self.data.qpos[:7])[-1] @ self.tcp_offset
+        return [*(tcp[:3, 3] * 1000.0), *rpy_from_quat(matrix_to_quat(tcp[:3, :3]))]
 
     def _current_state(self) -> int:
         if self.state in (STATE_MOVING, STATE_IDLE):
@@ -381,8 +386,10 @@ class XArmControllerEmulator:
         if tool_coord:
             self._servo(None, "tool_coord")
             return
-        rot = rpy_matrix((pose[3], pose[4], pose[5]))
-        q = model.inverse_kinematics(np.asarray(pose[:3]) / 1000.0, rot, self._servo_q)
+        tcp = np.eye(4)
+        tcp[:3, :3], tcp[:3, 3] = rpy_matrix((pose[3], pose[4], pose[5])), np.asarray(pose[:3]) / 1000.0
+        flange = tcp @ np.linalg.inv(self.tcp_offset)
+        q = model.inverse_kinematics(flange[:3, 3], flange[:3, :3], self._servo_q)
         self._servo(q, "" if q is not None else "ik")
 
     # --- the command socket ---------------------------------------------------------------------------
@@ -463,6 +470,12 @@ class XArmControllerEmulator:
             return 0, b""
         if register == REG_SERVO_CART and len(p) >= 36:
             self._servo_cartesian(struct.unpack("<9f", p[:36]))
+            return 0, b""
+        if register == REG_TCP_OFFSET and len(p) >= 24:
+            offset = struct.unpack("<6f", p[:24])
+            self._tcp_offset_sdk = list(offset)
+            self.tcp_offset[:3, :3] = rpy_matrix((offset[3], offset[4], offset[5]))
+            self.tcp_offset[:3, 3] = np.asarray(offset[:3]) / 1000.0
             return 0, b""
         if register == REG_TCP_POSE:
             return 0, _floats(self._tcp_pose())
@@ -553,7 +566,7 @@ class XArmControllerEmulator:
                 _floats(self._tcp_pose()),
                 _floats(self.data.actuator_force[:7]),
                 bytes([enabled, enabled, self.error_code, self.warn_code]),
-                _floats([0.0] * 6 + [0.0] * 4),  # pose offset, TCP load
+                _floats(self._tcp_offset_sdk + [0.0] * 4),  # TCP offset (mm, rad), TCP load
                 bytes([3, 3]),  # collision and teach sensitivity
                 _floats([0.0, 0.0, -1.0]),  # gravity direction
                 bytes([model.DEVICE_TYPE, model.AXIS, 0, 0, 0, 0]),

@@ -160,6 +160,29 @@ def test_driver_streams_servo_setpoints_within_the_guide_and_the_arm_follows(emu
     assert emu.unknown_registers == set()
 
 
+def test_the_tcp_offset_set_on_the_controller_is_measured_for_forward_kinematics(emu, sdk):
+    """Before: ``XArmRobot.forward_kinematics`` was ``None`` (joint commands never checked against the box
+    by kinematics). With the xArm Gripper's TCP offset (172 mm along the flange's z) set through the SDK,
+    the driver's chain predicts the TCP the controller reports, and Cartesian servo targets are TCP
+    targets."""
+    assert sdk.set_tcp_offset([0, 0, 172, 0, 0, 0], is_radian=False, wait=False) == 0
+    robot = make_robot(RobotConfig(driver="xarm", address=emu.host), control_hz=10.0)
+    robot.connect()
+    try:
+        state = robot.read()
+        flange, _ = emu.flange_pose()
+        assert abs(np.linalg.norm(state.ee_pos - flange) - 0.172) < 1e-4, (state.ee_pos, flange)
+        np.testing.assert_allclose(robot.forward_kinematics(state.joint_pos), state.ee_pos, atol=1e-4)
+        target = state.ee_pos + [0.0, 0.02, 0.02]
+        robot.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.02, 0.02]), gripper=None))
+        assert _wait(lambda: np.linalg.norm(robot.read().ee_pos - target) < 1e-3), robot.read().ee_pos
+        q = robot.read().joint_pos
+        np.testing.assert_allclose(robot.forward_kinematics(q), robot.read().ee_pos, atol=1e-3)
+    finally:
+        robot.disconnect()
+    assert robot.forward_kinematics(q) is None  # no chain without a connected, measured arm
+
+
 def test_gripper_closes_and_opens(emu, robot):
     q = robot.read().joint_pos
     robot.command(Command(CommandMode.JOINT_POSITION, q, gripper=1.0))
@@ -195,3 +218,77 @@ def test_a_controller_error_is_a_robot_fault_naming_the_code(emu, robot):
     assert _wait(lambda: robot._arm.error_code == 22)  # through the report socket
     with pytest.raises(RobotFault, match="22"):
         robot.read()
+
+
+class _Pad:
+    """A scripted operator: ``dx`` along +x with the gripper closing for ``moves`` steps, then the
+    success label."""
+
+    def __init__(self, moves: int, dx: float) -> None:
+        self.moves, self.dx, self.polls = moves, dx, 0
+
+    def reset(self, env_seed: int) -> None:
+        self.polls = 0
+
+    def close(self) -> None:
+        pass
+
+    def poll(self, obs):
+        from robot_rl.runtime.intervention import HumanInput
+
+        self.polls += 1
+        if self.polls > self.moves:
+            return HumanInput(None, "success")
+        return HumanInput(np.array([self.dx, 0.0, 0.0, 1.0], np.float32), None)
+
+
+def test_record_then_replay_eval_through_robot_env_with_the_gripper(emu, tmp_path):
+    """``record_episode`` through ``RobotEnv.from_config`` (the safety layer over the driver over the real
+    SDK): an operator's ee_delta demo that moves +x and closes the gripper, then its actions replayed
+    open-loop as the policy of an eval episode from the same home: the arm and gripper end where the demo
+    did."""
+    from robot_rl.config import EnvConfig, SafetyConfig
+    from robot_rl.hardware.robot_env import RobotEnv
+    from robot_rl.recording import record_episode
+
+    home = (XArmControllerEmulator().data.qpos[:7] + [0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0]).tolist()
+    safety = SafetyConfig(
+        workspace_low=[0.2, -0.3, 0.15], workspace_high=[0.6, 0.3, 0.55], estop_signal="", watchdog_ms=0
+    )
+    rcfg = RobotConfig(
+        driver="xarm",
+        address=emu.host,
+        action="ee_delta",
+        reset="none",
+        success="operator",
+        home_joints=home,
+        home_tolerance=0.002,
+        home_timeout_s=10.0,
+        safety=safety,
+    )
+    env = RobotEnv.from_config(EnvConfig(robot=rcfg, num_envs=1, cameras=[], max_episode_steps=20))
+    try:
+        assert env.action_space.shape == (4,)  # [dx, dy, dz, grip]
+        frames, summary = record_episode(env, _Pad(moves=8, dx=0.01), seed=0)
+        np.testing.assert_allclose(frames["observation.state"][0, :7], home, atol=0.003)  # homed first
+        assert summary["label"] == "success" and summary["robot_error"] is None, summary
+        actions, states = frames["action"], frames["observation.state"]
+        assert actions.shape == (8, 4) and np.all(actions[:, 3] == 1.0)
+        demo_end, demo_grip = emu.flange_pose()[0], emu.gripper_pulses()
+        # ee_pos is observation.state[14:17] (7 joints, 7 speeds, then the ee position)
+        assert demo_end[0] - states[0, 14] > 0.04, (demo_end, states[0, 14:17])
+        assert demo_grip < 50.0  # closed (850 is open)
+
+        obs, _ = env.reset(seed=1)  # home again: the arm goes back, the gripper opens
+        assert _wait(lambda: emu.gripper_pulses() > 800.0)
+        np.testing.assert_allclose(obs["observation.state"][14:17], states[0, 14:17], atol=0.003)
+        for action in actions:  # the replayed demo as the eval policy
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert not truncated and "robot_error" not in info, info
+        assert _wait(lambda: np.linalg.norm(emu.flange_pose()[0] - demo_end) < 0.005), emu.flange_pose()[0]
+        assert _wait(lambda: emu.gripper_pulses() < 50.0)
+    finally:
+        env.close()
+    assert all(s.step_m <= SERVO_STEP_MAX_M for s in emu.servo_log)
+    assert [s for s in emu.servo_log if not s.executed] == []
+    assert emu.unknown_registers == set()
