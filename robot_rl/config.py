@@ -782,7 +782,8 @@ class OnlineConfig:
     human drove, never the policy's own; its batches ignore ``demo_fraction``). ``init``: the offline
     checkpoint to start from (empty = ``<run_dir>/checkpoints/offline_seed<seed>``; ``sac`` starts from
     scratch).
-    ``env_steps``: the budget of env steps over all actors. ``utd_ratio``: gradient updates per env step;
+    ``env_steps``: the budget of env steps over all actors, learner up or down: each actor logs no step past
+    the lease the learner grants it (robot_rl.runtime.leases). ``utd_ratio``: gradient updates per env step;
     the learner waits for data beyond it. ``warmup_steps``: env steps before the first update.
     ``demo_fraction``: share of each batch from the demo + intervention buffer (RLPD symmetric sampling:
     0.5; ``sac`` draws ``sac.critic_only_updates + 1`` such batches per update). ``replay_capacity``: env
@@ -797,12 +798,13 @@ class OnlineConfig:
     processes. ``envs_per_actor``: envs each actor steps as one batch (1: one env, as on a robot; N > 1 needs
     ``env.backend=mujoco_cpu`` and ``reward.mode=success``: one policy forward per chunk for all N envs, the
     intervention device drives env 0 only; robot_rl.runtime.batched_actor). ``connect_timeout_s``: how
-    long a starting actor with no cached weights waits for the learner before it gives up (and, at the
-    end, for its backlog to be acknowledged).
+    long a starting actor with no cached weights and no episode to deliver waits for the learner before it
+    gives up (an actor with episodes to deliver waits for the learner as long as it takes).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
     with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
     process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``max_weight_age_s``: an actor
-    that has not reached the learner for this long stops instead of acting on ever older weights (0 = never).
+    that has not reached the learner for this long stops acting on its ever older weights (0 = never) until
+    the learner is back; it keeps running and delivers its episodes then.
     ``log_every_s``: seconds between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
     records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message

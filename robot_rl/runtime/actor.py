@@ -10,8 +10,15 @@ Each control step (DESIGN.md §4, ALGORITHMS.md §5):
 
 A finished episode is appended to the actor's own zarr log (``actor<k>/episodes``) before it is offered
 to the learner; a background thread pushes every logged episode the learner has not acknowledged and
-polls for weights. While the learner is unreachable the actor keeps acting with its last weights, and the
-backlog is sent when the learner is back. An actor killed mid-episode loses only that unfinished episode.
+polls for weights. The control loop never waits on the link: it reads what that thread last heard.
+An actor killed mid-episode loses only that unfinished episode.
+
+The run's budget (``online.env_steps``, over all actors) holds with the learner up or down: the actor
+logs no step past the lease the learner granted it (:mod:`robot_rl.runtime.leases`; an episode in flight
+is cut where the lease ends). While the learner is unreachable it acts on with its last weights until its
+lease is spent, or until ``online.max_weight_age_s`` without contact; then it stops acting but not
+running: it keeps its episodes on disk, delivers them whenever the learner is back (no time limit; only
+its parent process gone or an operator's Ctrl-C ends the wait), and acts again on a renewed lease.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.actor_claim import log_id
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError, start_episode
+from robot_rl.runtime.leases import ActorLease
 from robot_rl.runtime.link import ActorIdError, LearnerLink
 from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
@@ -46,6 +54,7 @@ log = logging.getLogger(__name__)
 ONLINE_SEED_OFFSET = 2_000_000  # online env seeds; demos use 0.., evaluation 1,000,000..
 ACTOR_SEED_STRIDE = 100_000
 POLL_S = 0.1
+WAIT_REPORT_S = 30.0  # between log lines saying why an actor is not acting and what it holds
 
 
 class PolicyFaultError(RuntimeError):
@@ -68,6 +77,7 @@ class _Sender(threading.Thread):
         self.wake = threading.Event()
         self.connected = False
         self.acked = -1  # unknown until hello
+        self.delivered = 0  # episodes the learner last acknowledged (kept while it is unreachable)
         self.spec: dict | None = None
         self.episode_keys: list[str] = []  # what a push holds, from the learner's hello
         self.max_steps = 0
@@ -95,17 +105,33 @@ class _Sender(threading.Thread):
                     self.closed.set()
                     return
                 if self.connected or self.acked == -1:
-                    log.warning("actor %d: learner unreachable, acting on: %s", self.actor.actor_id, err)
+                    log.warning(
+                        "actor %d: learner unreachable, acting on within its lease (%d env steps): %s",
+                        self.actor.actor_id,
+                        self.actor.lease.steps,
+                        err,
+                    )
                 self.connected = False
                 self.acked = -1
                 self.closed.wait(backoff)
                 backoff = min(2 * backoff, 5.0)
 
+    def _take(self, status: dict[str, Any]) -> None:
+        """Keep the learner's ``status`` and this actor's lease in it (on disk before it is used)."""
+        lease = status.get("leases", {}).get(str(self.actor.actor_id))
+        if lease is not None:
+            self.actor.lease.set(int(lease))
+        self.status = status
+
     def _cycle(self) -> None:
+        """Say hello (after a (re)connect), fetch newer weights and the status (a 2-s probe: a learner
+        that died is found before a push waits its longer timeout on it), then push every logged episode
+        the learner has not acknowledged."""
         link, actor = self.actor.link, self.actor
         if self.acked < 0:
             reply = link.hello(actor.actor_id)
-            self.spec, self.status, self.acked = reply["spec"], reply["status"], int(reply["acked"])
+            self.spec, self.acked = reply["spec"], int(reply["acked"])
+            self._take(reply["status"])
             self.episode_keys, self.max_steps = reply["episode_keys"], int(reply["max_episode_steps"])
             if self.acked > actor.num_logged():
                 raise ActorIdError(
@@ -113,6 +139,12 @@ class _Sender(threading.Thread):
                     f"{actor.log.path} has {actor.num_logged()}: another actor uses this id, or the log was "
                     "deleted"
                 )
+            self.delivered = self.acked
+        head, blob = link.weights(self.have)
+        self._take(head["status"])
+        self.latest = int(head["version"])
+        if blob is not None:
+            self.pending, self.have = (int(head["version"]), blob), int(head["version"])
         while self.acked < actor.num_logged():
             logged = actor.logged_episode(self.acked)
             missing = sorted(set(self.episode_keys) - set(logged))
@@ -126,11 +158,8 @@ class _Sender(threading.Thread):
             reply = link.push(actor.actor_id, self.acked, frames, meta)
             if reply.get("rejected"):  # acknowledged, not stored: this log keeps the episode
                 log.warning("actor %d: the learner rejected %s", actor.actor_id, reply["rejected"])
-            self.acked, self.status = int(reply["acked"]), reply["status"]
-        head, blob = link.weights(self.have)
-        self.status, self.latest = head["status"], int(head["version"])
-        if blob is not None:
-            self.pending, self.have = (int(head["version"]), blob), int(head["version"])
+            self.acked = self.delivered = int(reply["acked"])
+            self._take(reply["status"])
 
 
 class Actor:
@@ -170,6 +199,9 @@ class Actor:
         self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
         self.live = LiveStats(actor_id, cfg.env.control_hz, edits_dir=self.dir.parent)
         self.versions: dict[int, int] = {}
+        self.lease = ActorLease(self.dir)  # env steps this actor may log in all (robot_rl.runtime.leases)
+        self._waiting = ""  # why the actor is not acting now ("" while it acts), for _wait_note
+        self._wait_start = self._next_note = 0.0
         self.version = -1
         self.source = None  # robot_rl.sources.PrevActionSource around an AgentSource once weights arrived
         self.max_steps = max_episode_steps(cfg)  # episodes are truncated there, as the learner caps them
@@ -311,32 +343,79 @@ class Actor:
 
     # -- acting --------------------------------------------------------------------------------------
     def _should_stop(self) -> bool:
-        """Stop when the learner says the budget is spent, when this actor alone has logged the run's
-        ``online.env_steps`` (it knows the budget, so it stops even with the learner down instead of
-        acting on stale weights forever), or when its parent process is gone.
+        """Stop when the learner has said the run's budget is in (``status["stop"]``), or when the process
+        that started this actor is gone.
 
         Raises:
-            PeerUnavailableError: the learner has been unreachable for more than
-                ``online.max_weight_age_s`` seconds (the weights are too old to keep acting on).
+            Exception: the error that stopped the link (the learner refused something).
         """
         if self.sender.error is not None:
             raise self.sender.error
-        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+        if self._parent_gone():
             log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
             return True
-        age, limit = time.monotonic() - self.sender.last_contact, self.cfg.online.max_weight_age_s
-        if limit > 0 and not self.sender.connected and age > limit:
-            raise PeerUnavailableError(
-                f"actor {self.actor_id}: no contact with the learner at {self.cfg.online.address} for "
-                f"{age:.0f} s (online.max_weight_age_s={limit:g}); stopping instead of acting on stale "
-                f"weights (version {self.version})"
+        return bool(self.sender.status.get("stop"))
+
+    def _parent_gone(self) -> bool:
+        return self.parent_pid is not None and os.getppid() != self.parent_pid
+
+    def _logged_steps(self) -> int:
+        """Env steps in the episode log. Read without the log lock (the sender holds it while it reads an
+        episode): only this, the control thread, appends to the log."""
+        return len(self.log)
+
+    def _lease_room(self) -> int:
+        """Env steps this actor may still log: its lease less every step in its log."""
+        return self.lease.steps - self._logged_steps()
+
+    def _stale(self) -> bool:
+        """Whether the learner has been unreachable for more than ``online.max_weight_age_s`` (0: never)."""
+        limit = self.cfg.online.max_weight_age_s
+        age = time.monotonic() - self.sender.last_contact
+        return limit > 0 and not self.sender.connected and age > limit
+
+    def _may_act(self) -> bool:
+        """Whether the actor may start acting: its lease has room and its weights are not stale."""
+        return self._lease_room() > 0 and not self._stale()
+
+    def _idle(self) -> None:
+        """Wait one poll period instead of acting (:meth:`_may_act` is False), saying why
+        (:meth:`_wait_note`); the sender delivers meanwhile."""
+        if self._stale():
+            age = time.monotonic() - self.sender.last_contact
+            self._wait_note(
+                "stale",
+                f"no contact with the learner at {self.cfg.online.address} for {age:.0f} s "
+                f"(online.max_weight_age_s={self.cfg.online.max_weight_age_s:g}): not acting on stale "
+                f"weights (version {self.version}) until it is back",
             )
-        with self._log_lock:
-            logged = len(self.log)
-        if logged >= self.cfg.online.env_steps:
-            log.info("actor %d: %d env steps logged, the run's budget; stopping", self.actor_id, logged)
-            return True
-        return bool(self.sender.status.get("stop")) and self.sender.connected
+        else:
+            self._wait_note(
+                "lease",
+                f"its lease of {self.lease.steps} env steps is spent (online.env_steps="
+                f"{self.cfg.online.env_steps} over all actors): waiting for the learner to renew it or end "
+                "the run",
+            )
+        time.sleep(POLL_S)
+
+    def _wait_note(self, why: str, message: str) -> None:
+        """Log ``message`` (why the actor is not acting, keyed ``why``) when the reason changes and every
+        :data:`WAIT_REPORT_S` s while it lasts, with how long it has lasted and what is not delivered."""
+        now = time.monotonic()
+        if why == self._waiting and now < self._next_note:
+            return
+        if why != self._waiting:
+            self._waiting, self._wait_start = why, now
+        self._next_note = now + WAIT_REPORT_S
+        episodes = self.num_logged() - self.sender.delivered
+        log.warning(
+            "actor %d: %s (%.0f s); %d episodes not yet delivered, kept in %s",
+            self.actor_id,
+            message,
+            now - self._wait_start,
+            episodes,
+            self.log.path,
+        )
 
     def _throttle(self, episode_steps: int) -> None:
         """Simulation only (``online.max_env_steps_ahead`` > 0): wait while this actor is too far ahead of
@@ -363,21 +442,34 @@ class Actor:
             return len(self.log) - sent
 
     def _wait_for_policy(self) -> None:
+        """Wait for a policy: the learner's weights, or those cached by an earlier run of this actor.
+
+        Raises:
+            PeerUnavailableError: none after ``online.connect_timeout_s`` while this actor has no episode
+                to deliver (a new actor that cannot reach the learner: a wrong address, or no learner).
+                With episodes to deliver it waits on, as :meth:`_flush` does.
+            Exception: the error that stopped the link.
+        """
         timeout_s = self.cfg.online.connect_timeout_s
         deadline = time.monotonic() + timeout_s
-        while not self._load_policy():
+        while not self._load_policy() and not self._parent_gone():
             if self.sender.error is not None:
                 raise self.sender.error
             if time.monotonic() > deadline:
-                raise PeerUnavailableError(
-                    f"actor {self.actor_id}: no policy after {timeout_s:.0f} s: the learner at "
-                    f"{self.cfg.online.address} never answered and {self._policy_dir()} has no cached weights"
+                if self.num_logged() == 0:
+                    raise PeerUnavailableError(
+                        f"actor {self.actor_id}: no policy after {timeout_s:.0f} s: the learner at "
+                        f"{self.cfg.online.address} never answered and {self._policy_dir()} has no cached "
+                        "weights"
+                    )
+                self._wait_note(
+                    "policy", f"no policy yet: waiting for the learner at {self.cfg.online.address}"
                 )
             time.sleep(POLL_S)
 
     def run(self) -> dict[str, Any]:
-        """Act until the learner reports the env-step budget spent (or the parent is gone); then wait for
-        the backlog to be acknowledged and say bye. Returns the actor's counters.
+        """Act within the lease until the learner reports the env-step budget in (or the parent is gone);
+        then deliver the backlog (:meth:`_flush`) and say bye. Returns the actor's counters.
 
         Raises:
             DeviceError: the intervention device failed mid-run (the episode so far is recorded first).
@@ -387,7 +479,7 @@ class Actor:
         try:
             self._wait_for_policy()
             self._act()
-            self._flush(self.cfg.online.connect_timeout_s)
+            self._flush()
         finally:
             self.sender.closed.set()
             self.sender.join(timeout=5)
@@ -397,14 +489,19 @@ class Actor:
         return dict(self.counters)
 
     def _act(self) -> None:
-        """Run episodes, each logged and offered to the learner, until :meth:`_should_stop`.
+        """Run episodes, each logged and offered to the learner, until :meth:`_should_stop`; while the
+        actor may not act (:meth:`_may_act`: its lease is spent, its weights stale) it waits instead.
 
         Raises:
             DeviceError, PolicyFaultError: as :meth:`run`."""
         while not self._should_stop():
+            if not self._may_act():
+                self._idle()
+                continue
+            self._waiting = ""
             index = self.num_logged()
             nan_stops = self.counters["policy_nan_stops"]
-            frames, error = self._episode(self.env_seed(0, index))
+            frames, error = self._episode(self.env_seed(0, index), within_lease=True)
             fault = self._nan_fault(self.counters["policy_nan_stops"] > nan_stops)
             if frames is not None:
                 self._record(frames)
@@ -412,7 +509,7 @@ class Actor:
             if error is None and self._estopped:
                 error = self._hold_while_stopped()
             if fault is not None:  # the recorded episodes still reach the learner, then it hears why
-                self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
+                self._flush(fault=str(fault))
                 raise fault
             if error is not None:
                 raise error
@@ -487,8 +584,7 @@ class Actor:
                 if not latched:
                     log.warning("actor %d: e-stop latched; waiting for a reset", self.actor_id)
                     latched = True
-                gone = self.parent_pid is not None and os.getppid() != self.parent_pid
-                if self.sender.error is not None or gone:
+                if self.sender.error is not None or self._parent_gone():
                     return None
                 time.sleep(0.01)
         except DeviceError as err:
@@ -518,22 +614,38 @@ class Actor:
             "executed"
         )
 
-    def _flush(self, timeout_s: float = 30.0, fault: str = "") -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.sender.acked < self.num_logged() and time.monotonic() < deadline:
+    def _flush(self, fault: str = "") -> None:
+        """Deliver every logged episode, then say bye (``fault``: a short text when the actor stops on
+        one). No time limit: it waits for the learner as long as it takes (:meth:`_wait_note` says so every
+        :data:`WAIT_REPORT_S` s), and stops waiting only when its parent process is gone, the link failed,
+        or the learner said the run is over and is gone. What is not delivered stays in the episode log
+        for the next run of this actor. A bye the learner heard hands back the unspent lease."""
+        while self.sender.acked < self.num_logged():
+            over = self.sender.status.get("stop") and not self.sender.connected
+            if self.sender.error is not None or self._parent_gone() or over:
+                break
             self.sender.wake.set()
+            self._wait_note("flush", f"stopping: delivering to the learner at {self.cfg.online.address}")
             time.sleep(POLL_S)
         try:
             self.link.bye(self.actor_id, fault[:MAX_FAULT_CHARS])
         except PeerUnavailableError:
             log.warning(
-                "actor %d: learner gone at shutdown; unsent episodes stay in %s", self.actor_id, self.log.path
+                "actor %d: learner gone at shutdown; %d unsent episodes stay in %s",
+                self.actor_id,
+                self.num_logged() - self.sender.delivered,
+                self.log.path,
             )
+            return
+        self.lease.set(self._logged_steps())  # handed back: a later run asks the learner again
 
-    def _episode(self, env_seed: int) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
-        """One episode. Returns (frames or None if no step ran, the DeviceError that ended it or None);
-        frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
-        last executed step)."""
+    def _episode(
+        self, env_seed: int, within_lease: bool = False
+    ) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
+        """One episode, truncated at ``max_steps`` and, when ``within_lease``, where the actor's lease ends
+        (:meth:`_lease_room`, re-read every step: a renewal extends it). Returns (frames or None if no step
+        ran, the DeviceError that ended it or None); frames hold (T, ...) per step key and the final
+        observation ``final.<key>`` (the state after the last executed step)."""
         from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
 
         obs, info = self.env.reset(seed=env_seed)
@@ -607,6 +719,8 @@ class Actor:
                     )
                 )
             if terminated or truncated or len(steps) >= self.max_steps:
+                break
+            if within_lease and len(steps) >= self._lease_room():
                 break
         if not steps:
             return None, error

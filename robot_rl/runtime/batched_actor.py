@@ -30,10 +30,11 @@ steps of all N envs. What changes:
 - a policy forward that returns NaN/inf ends every queried env's episode (logged as truncated, nothing
   unsafe executed) and counts one ``policy_nan_stops``; ``online.max_nan_stops`` such forwards in a row
   without an episode ending normally stop the actor;
-- an idle env starts its next episode only while ``online.env_steps`` has room for it with every episode
-  in flight counted at its longest, so one actor ends less than one episode past the budget (as with one
-  env) instead of up to N (several actors each fill the room they see: they do not see each other's
-  episodes in flight);
+- the actor's lease (:mod:`robot_rl.runtime.leases`) holds for all N envs: an idle env starts its next
+  episode only while the lease has room for it with every episode in flight counted at its longest, and
+  when the steps in flight would pass the lease, episodes are cut there (the highest env first; logged as
+  truncated with their final observation), so the actor never logs a step past its lease and the run never
+  passes ``online.env_steps``, however many actors and envs;
 - the stop (the learner reports the budget spent, or :meth:`Actor._should_stop`'s other reasons) is checked
   whenever an env needs a chunk, so it cuts every episode in flight at its next query moment: each is
   logged as truncated with its final observation, like an episode at ``max_steps``, and offered to the
@@ -45,14 +46,13 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from robot_rl.config import PipelineConfig
-from robot_rl.runtime.actor import POLL_S, Actor
+from robot_rl.runtime.actor import Actor
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError, start_episode
 from robot_rl.runtime.replay import final_spec
@@ -116,10 +116,11 @@ class BatchedActor(Actor):
 
         Raises:
             DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first).
-            PeerUnavailableError: the learner is gone for too long (every episode in flight logged first).
 
         On a stop the episodes still in flight end there: each is logged as truncated with its final
-        observation, like an episode at ``max_steps``, and offered to the learner."""
+        observation, like an episode at ``max_steps``, and offered to the learner. While the actor may
+        not start an episode (its lease is spent, its weights stale) and none is in flight, it waits
+        (:meth:`Actor._idle`)."""
         n = self.num_envs
         self._next = self._episodes_per_env()  # each env's next episode number
         self._seeds = [0] * n
@@ -143,9 +144,13 @@ class BatchedActor(Actor):
                 if idle.any():
                     start = self._within_budget(idle)
                     if not start.any() and not self._running.any():
-                        time.sleep(POLL_S)  # the budget is in flight to the learner: wait for its stop
+                        self._idle()  # until the lease is renewed or the learner ends the run
                         continue
+                    self._waiting = ""
                     self._start(start)
+            self._cut_to_lease()
+            if not self._running.any():
+                continue
             human = self._poll()
             if human is not None and human.stop:  # e-stop: nothing is executed until the device releases it
                 log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
@@ -198,20 +203,25 @@ class BatchedActor(Actor):
         return counts
 
     def _within_budget(self, idle: np.ndarray) -> np.ndarray:
-        """The idle envs to start (the lowest first, env 0 included): as many as ``online.env_steps`` has
-        room for, counting the steps the learner holds, this actor's unsent steps, and each episode in
-        flight or started at its longest (``max_steps``), so this actor ends less than one episode past
-        the budget, as with one env (starting all N at once could overshoot it by N episodes)."""
-        if self.sender.connected:
-            used = int(self.sender.status.get("env_steps", 0)) + self._unsent_steps()
-        else:
-            with self._log_lock:
-                used = len(self.log)
-        room = self.cfg.online.env_steps - used - int(self._running.sum()) * self.max_steps
-        count = max(0, math.ceil(room / self.max_steps))
+        """The idle envs to start (the lowest first, env 0 included): none while the actor may not act
+        (:meth:`Actor._may_act`), else as many as its lease has room for with each episode in flight or
+        started counted at its longest (``max_steps``; the last one started may be cut at the lease's end
+        by :meth:`_cut_to_lease`)."""
         start = np.zeros_like(idle)
-        start[np.flatnonzero(idle)[:count]] = True
+        if not self._may_act():
+            return start
+        room = self._lease_room() - int(self._running.sum()) * self.max_steps
+        start[np.flatnonzero(idle)[: max(0, math.ceil(room / self.max_steps))]] = True
         return start
+
+    def _cut_to_lease(self) -> None:
+        """End the episodes in flight that the lease has no step left for, the highest env first (each
+        running env takes one step next; a renewal that came meanwhile counts), so the actor never logs a
+        step past its lease."""
+        running = np.flatnonzero(self._running)
+        room = self._lease_room() - sum(len(self._steps[i]) for i in running)
+        for i in running[::-1][: max(0, len(running) - max(room, 0))]:
+            self._end(int(i))
 
     def _start(self, mask: np.ndarray) -> None:
         """Reset the envs where ``mask`` with their next seeds and start their episodes."""

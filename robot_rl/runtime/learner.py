@@ -35,6 +35,7 @@ from robot_rl.config_checks import problems
 from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
 from robot_rl.runtime.episode_guard import EpisodeRejected, run_guard
+from robot_rl.runtime.leases import Leases
 from robot_rl.runtime.messages import (
     MAX_ACTOR,
     check_fault,
@@ -44,11 +45,19 @@ from robot_rl.runtime.messages import (
     max_push_bytes,
 )
 from robot_rl.runtime.metrics import EpisodeWindow, MetricSinks, RateMeter, episode_meta
-from robot_rl.runtime.replay import OnlineReplay, PriorData, episode_spec, final_spec, rlpd_batch
+from robot_rl.runtime.replay import (
+    ACTOR_KEY,
+    OnlineReplay,
+    PriorData,
+    episode_spec,
+    final_spec,
+    rlpd_batch,
+)
 from robot_rl.runtime.weights import NonFiniteWeightsError, agent_weights
 from robot_rl.threads import set_threads
 
 log = logging.getLogger(__name__)
+WAIT_REPORT_S = 30.0  # between log lines naming the actors a learner waits for
 RUNTIME_FORMAT = 2  # learner checkpoint and replay layout (2: final observations); another is refused
 SUMMARY_REASONS = 20  # rejection reasons per actor in summary.json (all of them are in rejected.jsonl)
 
@@ -123,10 +132,26 @@ class Learner:
         self._trained_steps = 0  # online env steps when training stopped
         self._reached_90: dict | None = None  # when the last 20 episodes first were >= 90% autonomous
         self._finished = False
+        # the budget as per-actor leases (robot_rl.runtime.leases), and who a restarted learner waits for
+        window = 2 * self.max_episode_steps * on.envs_per_actor
+        self.leases = Leases(self.dir, on.env_steps, on.num_actors, window)
+        self._actor_steps: dict[int, int] = {}  # stored env steps per actor (_stored_steps)
+        self._steps_counted = 0  # stored episodes counted in _actor_steps
+        self._greeted: set[int] = set()  # actors that said hello since this learner started
+        self._started = time.monotonic()
+        self._next_wait_report = 0.0  # monotonic time of the next _report_waiting line
 
     # -- the link endpoint (called from the server thread or Ray); every argument is checked first ------
     def status(self) -> dict[str, Any]:
+        """What every reply carries (robot_rl.runtime.link): the run's progress, ``stop``, each actor's
+        env-step lease (``leases``: actor id as a string -> steps, topped up here first,
+        :meth:`Leases.renew`), and ``waiting_for`` (:meth:`waiting_for`) with ``waited_s``, the seconds
+        since this learner started. Call with :attr:`lock` held.
+
+        Raises:
+            OSError: the leases cannot be written (names the file)."""
         on = self.cfg.online
+        self.leases.renew(self._active, self._stored_steps())
         allowed = (
             on.warmup_steps + math.floor(self.updates / max(on.utd_ratio, 1e-9)) + on.max_env_steps_ahead
         )
@@ -136,6 +161,9 @@ class Learner:
             "allowed_env_steps": allowed if on.max_env_steps_ahead > 0 else -1,
             "caught_up": self.updates >= self.updates_allowed(),
             "stop": self._finished or self.replay.num_steps >= on.env_steps,
+            "leases": self.leases.as_status(),
+            "waiting_for": self.waiting_for(),
+            "waited_s": round(time.monotonic() - self._started, 1),
             "rejected_episodes": len(self.replay.rejected.reasons),
         }
 
@@ -148,6 +176,7 @@ class Learner:
         actor = check_int(actor, "actor", 0, MAX_ACTOR)
         with self.lock:
             self._active.add(actor)
+            self._greeted.add(actor)
             self.faults.pop(actor, None)
             return {
                 "acked": self.replay.acked.get(actor, 0),
@@ -227,12 +256,55 @@ class Learner:
         fault = check_fault(fault)
         with self.lock:
             self._active.discard(actor)
+            self.leases.release(actor, self._stored_steps().get(actor, 0))
             if fault:
                 self.faults[actor] = fault
                 log.error("learner: actor %d stopped on a fault: %s", actor, fault)
             return {"status": self.status()}
 
+    def _stored_steps(self) -> dict[int, int]:
+        """Env steps the replay holds per actor, counted once per stored episode (read back from disk after
+        a restart). Call with :attr:`lock` held."""
+        buffer = self.replay.buffer
+        done, total = self._steps_counted, buffer.num_episodes
+        if total > done:
+            ends = buffer.episode_ends
+            starts = np.concatenate([[0], ends[:-1]])[done:total]
+            actors = buffer.zarr_arrays()[ACTOR_KEY].get_coordinate_selection(starts)
+            for actor, length in zip(actors.tolist(), (ends[done:total] - starts).tolist(), strict=True):
+                self._actor_steps[actor] = self._actor_steps.get(actor, 0) + length
+            self._steps_counted = total
+        return self._actor_steps
+
+    def waiting_for(self) -> list[int]:
+        """The actors this learner waits for: those with episodes stored or a lease in this run that have
+        not said hello since it started, while the budget is not in (empty once it is). Call with
+        :attr:`lock` held."""
+        if self._finished or self.replay.num_steps >= self.cfg.online.env_steps:
+            return []
+        return sorted({*self.replay.acked, *self.leases.granted} - self._greeted)
+
+    def _report_waiting(self) -> None:
+        """Log the actors the learner waits for (:meth:`waiting_for`) and for how long, every
+        :data:`WAIT_REPORT_S` s while there are any."""
+        now = time.monotonic()
+        if now < self._next_wait_report:
+            return
+        with self.lock:
+            waiting, steps = self.waiting_for(), self.replay.num_steps
+        if waiting:
+            self._next_wait_report = now + WAIT_REPORT_S
+            log.warning(
+                "learner: waiting %.0f s for actors %s (episodes or a lease in this run, no hello since this "
+                "learner started); %d of %d env steps are in",
+                now - self._started,
+                waiting,
+                steps,
+                self.cfg.online.env_steps,
+            )
+
     def _check_faults(self) -> None:
+        self._report_waiting()  # called whenever the learner waits for data
         with self.lock:
             faulted = bool(self.faults) and not self._active
             faults = dict(self.faults)
