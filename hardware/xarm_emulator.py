@@ -226,8 +226,9 @@ class XArmControllerEmulator:
         Raises:
             OSError: no free address after 50 tries.
         """
+        draw = random.SystemRandom()  # not the global generator: tests seed it alike in every worker
         for _ in range(50):
-            host = f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+            host = f"127.{draw.randint(1, 254)}.{draw.randint(0, 255)}.{draw.randint(1, 254)}"
             try:
                 report = self._listen(host, REPORT_PORT)
             except OSError:
