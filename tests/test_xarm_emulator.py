@@ -21,7 +21,7 @@ from xarm.core.config.x_config import XCONF  # noqa: E402
 from robot_rl.config import RobotConfig  # noqa: E402
 from robot_rl.hardware.drivers import xarm_model  # noqa: E402
 from robot_rl.hardware.drivers.arm_common import quat_from_rpy  # noqa: E402
-from robot_rl.hardware.errors import RobotFault  # noqa: E402
+from robot_rl.hardware.errors import RobotConnectionError, RobotFault  # noqa: E402
 from robot_rl.hardware.factory import make_robot  # noqa: E402
 from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
 from robot_rl.hardware.xarm_emulator import SERVO_STEP_MAX_M, XArmControllerEmulator  # noqa: E402
@@ -78,6 +78,7 @@ def test_forward_kinematics_matches_the_mujoco_chain_and_ufactorys_zero_pose():
         np.testing.assert_allclose(pos, mj_pos, atol=1e-9)
         np.testing.assert_allclose(xarm_model.joint_frames(q)[-1][:3, :3], mj_rot, atol=1e-9)
         frame = xarm_model.joint_frames(q)[-1]
+        np.testing.assert_allclose(xarm_model.XARM7.flange(q), frame, atol=1e-12)  # the drivers' D-H code
         shift = np.array([0.005, -0.005, 0.005])
         near = xarm_model.inverse_kinematics(frame[:3, 3] + shift, frame[:3, :3], q)
         assert near is not None
@@ -178,9 +179,14 @@ def test_the_tcp_offset_set_on_the_controller_is_measured_for_forward_kinematics
         assert _wait(lambda: np.linalg.norm(robot.read().ee_pos - target) < 1e-3), robot.read().ee_pos
         q = robot.read().joint_pos
         np.testing.assert_allclose(robot.forward_kinematics(q), robot.read().ee_pos, atol=1e-3)
+        # the TCP changed on the controller mid-session: readings no longer fit the measured chain
+        assert sdk.set_tcp_offset([0, 0, 100, 0, 0, 0], is_radian=False, wait=False) == 0
+        with pytest.raises(RobotFault, match="kinematic model"):
+            robot.read()
     finally:
         robot.disconnect()
-    assert robot.forward_kinematics(q) is None  # no chain without a connected, measured arm
+    with pytest.raises(RobotConnectionError):  # the offset is measured again after the next connect
+        robot.forward_kinematics(q)
 
 
 def test_gripper_closes_and_opens(emu, robot):

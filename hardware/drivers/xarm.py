@@ -36,10 +36,11 @@ Faults: a controller error (``has_error``) found at connect or after a command r
 the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
 
 Kinematics: on an xArm 7 (device type 7) :meth:`XArmRobot.forward_kinematics` is UFACTORY's published
-chain (:mod:`~robot_rl.hardware.drivers.xarm_model`) plus the TCP offset set on the controller, measured
-at connect from one reading of joints and TCP, so the safety layer checks joint commands against the
-workspace box; other models, and an offset over :data:`TOOL_MAX_M` (the chain does not fit the arm:
-logged), have none (``None``; the box is then kept from the measured pose).
+D-H chain (:data:`~robot_rl.hardware.drivers.xarm_model.XARM7`) plus the TCP offset set on the controller,
+measured from the first reading after connect (:class:`~robot_rl.hardware.drivers.dh_kinematics.MeasuredTcp`,
+as for UR and Franka), so the safety layer checks joint commands against the workspace box; a reading more
+than 2 cm off the chain is a ``RobotFault``. Other models have none (``None``: the box is then kept from
+the measured pose).
 
 Untested on a real xArm here (no control box in CI). The real ``xarm-python-sdk`` runs against
 :mod:`robot_rl.hardware.xarm_emulator` (a protocol-level xArm 7 control box with the arm in MuJoCo):
@@ -50,7 +51,6 @@ a fake ``XArmAPI`` (tests/test_driver_day_one.py).
 
 from __future__ import annotations
 
-import logging
 import time
 
 import numpy as np
@@ -65,15 +65,12 @@ from robot_rl.hardware.drivers.arm_common import (
     quat_from_rpy,
     rpy_from_quat,
 )
+from robot_rl.hardware.drivers.dh_kinematics import MeasuredTcp
 from robot_rl.hardware.drivers.servo_stream import ServoStreamer, joint_advance, pose_advance
 from robot_rl.hardware.errors import CommandRejected, RobotConnectionError, RobotFault
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sdk import import_sdk
 
-log = logging.getLogger(__name__)
-
-TOOL_MAX_M = 0.4
-"""The longest TCP offset (m, flange to TCP) taken as a tool rather than as a chain that does not fit."""
 GRIPPER_OPEN_PULSES = 850.0
 """xArm Gripper position when fully open (pulses); 0 is closed."""
 LITE6_DEVICE_TYPE = 9
@@ -196,7 +193,7 @@ class XArmRobot(Robot):
         self._gripper = 0.0
         self._stream: ServoStreamer | None = None
         self._stream_mode: CommandMode | None = None
-        self._tool: np.ndarray | None = None
+        self._kinematics: MeasuredTcp | None = None
 
     @classmethod
     def from_config(cls, cfg: RobotConfig, control_hz: float = 10.0) -> XArmRobot:
@@ -246,7 +243,7 @@ class XArmRobot(Robot):
             code = arm.error_code
             self.disconnect()
             raise RobotFault(f"{self.name}: controller error code {code}; clear it on the control box")
-        self._tool = self._measure_tool()
+        self._kinematics = MeasuredTcp(xarm_model.XARM7) if found == xarm_model.MODEL else None
         arm.motion_enable(enable=True)
         if not self.is_lite6:
             arm.set_gripper_mode(0)
@@ -255,42 +252,19 @@ class XArmRobot(Robot):
         self._switch(CommandMode.JOINT_POSITION)
 
     def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
-        """TCP position (3,) float64 m in the base frame at joints ``joint_pos`` (7,) rad: UFACTORY's
-        published xArm 7 chain and the TCP offset measured at :meth:`connect` (no controller traffic);
-        ``None`` before connecting, on other models, or when the chain does not fit (see the module
-        docstring). The safety layer uses it to keep joint commands in the workspace box.
+        """TCP position (3,) float64 m in the base frame at joints ``joint_pos`` (7,) rad on an xArm 7:
+        UFACTORY's published chain plus the TCP offset measured from the first reading after
+        :meth:`connect`; ``None`` on other models (and before the first connect). The safety layer uses it
+        to keep joint commands in the workspace box.
 
         Raises:
+            RobotConnectionError: not connected (the offset is still to be measured).
+            RobotFault: the chain does not fit the arm (the flange would be over 0.4 m from the TCP).
             ValueError: ``joint_pos`` is not (7,).
         """
-        if self._tool is None:
+        if self._kinematics is None:
             return None
-        flange = xarm_model.joint_frames(joint_pos)[-1]
-        return flange[:3, 3] + flange[:3, :3] @ self._tool
-
-    def _measure_tool(self) -> np.ndarray | None:
-        """The controller's TCP in the flange frame (3,) m, from the measured joints and TCP through the
-        xArm 7 chain; None on other models or beyond :data:`TOOL_MAX_M` (logged).
-
-        Raises:
-            RobotFault / CommandRejected: the SDK reports an error.
-        """
-        if self.model != (xarm_model.AXIS, xarm_model.DEVICE_TYPE):
-            return None
-        code, (pos_deg, _vel, _effort) = self._arm.get_joint_states(is_radian=False)
-        self._check(code, "get_joint_states")
-        flange = xarm_model.joint_frames(joints_to_si(pos_deg[: xarm_model.AXIS]))[-1]
-        tool = flange[:3, :3].T @ (self._measured_pose()[0] - flange[:3, 3])
-        if np.linalg.norm(tool) > TOOL_MAX_M:
-            log.warning(
-                "%s: the xArm 7 chain puts the TCP %.3f m from the flange (at most %.1f m is taken as a "
-                "tool): joint commands are not checked against the box by kinematics",
-                self.name,
-                np.linalg.norm(tool),
-                TOOL_MAX_M,
-            )
-            return None
-        return tool
+        return self._kinematics(joint_pos, self.read, self.name)
 
     vendor_stop = True
 
@@ -313,7 +287,9 @@ class XArmRobot(Robot):
             self._arm.set_mode(0)
             self._arm.set_state(0)
             self._arm.disconnect()
-            self._arm, self._tool = None, None
+            self._arm = None
+        if self._kinematics is not None:
+            self._kinematics.forget()  # the TCP offset may change before the next connect
 
     def _require(self):
         if self._arm is None:
@@ -331,6 +307,7 @@ class XArmRobot(Robot):
 
         Raises:
             RobotConnectionError: not connected. RobotFault / CommandRejected: the SDK reports an error.
+            RobotFault: on an xArm 7, the TCP is off the kinematic chain (:meth:`MeasuredTcp.check`).
         """
         arm = self._require()
         code, (pos_deg, vel_deg, _effort) = arm.get_joint_states(is_radian=False)
@@ -343,7 +320,7 @@ class XArmRobot(Robot):
             self._gripper = gripper_to_si(pulses)
         ee_pos, ee_quat = pose_to_si(pose)
         n = self.limits.num_joints
-        return RobotState(
+        state = RobotState(
             joint_pos=joints_to_si(pos_deg[:n]),
             joint_vel=joints_to_si(vel_deg[:n]),
             ee_pos=ee_pos,
@@ -351,6 +328,9 @@ class XArmRobot(Robot):
             gripper=self._gripper,
             timestamp=time.monotonic(),
         )
+        if self._kinematics is not None:
+            self._kinematics.check(state, self.name)
+        return state
 
     def command(self, cmd: Command) -> None:
         """Send one command, converted to the SDK's units (see the module docstring).

@@ -24,12 +24,15 @@ import math
 
 import numpy as np
 
+from robot_rl.hardware.drivers.dh_kinematics import DHChain
 from robot_rl.hardware.drivers.so101_model import matrix_to_quat
 
 AXIS = 7
 """Joints of the modelled arm (``XArmAPI.axis``)."""
 DEVICE_TYPE = 7
 """``XArmAPI.device_type`` of the modelled xArm 7 (``XCONF.Robot.Type.XARM7_X4``)."""
+MODEL = (AXIS, DEVICE_TYPE)
+"""``(XArmAPI.axis, XArmAPI.device_type)`` of the modelled arm."""
 DH = (
     (0.0, 0.267, 0.0),
     (0.0, 0.0, -math.pi / 2),
@@ -40,6 +43,9 @@ DH = (
     (0.076, 0.097, -math.pi / 2),
 )
 """Modified D-H ``(a (m), d (m), alpha (rad))`` of joints 1..7 (UFACTORY's table, mm converted to m)."""
+XARM7 = DHChain("xarm7", DH, modified=True)
+"""The chain as the drivers' shared :class:`~robot_rl.hardware.drivers.dh_kinematics.DHChain` (flange =
+joint 7's frame), for the driver's measured-TCP forward kinematics."""
 JOINT_LOW = np.array(
     [-2 * math.pi, -2.059488, -2 * math.pi, -0.191986, -2 * math.pi, -1.692969, -2 * math.pi]
 )
