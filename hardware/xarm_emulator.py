@@ -12,11 +12,11 @@ from the packet formats ``xarm-python-sdk`` 1.18.4 speaks (``xarm/core/wrapper/u
   Registers served: version (1), serial numbers (2), system control (10), motion enable (11), set/get
   state (12, 13), command count (14), error/warning codes (15), clean error/warning (16, 17), set mode
   (19), servo-mode joint and Cartesian setpoints (29, 30), TCP offset (35), TCP pose (41), joint states
-  (42), tool Modbus
-  timeout (123), the tool RS-485 Modbus-RTU agent (124, the xArm Gripper at slave id 8: enable, mode,
-  speed, target and current position, error code, version) and tool GPIO registers (127, 128: the
-  RS-485 baud rate). Any other register is answered with the invalid flag (the SDK returns code 10) and
-  recorded in :attr:`XArmControllerEmulator.unknown_registers`. SDK heartbeats (protocol 1) are ignored.
+  (42), tool Modbus timeout (123), the tool RS-485 Modbus-RTU agent (124, the xArm Gripper at slave id 8:
+  enable, mode, speed, target and current position, error code, version) and tool GPIO registers (127,
+  128: the RS-485 baud rate). Any other register is answered with the invalid flag (the SDK returns code
+  10) and recorded in :attr:`XArmControllerEmulator.unknown_registers`. SDK heartbeats (protocol 1) are
+  ignored.
 - **Report socket** (the SDK's rich report, port 30002): a 284-byte report every :data:`REPORT_PERIOD_S`
   (state and mode, joints (rad), TCP pose (mm, rad), torques, brake/enable bits, error/warning codes,
   model, TCP/joint limits, servo codes, temperatures, speeds), the layout ``XArmAPI`` parses.
@@ -32,8 +32,9 @@ Controller behaviour (UFACTORY's SDK documentation and servo-mode guide):
 
 - servo mode (mode 1) executes only the latest setpoint. A setpoint farther than
   :data:`SERVO_STEP_MAX_M` (10 mm, TCP) from the controller's last executed setpoint is **not executed**
-  (the answer is still code 0, as the guide describes a silent drop); so is one sent outside mode 1 or a
-  stopped state, or one with joints beyond their limits. Every setpoint lands in
+  (the answer is still code 0: the guide says only that the motion is not executed); so is one sent
+  outside mode 1 or with joints beyond their limits, and one sent in a stopped state (that answer carries
+  the not-ready flag: the SDK returns code 9). Every setpoint lands in
   :attr:`XArmControllerEmulator.servo_log` with its time, TCP step and whether it ran, so tests check the
   rate (UFACTORY asks for 100-250 Hz) and the steps;
 - ``set_mode`` takes effect at the next ``set_state(0)``; ``set_state(4)`` (``emergency_stop``) stops the
@@ -45,8 +46,9 @@ Controller behaviour (UFACTORY's SDK documentation and servo-mode guide):
   to stop the arm).
 
 Not emulated: motion modes other than servo (0, 2, 4-7: joint/Cartesian moves, velocity control, online
-planning), payloads, the 503 and real-time (30003) sockets, collision detection,
-reduced mode, the Lite 6 gripper. Physics advances in real time, lazily (before each answer and report).
+planning), payloads, the 503 and real-time (30003) sockets, collision detection, reduced mode, the Lite 6
+gripper. Physics advances in real time, lazily (before each answer and report). Linux only (the
+127.x.y.z addresses).
 """
 
 from __future__ import annotations
