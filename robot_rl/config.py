@@ -585,7 +585,10 @@ class EvalConfig:
     is a function of its env seed), an instruction without an entry is an error; empty: the env's own
     instructions. The eval JSON records each episode's ``task`` (the env's instruction) and
     ``instruction`` (what the policy read) and the success per task and per instruction
-    (:mod:`robot_rl.eval.instructions`).
+    (:mod:`robot_rl.eval.instructions`). ``split``: which env seeds the episodes run on
+    (:mod:`robot_rl.eval.splits`): ``test`` (the default; from 1,000,000: what a table reports, looked at
+    once) or ``validation`` (from 1,500,000: the only seeds any setting may be chosen on; filed apart, as
+    ``eval/<algo>_seed<s>[_<name>]_validation.json``). The eval JSON and report say which.
     """
 
     episodes_per_seed: int = 50
@@ -593,6 +596,7 @@ class EvalConfig:
     video_camera: str = "front"
     name: str = ""
     paraphrases: dict[str, list[str]] = field(default_factory=dict)
+    split: str = "test"
 
 
 @dataclass

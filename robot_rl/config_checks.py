@@ -182,6 +182,7 @@ RULES: dict[str, Range | Choice] = {
     "corft.cal_ql_alpha": NONNEG,
     "eval.episodes_per_seed": COUNT,
     "eval.num_videos": NONNEG_INT,
+    "eval.split": Choice(("validation", "test")),  # robot_rl.eval.splits.EVAL_SPLITS
     "data.image_size": Range(8, integer=True),
     "data.horizon_s": NONNEG,
     "data.val_episodes": NONNEG_INT,

@@ -275,7 +275,7 @@ def test_cli_ppo_then_eval(tmp_path, capsys):
     ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "eval ppo_flow_sde seed 0: success" in out
+    assert "eval ppo_flow_sde seed 0 (test split): success" in out
     assert (run_dir / "checkpoints" / "ppo_flow_sde_seed0" / "model.safetensors").is_file()
     assert main([*args, "--ppo.method=flow_ode"]) == 2
     assert "ppo.method='flow_ode'" in capsys.readouterr().err

@@ -211,7 +211,7 @@ def test_train_and_eval_print_human_summaries(dataset, tmp_path, capsys):
     assert f"checkpoint: {tmp_path / 'checkpoints' / 'bc_seed0'}" in out
     assert main(["eval", *args]) == 0
     out = capsys.readouterr().out
-    assert "eval bc seed 0: success 100% (95% CI" in out and "over 4 episodes" in out
+    assert "eval bc seed 0 (test split): success 100% (95% CI" in out and "over 4 episodes" in out
     assert f"results: {tmp_path / 'eval' / 'bc_seed0.json'}" in out
     assert "{'num_episodes'" not in out
 

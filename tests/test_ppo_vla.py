@@ -176,7 +176,8 @@ def test_cli_ppo_from_a_vla_bc_checkpoint_then_eval(vlm, tmp_path, capsys):
         code = done.code
     assert code == 0, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
-    assert "eval bc seed 0: success" in out and "eval ppo_flow_noise seed 0: success" in out
+    assert "eval bc seed 0 (test split): success" in out
+    assert "eval ppo_flow_noise seed 0 (test split): success" in out
     saved = run / "checkpoints" / "ppo_flow_noise_seed0" / "model.safetensors"
     with safe_open(saved, "pt") as f:
         names = list(f.keys())

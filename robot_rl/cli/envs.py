@@ -8,10 +8,12 @@ from gymnasium.vector import AutoresetMode
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, EnvConfig
+from robot_rl.eval.splits import SPLIT_SEED_OFFSETS
 
-# Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses seeds from
-# EVAL_SEED_OFFSET on, shared by every method and training seed so comparisons are paired.
-EVAL_SEED_OFFSET = 1_000_000
+# Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses the test seeds from
+# EVAL_SEED_OFFSET on (robot_rl.eval.splits: validation seeds from 1,500,000), shared by every method and
+# training seed so comparisons are paired.
+EVAL_SEED_OFFSET = SPLIT_SEED_OFFSETS["test"]
 DEMO_SEED_STRIDE = 100_000
 
 

@@ -202,12 +202,13 @@ def _train_summary(cfg, algo: str, seed: int, result: dict) -> str:
 
 
 def _eval_summary(cfg, algo: str, seed: int, result: dict) -> str:
+    from robot_rl.eval.splits import eval_variant
     from robot_rl.eval.summary import eval_summary
     from robot_rl.run_dir import RunDir
 
-    path = RunDir(cfg.run_dir).eval_file(algo, seed, cfg.eval.name)
+    path = RunDir(cfg.run_dir).eval_file(algo, seed, eval_variant(cfg.eval.name, cfg.eval.split))
     groups = {"task": result.get("per_task", {}), "instruction": result.get("per_instruction", {})}
-    return eval_summary(algo, seed, result["summary"], str(path), groups)
+    return eval_summary(algo, seed, result["summary"], str(path), groups, result.get("split", "test"))
 
 
 if __name__ == "__main__":

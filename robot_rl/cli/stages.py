@@ -13,7 +13,6 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.cli.envs import (
     DEMO_SEED_STRIDE,
-    EVAL_SEED_OFFSET,
     dataset_features,
     make_rollout_vec_env,
 )
@@ -22,6 +21,7 @@ from robot_rl.config import ConfigError, PipelineConfig, config_to_dict, save_co
 from robot_rl.eval.instructions import ParaphraseSource, summarize_groups
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize, summarize_seeds
 from robot_rl.eval.report import plot_curves, write_report
+from robot_rl.eval.splits import eval_variant, split_seeds
 from robot_rl.progress import progress
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
@@ -188,6 +188,10 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
     the run's checkpoint (``robot_rl.sources.policy_source``); ``algo`` and ``seed`` then only name the
     result. The eval file's ``policy`` names the checkpoint, or the server and its model id.
 
+    The episodes run on the env seeds of ``eval.split`` (:mod:`robot_rl.eval.splits`): ``test`` by default,
+    or ``validation``, the only seeds any setting may be chosen on, filed apart; the file records the
+    split.
+
     Language and generalisation splits: the file holds each episode's ``task`` (the env's instruction) and
     ``instruction`` (what the policy read), ``per_task`` and ``per_instruction`` summaries, and the
     ``conditions`` (``eval.name``, ``env.spawn_region``, ``eval.paraphrases``); with ``eval.paraphrases`` each
@@ -204,9 +208,11 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
     from robot_rl.sim import resolve_control_hz
 
     run = RunDir(cfg.run_dir)
-    stage = f"eval_{algo}_seed{seed}" + (f"_{cfg.eval.name}" if cfg.eval.name else "")
+    variant = eval_variant(cfg.eval.name, cfg.eval.split)
+    stage = f"eval_{algo}_seed{seed}" + (f"_{variant}" if variant else "")
     conditions = {
         "name": cfg.eval.name,
+        "split": cfg.eval.split,
         "env_id": cfg.env.id,
         "spawn_region": list(cfg.env.spawn_region),
         "paraphrases": dict(cfg.eval.paraphrases),
@@ -239,7 +245,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
         source, policy = policy_source(cfg, run.checkpoint(algo, seed), seed, space, vec.num_envs, inference)
         if cfg.eval.paraphrases:
             source = ParaphraseSource(source, cfg.eval.paraphrases)
-        seeds = [EVAL_SEED_OFFSET + i for i in range(cfg.eval.episodes_per_seed)]
+        seeds = split_seeds(cfg.eval.split, cfg.eval.episodes_per_seed)
         with progress(total=len(seeds), desc=f"eval {algo} seed {seed}", unit="ep") as bar:
             rollout(vec, source, seeds, on_episode, progress=bar.update)
     finally:
@@ -252,10 +258,11 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
         "per_task": summarize_groups(results, "task"),
         "per_instruction": summarize_groups(results, "instruction"),
         "conditions": conditions,
+        "split": cfg.eval.split,
         "episodes": episodes_to_json(results),
         "policy": policy,
     }
-    write_json_atomic(run.eval_file(algo, seed, cfg.eval.name), out)
+    write_json_atomic(run.eval_file(algo, seed, variant), out)
     out["wall_time_s"] = time.time() - start
     run.mark_done(stage, out)
     return out
@@ -269,9 +276,10 @@ def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) 
         "env_id": conditions["env_id"],
         "spawn_region": [],
         "paraphrases": {},
+        "split": "test",
         **done.get("conditions", {}),
     }
-    differs = [k for k in ("env_id", "spawn_region", "paraphrases") if before[k] != conditions[k]]
+    differs = [k for k in ("env_id", "spawn_region", "paraphrases", "split") if before[k] != conditions[k]]
     policy = done.get("policy", {})
     if "inference" not in policy:  # recorded before knobs could be overridden: the checkpoint's values
         differs += list(inference)
@@ -333,6 +341,7 @@ def pipeline(cfg: PipelineConfig) -> dict:
         "env_id": cfg.env.id,
         "config": config_to_dict(cfg),
         "dataset": collected,
+        "eval_split": cfg.eval.split,
         "methods": summaries,
         "gain_success_rate": summaries["offline"]["success_rate"] - summaries["bc"]["success_rate"],
         "wall_time_s": walls,

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from robot_rl.eval.splits import SPLIT_SEED_OFFSETS  # noqa: E402
 from robot_rl.run_dir import write_json_atomic  # noqa: E402
 
 METHOD_TITLES = {
@@ -90,9 +91,13 @@ def _dataset_line(env_id: str, dataset: dict) -> str:
 
 
 def write_report(root: Path, report: dict) -> None:
-    """Write ``report.json`` and a human-readable ``report.md`` into ``root``."""
+    """Write ``report.json`` and a human-readable ``report.md`` into ``root``; the markdown says which eval
+    split (``report["eval_split"]``, test when absent) the numbers come from."""
     write_json_atomic(root / "report.json", report)
     lines = ["# robot_rl run report", "", _dataset_line(report["env_id"], report["dataset"]), ""]
+    split = report.get("eval_split", "test")
+    first = SPLIT_SEED_OFFSETS[split]
+    lines += [f"Evaluated on the **{split}** split (env seeds from {first:,}; robot_rl.eval.splits).", ""]
     lines += [
         "| method | success rate | 95% CI | std across seeds | mean return | cycle time (s) | episodes |",
         "|---|---|---|---|---|---|---|",

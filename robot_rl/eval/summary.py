@@ -40,16 +40,19 @@ def train_summary(algo: str, seed: int, result: dict, log: str, val_log: str | N
     return "\n".join(lines)
 
 
-def eval_summary(algo: str, seed: int, summary: dict, path: str, groups: dict | None = None) -> str:
-    """Success rate with its 95% interval, mean return, mean cycle time and episode count; then, for each
-    grouping in ``groups`` (``{"task": per_task, "instruction": per_instruction}`` of the eval JSON) with
-    more than one group, a line per group (success, interval, episodes); then the eval JSON's path.
-    ``summary`` and each group's value are :func:`robot_rl.eval.metrics.summarize`'s."""
+def eval_summary(
+    algo: str, seed: int, summary: dict, path: str, groups: dict | None = None, split: str = "test"
+) -> str:
+    """The ``split`` the episodes ran on (:mod:`robot_rl.eval.splits`), success rate with its 95% interval,
+    mean return, mean cycle time and episode count; then, for each grouping in ``groups`` (``{"task":
+    per_task, "instruction": per_instruction}`` of the eval JSON) with more than one group, a line per group
+    (success, interval, episodes); then the eval JSON's path. ``summary`` and each group's value are
+    :func:`robot_rl.eval.metrics.summarize`'s."""
     lo, hi = summary["success_ci95"]
     cycle = summary.get("cycle_time_s")
     cycle_text = f"{cycle:.2f} s" if cycle is not None else "n/a (no success)"
     lines = [
-        f"eval {algo} seed {seed}: success {summary['success_rate']:.0%} "
+        f"eval {algo} seed {seed} ({split} split): success {summary['success_rate']:.0%} "
         f"(95% CI {lo:.0%}-{hi:.0%}) over {summary['num_episodes']} episodes, "
         f"mean return {summary['mean_return']:.4g}, cycle time {cycle_text}"
     ]
