@@ -4,6 +4,9 @@ seeds, files a validation look apart from the test result, and every output says
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from online_setup import copy_run, overrides
@@ -13,6 +16,8 @@ from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, load_config
 from robot_rl.eval.report import write_report
 from robot_rl.eval.splits import eval_variant, split_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_validation_and_test_seeds_are_disjoint_and_filed_apart(tiny_offline_run, tmp_path, capsys):
@@ -29,6 +34,14 @@ def test_validation_and_test_seeds_are_disjoint_and_filed_apart(tiny_offline_run
     test = json.loads((run / "eval" / "bc_seed0.json").read_text())
     assert test["split"] == "test" and [e["env_seed"] for e in test["episodes"]] == [1_000_000, 1_000_001]
     assert eval_variant("para", "validation") == "para_validation" and eval_variant("para", "test") == "para"
+    # the paired comparison reads one split and says which
+    compare = [sys.executable, str(ROOT / "benchmarks" / "compare_evals.py"), f"bc={run}:bc", "--seeds", "0"]
+    out = subprocess.run([*compare, "--split", "validation"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("validation split"), out.stderr[-2000:]
+    saved = json.loads((run / "eval" / "bc_seed0.json").read_text())
+    (run / "eval" / "bc_seed0.json").write_text(json.dumps({**saved, "split": "validation"}))
+    out = subprocess.run(compare, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "holds the validation split, not test" in out.stderr
 
 
 def test_report_says_the_split_and_a_bad_split_is_one_line(tmp_path):
