@@ -6,7 +6,10 @@ answered by the learner:
 - ``hello {actor, client}`` -> ``{acked, version, status}`` plus ``spec`` (the policy's checkpoint
   ``config`` and normalisation ``stats``, as JSON) so the actor can build the same network;
 - ``push {actor, client, episode, meta}`` + safetensors frames -> ``{acked, status}``: one recorded episode,
-  stored durably before the reply (a resend of a stored episode is acknowledged and ignored);
+  stored durably before the reply (a resend of a stored episode is acknowledged and ignored); an episode
+  whose values leave the run's ranges (:mod:`robot_rl.runtime.episode_guard`: actions outside the action
+  box, rewards or observations far outside the data's) is acknowledged but not stored, and the reply adds
+  ``rejected``: the one-line reason (the actor logs it and goes on; its own log keeps the episode);
 - ``weights {have}`` -> ``{version, status}`` plus the model's safetensors bytes when newer than ``have``;
 - ``bye {actor, client, fault}`` -> ``{status}``: the actor has stopped; ``fault`` (optional, a short text)
   says it stopped on a fault it cannot heal (a policy that keeps producing NaN/inf actions).
