@@ -298,3 +298,61 @@ def test_record_then_replay_eval_through_robot_env_with_the_gripper(emu, tmp_pat
     assert all(s.step_m <= SERVO_STEP_MAX_M for s in emu.servo_log)
     assert [s for s in emu.servo_log if not s.executed] == []
     assert emu.unknown_registers == set()
+
+
+def test_cli_record_train_eval_on_the_emulated_xarm_with_the_gripper(emu, tmp_path, monkeypatch):
+    """``robot-rl record`` (a scripted operator in place of the keyboard: +x and the gripper closing),
+    ``train --algo bc`` and ``eval`` on ``driver: xarm``, in this process (the SDK's one patched port),
+    through ``RobotEnv``, the safety layer, the driver and the real SDK against the emulated control box."""
+    import json
+
+    import robot_rl.recording as recording
+    from robot_rl.cli.main import main
+    from robot_rl.data.lerobot.reader import LeRobotDataset
+
+    monkeypatch.setattr(recording, "make_teleop", lambda *args, **kwargs: _Pad(moves=6, dx=0.01))
+    home = (XArmControllerEmulator().data.qpos[:7] + [0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0]).round(4)
+    robot = [
+        f"--run_dir={tmp_path / 'run'}",
+        "--env.num_envs=1",
+        "--env.control_hz=10",
+        "--env.max_episode_steps=8",
+        "--env.robot.driver=xarm",
+        f"--env.robot.address={emu.host}",
+        "--env.robot.safety.workspace_low=[0.2,-0.3,0.15]",
+        "--env.robot.safety.workspace_high=[0.6,0.3,0.55]",
+        "--env.robot.safety.estop_signal=''",
+        "--env.robot.success=operator",
+        "--env.robot.reset=none",
+        f"--env.robot.home_joints=[{','.join(str(q) for q in home)}]",
+        "--env.robot.home_tolerance=0.005",
+    ]
+    assert main(["record", "--teleop", "keyboard", "--num_episodes", "2", *robot]) == 0
+    root = tmp_path / "run" / "dataset"
+    info = json.loads((root / "meta" / "info.json").read_text())
+    assert info["robot_type"] == "xarm" and info["total_episodes"] == 2
+    assert info["features"]["action"]["shape"] == [4] and info["features"]["observation.state"]["shape"] == [
+        22
+    ]
+    table = LeRobotDataset(root).load_tabular()
+    action = np.asarray(table["action"], dtype=np.float64)
+    state = np.asarray(table["observation.state"], dtype=np.float64)
+    assert action.shape == (12, 4) and np.all(action[:, 3] == 1.0)  # the operator closed the gripper
+    assert state[5, -1] > 0.9 and state[0, -1] < 0.1  # measured closure: open at home, closed at the end
+
+    recorded = len(emu.servo_log)
+    train = [
+        "--bc.steps=5",
+        "--bc.batch_size=8",
+        "--policy.hidden_dims=[32,32]",
+        "--policy.horizon=4",
+        "--seeds=[0]",
+        "--data.num_workers=0",
+    ]
+    assert main(["train", "--algo", "bc", *robot, *train]) == 0
+    assert main(["eval", "--algo", "bc", *robot, *train, "--eval.episodes_per_seed=1"]) == 0
+    report = json.loads((tmp_path / "run" / "eval" / "bc_seed0.json").read_text())
+    assert report["summary"]["num_episodes"] == 1
+    assert len(emu.servo_log) > recorded  # the policy drove the arm
+    assert all(s.executed and s.step_m <= SERVO_STEP_MAX_M for s in emu.servo_log)
+    assert emu.unknown_registers == set()
