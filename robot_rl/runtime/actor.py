@@ -55,6 +55,7 @@ ONLINE_SEED_OFFSET = 2_000_000  # online env seeds; demos use 0.., evaluation 1,
 ACTOR_SEED_STRIDE = 100_000
 POLL_S = 0.1
 WAIT_REPORT_S = 30.0  # between log lines saying why an actor is not acting and what it holds
+CONTACT_S = 5.0  # a connected sender that completed no exchange for this long is not waited on
 
 
 class PolicyFaultError(RuntimeError):
@@ -89,13 +90,13 @@ class _Sender(threading.Thread):
         self.last_contact = time.monotonic()  # of the last completed exchange with the learner
 
     def run(self) -> None:
-        backoff = 0.2
+        backoff, said_down = 0.2, False  # said_down: this outage was logged (once; the actor logs on)
         while not self.closed.is_set():
             try:
                 self._cycle()
                 if not self.connected:
                     log.info("actor %d: connected to the learner", self.actor.actor_id)
-                self.connected, backoff, self.last_contact = True, 0.2, time.monotonic()
+                self.connected, backoff, self.last_contact, said_down = True, 0.2, time.monotonic(), False
                 self.wake.wait(POLL_S)
                 self.wake.clear()
             except Exception as err:  # the learner refused something: stop the actor, loudly
@@ -104,13 +105,15 @@ class _Sender(threading.Thread):
                     self.error = err
                     self.closed.set()
                     return
-                if self.connected or self.acked == -1:
+                if not said_down:
                     log.warning(
-                        "actor %d: learner unreachable, acting on within its lease (%d env steps): %s",
+                        "actor %d: learner unreachable, acting on within its lease (%d env steps) and "
+                        "retrying: %s",
                         self.actor.actor_id,
                         self.actor.lease.steps,
                         err,
                     )
+                    said_down = True
                 self.connected = False
                 self.acked = -1
                 self.closed.wait(backoff)
@@ -160,6 +163,7 @@ class _Sender(threading.Thread):
                 log.warning("actor %d: the learner rejected %s", actor.actor_id, reply["rejected"])
             self.acked = self.delivered = int(reply["acked"])
             self._take(reply["status"])
+            self.last_contact = time.monotonic()
 
 
 class Actor:
@@ -420,10 +424,11 @@ class Actor:
     def _throttle(self, episode_steps: int) -> None:
         """Simulation only (``online.max_env_steps_ahead`` > 0): wait while this actor is too far ahead of
         the learner's updates; ``episode_steps``: the steps of the episodes in flight. Never waits while the
-        learner is unreachable, nor while it has done every update the steps it holds allow and none of
-        this actor's steps are unsent: no update could come, so waiting would never end (an episode longer
-        than ``max_env_steps_ahead`` once hung a single-env actor here)."""
-        while self.sender.connected and not self.sender.closed.is_set():
+        learner is unreachable or silent (no exchange completed for :data:`CONTACT_S`: a push to a learner
+        that just died waits out its timeout), nor while it has done every update the steps it holds allow
+        and none of this actor's steps are unsent: no update could come, so waiting would never end (an
+        episode longer than ``max_env_steps_ahead`` once hung a single-env actor here)."""
+        while self._in_contact() and not self.sender.closed.is_set():
             status = self.sender.status
             allowed = int(status.get("allowed_env_steps", -1))
             unsent = self._unsent_steps()
@@ -432,6 +437,10 @@ class Actor:
             if status.get("caught_up") and unsent == 0:  # the learner's own UTD rule (updates_allowed)
                 return
             self.sender.closed.wait(0.02)
+
+    def _in_contact(self) -> bool:
+        """Whether the sender is connected and completed an exchange within the last :data:`CONTACT_S`."""
+        return self.sender.connected and time.monotonic() - self.sender.last_contact < CONTACT_S
 
     def _unsent_steps(self) -> int:
         """Steps of the logged episodes the learner has not acknowledged (from the log itself, so episodes
