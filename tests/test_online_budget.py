@@ -168,3 +168,38 @@ def test_stale_weights_pause_the_actor_until_the_learner_is_back(tiny_offline_ru
         runner.join(timeout=30)
         server.close()
     assert not runner.is_alive()
+
+
+def test_rejected_episodes_use_up_no_lease_and_the_run_still_ends(tiny_offline_run, tmp_path):
+    """An episode the learner rejects (robot_rl.runtime.episode_guard) is acknowledged, never stored: its
+    steps must count for neither side, or the leases would hold budget that never gets stored and the
+    learner would wait for it forever."""
+    from robot_rl.runtime.actor import Actor
+    from robot_rl.runtime.episode_guard import EpisodeRejected
+    from robot_rl.runtime.link import ZmqLearnerLink
+
+    learner, server = _served(
+        copy_run(tiny_offline_run, tmp_path / "run"),
+        "--online.env_steps=100",
+        "--env.max_episode_steps=60",
+        "--intervention.device=none",
+    )
+    check, seen = learner.guard.check, []
+
+    def reject_the_first(frames, where: str) -> None:
+        seen.append(where)
+        if len(seen) == 1:
+            raise EpisodeRejected(f"{where}: rejected by the test")
+        check(frames, where)
+
+    learner.guard.check = reject_the_first
+    actor = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address))
+    runner = threading.Thread(target=actor.run, daemon=True)
+    runner.start()
+    runner.join(timeout=180)
+    actor.sender.closed.set()
+    server.close()
+    assert not runner.is_alive(), "the run never ended: the rejected steps held budget that never came"
+    rejected = _episode_lengths(actor.log)[0]
+    assert actor.lease.rejected == rejected
+    assert learner.replay.num_steps == 100 and len(actor.log) == 100 + rejected

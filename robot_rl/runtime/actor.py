@@ -161,6 +161,7 @@ class _Sender(threading.Thread):
             reply = link.push(actor.actor_id, self.acked, frames, meta)
             if reply.get("rejected"):  # acknowledged, not stored: this log keeps the episode
                 log.warning("actor %d: the learner rejected %s", actor.actor_id, reply["rejected"])
+                actor.lease.reject(len(frames[keys.ACTION]))  # its steps count for no lease
             self.acked = self.delivered = int(reply["acked"])
             self._take(reply["status"])
             self.last_contact = time.monotonic()
@@ -369,8 +370,9 @@ class Actor:
         return len(self.log)
 
     def _lease_room(self) -> int:
-        """Env steps this actor may still log: its lease less every step in its log."""
-        return self.lease.steps - self._logged_steps()
+        """Env steps this actor may still log: its lease less every step in its log but those of the
+        episodes the learner rejected (:mod:`robot_rl.runtime.leases`)."""
+        return self.lease.steps - (self._logged_steps() - self.lease.rejected)
 
     def _stale(self) -> bool:
         """Whether the learner has been unreachable for more than ``online.max_weight_age_s`` (0: never)."""
@@ -646,7 +648,7 @@ class Actor:
                 self.log.path,
             )
             return
-        self.lease.set(self._logged_steps())  # handed back: a later run asks the learner again
+        self.lease.set(self._logged_steps() - self.lease.rejected)  # handed back: a later run asks again
 
     def _episode(
         self, env_seed: int, within_lease: bool = False

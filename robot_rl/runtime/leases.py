@@ -2,7 +2,10 @@
 actor, with the learner up or down (issue 39).
 
 A *lease* is a cumulative allowance of env steps: actor k may hold at most that many steps in its episode
-log (``actor<k>/episodes``, every episode it ever logged in this run). The learner grants leases
+log (``actor<k>/episodes``, every episode it ever logged in this run), less the steps of episodes the
+learner rejected (robot_rl.runtime.episode_guard: acknowledged, never stored, so they count for neither
+side; without that, rejected steps would use up leases the budget counts as stored-to-come, and the run
+would never end). The learner grants leases
 (:class:`Leases`) and hands them out in the ``status`` of every reply (``status["leases"]``, actor id as a
 string -> steps); an actor keeps its last one on disk (:class:`ActorLease`) and never logs a step past it:
 it starts an episode only while it has room, and an episode in flight is cut where the lease ends (logged
@@ -115,8 +118,9 @@ class Leases:
 
 
 class ActorLease:
-    """An actor's copy of its lease, kept in ``<actor folder>/lease.json`` so an actor restarted while the
-    learner is down goes on with it (0 before the learner granted one).
+    """An actor's copy of its lease (``steps``) and of the steps of its episodes the learner rejected
+    (``rejected``), kept in ``<actor folder>/lease.json`` so an actor restarted while the learner is down
+    goes on with them (0 before the learner granted a lease).
 
     Raises:
         ConfigError: ``lease.json`` exists but cannot be read (names the file)."""
@@ -124,7 +128,7 @@ class ActorLease:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / "lease.json"
         saved = _read_json(self.path, "delete it: the learner grants the lease again")
-        self.steps = int(saved.get("steps", 0))
+        self.steps, self.rejected = int(saved.get("steps", 0)), int(saved.get("rejected", 0))
 
     def set(self, steps: int) -> None:
         """Keep ``steps`` as the lease (written before it is used).
@@ -132,5 +136,15 @@ class ActorLease:
         Raises:
             OSError: ``lease.json`` cannot be written (names it)."""
         if steps != self.steps:
-            write_json_atomic(self.path, {"steps": steps})
-            self.steps = steps
+            self._save(steps, self.rejected)
+
+    def reject(self, steps: int) -> None:
+        """Count ``steps`` more steps of episodes the learner rejected (written before it is used).
+
+        Raises:
+            OSError: ``lease.json`` cannot be written (names it)."""
+        self._save(self.steps, self.rejected + steps)
+
+    def _save(self, steps: int, rejected: int) -> None:
+        write_json_atomic(self.path, {"steps": steps, "rejected": rejected})
+        self.steps, self.rejected = steps, rejected
