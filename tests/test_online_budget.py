@@ -203,3 +203,22 @@ def test_rejected_episodes_use_up_no_lease_and_the_run_still_ends(tiny_offline_r
     rejected = _episode_lengths(actor.log)[0]
     assert actor.lease.rejected == rejected
     assert learner.replay.num_steps == 100 and len(actor.log) == 100 + rejected
+
+
+def test_the_learner_names_a_silent_actor_that_holds_an_unspent_lease(tiny_offline_run, tmp_path, caplog):
+    """A dead actor's lease holds budget until it is back: the learner names it (status and log) once it
+    has been silent for its threshold, instead of waiting without a word."""
+    from robot_rl.runtime.link import ZmqLearnerLink
+
+    learner, server = _served(copy_run(tiny_offline_run, tmp_path / "run"), "--online.num_actors=2")
+    try:
+        ZmqLearnerLink(server.address).hello(1)  # leased, then silent, as if killed
+        assert learner.leases.granted[1] > 0 and learner.status()["waiting_for"] == []
+        learner._silent_s = 0.2
+        time.sleep(0.3)
+        assert learner.status()["waiting_for"] == [1]
+        with caplog.at_level("WARNING", logger="robot_rl.runtime.learner"):
+            learner._check_faults()  # what train() calls whenever it waits for data
+        assert "waiting for actors [1]" in caplog.text
+    finally:
+        server.close()

@@ -140,6 +140,9 @@ class Learner:
         self._greeted: set[int] = set()  # actors that said hello since this learner started
         self._started = time.monotonic()
         self._next_wait_report = 0.0  # monotonic time of the next _report_waiting line
+        self._heard: dict[int, float] = {}  # actor -> when it last said hello or had an episode stored
+        # an actor holding an unspent lease and silent this long is waited for (a long episode is not)
+        self._silent_s = max(WAIT_REPORT_S, 2 * self.max_episode_steps / cfg.env.control_hz)
 
     # -- the link endpoint (called from the server thread or Ray); every argument is checked first ------
     def status(self) -> dict[str, Any]:
@@ -177,6 +180,7 @@ class Learner:
         with self.lock:
             self._active.add(actor)
             self._greeted.add(actor)
+            self._heard[actor] = time.monotonic()
             self.faults.pop(actor, None)
             return {
                 "acked": self.replay.acked.get(actor, 0),
@@ -273,16 +277,25 @@ class Learner:
             actors = buffer.zarr_arrays()[ACTOR_KEY].get_coordinate_selection(starts)
             for actor, length in zip(actors.tolist(), (ends[done:total] - starts).tolist(), strict=True):
                 self._actor_steps[actor] = self._actor_steps.get(actor, 0) + length
+                self._heard[actor] = time.monotonic()
             self._steps_counted = total
         return self._actor_steps
 
     def waiting_for(self) -> list[int]:
-        """The actors this learner waits for: those with episodes stored or a lease in this run that have
-        not said hello since it started, while the budget is not in (empty once it is). Call with
-        :attr:`lock` held."""
+        """The actors this learner waits for while the budget is not in (empty once it is): those with
+        episodes stored or a lease in this run that have not said hello since it started, and those
+        holding an unspent lease that have neither said hello nor had an episode stored for ``_silent_s``
+        (max(:data:`WAIT_REPORT_S`, two longest episodes); a dead actor's lease holds budget until it is
+        back). Call with :attr:`lock` held."""
         if self._finished or self.replay.num_steps >= self.cfg.online.env_steps:
             return []
-        return sorted({*self.replay.acked, *self.leases.granted} - self._greeted)
+        now, stored = time.monotonic(), self._stored_steps()
+        silent = {
+            k
+            for k, lease in self.leases.granted.items()
+            if lease > stored.get(k, 0) and now - self._heard.get(k, self._started) > self._silent_s
+        }
+        return sorted(({*self.replay.acked, *self.leases.granted} - self._greeted) | silent)
 
     def _report_waiting(self) -> None:
         """Log the actors the learner waits for (:meth:`waiting_for`) and for how long, every
@@ -295,10 +308,12 @@ class Learner:
         if waiting:
             self._next_wait_report = now + WAIT_REPORT_S
             log.warning(
-                "learner: waiting %.0f s for actors %s (episodes or a lease in this run, no hello since this "
-                "learner started); %d of %d env steps are in",
-                now - self._started,
+                "learner: waiting for actors %s, %.0f s after it started: they hold episodes or an unspent "
+                "lease in this run and said no hello since it started, or sent nothing for %.0f s; %d of %d "
+                "env steps are in",
                 waiting,
+                now - self._started,
+                self._silent_s,
                 steps,
                 self.cfg.online.env_steps,
             )
