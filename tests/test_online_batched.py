@@ -61,8 +61,9 @@ def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, 
         frames = log.episode(index)
         steps = len(frames[keys.ACTION])
         terminated, truncated = replay_on_single_env(cfg.env, int(seeds[index]), frames)
-        # each episode ends where its own env ended it, or at the actor's cap
-        assert terminated or truncated or steps == 25, (index, steps)
+        # each episode ends where its own env ended it, at the actor's cap, or (the last ones) where the
+        # actor's lease of the run's env steps ran out
+        assert terminated or truncated or steps == 25 or index >= log.num_episodes - 2, (index, steps)
         assert steps <= 25
         intervened = int(frames[keys.INTERVENTION].sum())
         assert envs[index] == 0 or intervened == 0  # the simulated human drives env 0 only
