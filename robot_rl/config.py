@@ -805,10 +805,13 @@ class OnlineConfig:
     long a starting actor with no cached weights and no episode to deliver waits for the learner before it
     gives up (an actor with episodes to deliver waits for the learner as long as it takes).
     ``max_nan_stops``: an actor whose policy produces NaN/inf chunks in this many episodes in a row stops
-    with an error instead of resetting forever. ``actor_restarts``: how often ``--role all`` restarts an actor
-    process that crashed (back-off 1, 2, 4, ... s) before it stops the run. ``max_weight_age_s``: an actor
-    that has not reached the learner for this long stops acting on its ever older weights (0 = never) until
-    the learner is back; it keeps running and delivers its episodes then.
+    with an error instead of resetting forever. ``max_rejected_episodes``: an actor whose episodes the
+    learner rejects (values outside the run's ranges, robot_rl.runtime.episode_guard) this many times in a
+    row stops with a one-line fault instead of spending robot time on data that is never stored (rejected
+    steps count for no lease, so the run would never end). ``actor_restarts``: how often ``--role all``
+    restarts an actor process that crashed (back-off 1, 2, 4, ... s) before it stops the run.
+    ``max_weight_age_s``: an actor that has not reached the learner for this long stops acting on its ever
+    older weights (0 = never) until the learner is back; it keeps running and delivers its episodes then.
     ``log_every_s``: seconds between metric rows.
     ``tensorboard``/``wandb``: extra metric sinks. ``max_episode_steps``: the longest episode an actor
     records and the learner accepts (0 = ``env.max_episode_steps``); it also sizes the learner's message
@@ -839,6 +842,7 @@ class OnlineConfig:
     connect_timeout_s: float = 120.0
     log_every_s: float = 5.0
     max_nan_stops: int = 3
+    max_rejected_episodes: int = 5
     actor_restarts: int = 3
     max_weight_age_s: float = 600.0
     tensorboard: bool = True

@@ -245,6 +245,7 @@ RULES: dict[str, Range | Choice] = {
     "online.connect_timeout_s": POSITIVE,
     "online.log_every_s": POSITIVE,
     "online.max_nan_stops": COUNT,
+    "online.max_rejected_episodes": COUNT,
     "online.actor_restarts": NONNEG_INT,
     "online.max_weight_age_s": NONNEG,
     "online.max_episode_steps": NONNEG_INT,

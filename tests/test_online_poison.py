@@ -250,3 +250,45 @@ def test_guard_allows_ordinary_values_around_a_feature_constant_in_the_demos():
     frames[keys.TASK_INDEX][2] = 1
     with pytest.raises(EpisodeRejected, match="'task_index' at frame 2 is 1, allowed \\[0, 0\\]"):
         guard.check(frames, "actor 0 episode 0")
+
+
+def test_an_actor_whose_episodes_are_all_rejected_stops_and_the_run_ends(tiny_offline_run, tmp_path):
+    """Rejected steps count for no lease, so an actor whose every episode is rejected (here its cube spawns
+    outside the demos' range, and the guard allows none of it) would act forever and the run never end.
+    After online.max_rejected_episodes in a row it says bye with the fault and stops with one line, and the
+    learner, with every actor faulted, stops too."""
+    from robot_rl.runtime.actor import Actor, RejectedEpisodesError
+    from robot_rl.runtime.learner import ActorsFaultedError
+
+    learner, server, link = _served(
+        copy_run(tiny_offline_run, tmp_path / "run"),
+        "--online.obs_range_factor=0.000001",
+        "--env.spawn_region=[0.56, 0.62, 0.16, 0.22]",  # demos: x 0.38-0.55, y -0.15-0.15
+        "--online.max_rejected_episodes=2",
+        "--intervention.device=none",
+        "--online.max_env_steps_ahead=0",
+    )
+    try:
+        actor = Actor(learner.cfg, 0, 0, link)
+        out: dict = {}
+
+        def act() -> None:
+            try:
+                out["counters"] = actor.run()
+            except Exception as err:  # noqa: BLE001 - handed to the test
+                out["error"] = err
+
+        runner = threading.Thread(target=act, daemon=True)
+        runner.start()
+        runner.join(120)
+        actor.sender.closed.set()
+        assert not runner.is_alive(), "the actor kept acting on episodes the learner rejects"
+        assert isinstance(out.get("error"), RejectedEpisodesError), out
+        assert "actor 0: the learner rejected 2 episodes in a row" in str(out["error"])
+        assert learner.replay.num_steps == 0 and learner.status()["rejected_episodes"] >= 2
+        assert "rejected 2 episodes in a row" in learner.faults[0]  # the bye said why
+        with pytest.raises(ActorsFaultedError, match="actor 0: actor 0: the learner rejected"):
+            learner.train(drain_s=0)
+    finally:
+        server.close()
+        link.close()

@@ -38,6 +38,7 @@ KNOWN = (
     ("robot_rl.extras", "MissingExtraError", "missing optional package", 1),
     ("robot_rl.runtime.weights", "NonFiniteWeightsError", "training diverged", 1),
     ("robot_rl.runtime.actor", "PolicyFaultError", "policy fault", 1),
+    ("robot_rl.runtime.actor", "RejectedEpisodesError", "episodes rejected", 1),
     ("robot_rl.runtime.local", "ActorFaultError", "actor fault", 1),
     ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
     ("robot_rl.runtime.link", "ActorIdError", "actor id clash", 1),

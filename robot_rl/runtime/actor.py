@@ -63,6 +63,12 @@ class PolicyFaultError(RuntimeError):
     real robot holds) instead of spinning through resets with a broken policy."""
 
 
+class RejectedEpisodesError(RuntimeError):
+    """The learner rejected ``online.max_rejected_episodes`` of this actor's episodes in a row (their values
+    leave the run's ranges: robot_rl.runtime.episode_guard): the actor says bye with this fault and stops
+    instead of spending robot time on data that is never stored. Its episode log keeps every episode."""
+
+
 def actor_folder(cfg: PipelineConfig, seed: int, actor_id: int) -> Path:
     """``<run_dir>/online/<name>_seed<seed>/actor<actor_id>``: the actor's episode log and cached policy."""
     return RunDir(cfg.run_dir).root / "online" / f"{online_name(cfg)}_seed{seed}" / f"actor{actor_id}"
@@ -87,6 +93,8 @@ class _Sender(threading.Thread):
         self.have = -1
         self.latest = -1  # the newest weight version the learner has published
         self.error: Exception | None = None
+        self.rejected_streak = 0  # episodes in a row the learner rejected
+        self.fault: RejectedEpisodesError | None = None  # set once the streak reaches the limit
         self.last_contact = time.monotonic()  # of the last completed exchange with the learner
 
     def run(self) -> None:
@@ -118,6 +126,18 @@ class _Sender(threading.Thread):
                 self.acked = -1
                 self.closed.wait(backoff)
                 backoff = min(2 * backoff, 5.0)
+
+    def _rejected(self, reason: str) -> None:
+        """Count a rejected episode; at ``online.max_rejected_episodes`` in a row, set :attr:`fault`."""
+        self.rejected_streak += 1
+        limit = self.actor.cfg.online.max_rejected_episodes
+        if self.rejected_streak >= limit and self.fault is None:
+            self.fault = RejectedEpisodesError(
+                f"actor {self.actor.actor_id}: the learner rejected {limit} episodes in a row "
+                f"(online.max_rejected_episodes), the last one: {reason}; stopping: check the robot's "
+                f"sensors and action scaling against the training data (the episodes stay in "
+                f"{self.actor.log.path})"
+            )
 
     def _take(self, status: dict[str, Any]) -> None:
         """Keep the learner's ``status`` and this actor's lease in it (on disk before it is used)."""
@@ -162,6 +182,9 @@ class _Sender(threading.Thread):
             if reply.get("rejected"):  # acknowledged, not stored: this log keeps the episode
                 log.warning("actor %d: the learner rejected %s", actor.actor_id, reply["rejected"])
                 actor.lease.reject(len(frames[keys.ACTION]))  # its steps count for no lease
+                self._rejected(reply["rejected"])
+            else:
+                self.rejected_streak = 0
             self.acked = self.delivered = int(reply["acked"])
             self._take(reply["status"])
             self.last_contact = time.monotonic()
@@ -353,9 +376,13 @@ class Actor:
 
         Raises:
             Exception: the error that stopped the link (the learner refused something).
+            RejectedEpisodesError: the learner rejected too many episodes in a row (after a bye saying so).
         """
         if self.sender.error is not None:
             raise self.sender.error
+        if self.sender.fault is not None:  # the learner hears why, then the actor stops
+            self._flush(fault=str(self.sender.fault))
+            raise self.sender.fault
         if self._parent_gone():
             log.warning("actor %d: the process that started it is gone; stopping", self.actor_id)
             return True
