@@ -172,7 +172,9 @@ class RpcClient:
         keys: CURVE client keys (:mod:`robot_rl.security`); required for a non-loopback address.
 
     One instance may be shared by threads (calls are serialised). After a timeout the socket is replaced
-    (a new identity), so a late reply to an old request is never taken for the reply to the next one.
+    (a new identity), so a late reply to an old request is never taken for the reply to the next one. A
+    request also ends at once when the connection it went out on closes (the server process died or was
+    restarted: a ZeroMQ monitor's ``EVENT_DISCONNECTED``), instead of waiting out its timeout.
 
     Raises:
         ValueError: ``timeout_s`` <= 0 or ``address`` is not a ZeroMQ endpoint.
@@ -197,6 +199,7 @@ class RpcClient:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._sock: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
         self._connect()
 
     def _connect(self) -> None:
@@ -214,18 +217,35 @@ class RpcClient:
                 f"{err}"
             ) from err
         self._sock = sock
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+    def _drop(self) -> None:
+        """Close the socket and its monitor."""
+        if self._monitor is not None:
+            if self._sock is not None:
+                self._sock.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def _disconnected(self) -> bool:
+        """Drain the monitor; whether a connection closed since it was last drained."""
+        seen = False
+        while self._monitor.poll(0, zmq.POLLIN):
+            self._monitor.recv_multipart()
+            seen = True
+        return seen
 
     def reset(self) -> None:
         """A fresh socket: nothing stale stays queued for a restarted server."""
-        if self._sock is not None:
-            self._sock.close(linger=0)
+        self._drop()
         self._connect()
 
     def close(self) -> None:
         """Close the socket; the client cannot be used afterwards."""
-        if self._sock is not None:
-            self._sock.close(linger=0)
-            self._sock = None
+        self._drop()
 
     def __del__(self) -> None:
         if getattr(self, "_sock", None) is not None:
@@ -237,7 +257,8 @@ class RpcClient:
         """One round trip: send ``[header (+ protocol, id), blob]``; return (reply header, extra frames).
 
         Raises:
-            PeerUnavailableError: no reply within the timeout (the socket is then recreated).
+            PeerUnavailableError: no reply within the timeout, or the connection closed while waiting (the
+                socket is then recreated).
             ProtocolError or a class of ``errors``: the server's error of that class.
             RuntimeError: any other server-side error, with the server's message.
         """
@@ -250,16 +271,30 @@ class RpcClient:
             if blob is not None:
                 frames.append(blob)
             deadline = time.monotonic() + timeout
+            self._disconnected()  # events of earlier connections are not this request's
+            poller = zmq.Poller()
+            poller.register(self._sock, zmq.POLLIN)
+            poller.register(self._monitor, zmq.POLLIN)
             try:
                 self._sock.send_multipart(frames)
                 while True:
                     left_ms = int(1000 * (deadline - time.monotonic()))
-                    if left_ms <= 0 or not self._sock.poll(left_ms, zmq.POLLIN):
-                        raise TimeoutError
+                    ready = dict(poller.poll(left_ms)) if left_ms > 0 else {}
+                    if self._monitor in ready and self._disconnected():
+                        raise ConnectionResetError
+                    if self._sock not in ready:
+                        if left_ms <= 0 or not ready:
+                            raise TimeoutError
+                        continue
                     reply = self._sock.recv_multipart()
                     head = decode_header(reply[0])
                     if head.get("id") == request_id:
                         break  # anything else is a stale reply to an earlier request
+            except ConnectionResetError as err:
+                self.reset()
+                raise PeerUnavailableError(
+                    f"{self.name} {self.address} closed the connection before answering {header.get('op')!r}"
+                ) from err
             except (TimeoutError, zmq.Again) as err:
                 self.reset()
                 raise PeerUnavailableError(

@@ -178,9 +178,14 @@ def test_oversized_frame_is_dropped_before_buffering_and_the_learner_keeps_servi
 def test_unauthenticated_and_impersonating_clients_are_refused(served, key_folder, tmp_path):
     learner, server = served
     plain = ZmqLearnerLink(server.address, timeout_s=0.5)  # loopback, no keys: the handshake fails
-    with pytest.raises(PeerUnavailableError, match="did not answer 'weights'"):
+    # the server drops the connection at the failed handshake (or never answers)
+    with pytest.raises(
+        PeerUnavailableError, match="(did not answer|closed the connection before answering) 'weights'"
+    ):
         plain.weights(-1)  # never gets the weights
-    with pytest.raises(PeerUnavailableError, match="did not answer 'hello'"):
+    with pytest.raises(
+        PeerUnavailableError, match="(did not answer|closed the connection before answering) 'hello'"
+    ):
         plain.hello(0)  # nor the config
     plain.close()
     make_keys(tmp_path / "other", [actor_key_name(0)])  # valid CURVE keys the learner does not list
