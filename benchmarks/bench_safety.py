@@ -4,9 +4,11 @@ Part 1 drives each adversary of :data:`robot_rl.hardware.safety_audit.ADVERSARIE
 through ``SafeRobot -> LimitAudit -> MujocoRobot`` (lock-step, the box and 0.5 speed/acceleration scales of
 tests/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot, plus
 how far the measured end effector went beyond the box (``ee``; ``ee@sw`` within 10 steps after a
-``joint_position`` -> ``ee_delta`` switch, where the sim's IK controller turns the gripper back to
-pointing down) and the joints beyond their limits; then the same for three adversaries restricted to one
-mode (``/ee``, ``/joint``). ``tracking``: joint targets restarted because the arm could not follow.
+``joint_position`` -> ``ee_delta`` switch) and the joints beyond their limits, and ``contacts``: the steps
+at which an arm link touched the table or another link, by the arm's MuJoCo collision model
+(:class:`~robot_rl.hardware.sim_robot.LinkCollisions`) at the measured joints; then the same for three
+adversaries restricted to one mode (``/ee``, ``/joint``). ``tracking``: joint targets restarted because
+the arm could not follow.
 
 Part 2 times ``command()`` on a bare ``MujocoRobot`` and on ``SafeRobot(MujocoRobot)`` in the same run,
 alternating blocks, with a benign stream (small sinusoidal moves, never clipped), in each mode: without
@@ -14,8 +16,8 @@ physics (``lockstep=False``: the layer's cost against the robot's own command ha
 and with physics (one 10 Hz control step of 50 physics steps per command).
 Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores). With
 ``--server-hz 50`` part 1 runs instead in real time through the MuJoCo-backed robot server process
-(``SimServerRobot``, whose forward kinematics run on the client's own copy of the scene): the mixed
-adversaries, then the three restricted to ``joint_position``.
+(``SimServerRobot``, whose forward kinematics and collision model run on the client's own copy of the
+scene): the mixed adversaries, then the three restricted to each mode.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ from robot_rl.hardware.drivers.sim_server import SimServerRobot
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
-from robot_rl.hardware.sim_robot import MujocoRobot
+from robot_rl.hardware.sim_robot import LinkCollisions, MujocoRobot
 from robot_rl.hardware.sim_server import serve_in_subprocess
+from robot_rl.sim.assets import load_model
 
 HEADER = (
     f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'tracking':>9}{'unsafe':>8}"
-    f"{'ee mm':>10}{'ee@sw mm':>10}{'q_out rad':>11}"
+    f"{'ee mm':>10}{'ee@sw mm':>10}{'q_out rad':>11}{'contacts':>9}"
 )
 SWITCH_STEPS = 10
 """Steps after a joint_position -> ee_delta switch whose excursion is reported apart (``ee@sw``)."""
@@ -60,7 +63,8 @@ def run_adversary(name: str, steps: int, mode: CommandMode | None = None, server
     audit = LimitAudit(robot, CFG)
     safe = SafeRobot(audit, CFG)
     ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
-    q_out, last_switch, sent = 0.0, -SWITCH_STEPS - 1, None
+    q_out, last_switch, sent, contacts = 0.0, -SWITCH_STEPS - 1, None, 0
+    links = LinkCollisions(load_model())  # the arm's collision model, at the measured joints
     with safe:
         lim, enforced = audit.robot.limits, safe.limits
         for step in attack(safe, audit, adversary, steps):
@@ -74,12 +78,13 @@ def run_adversary(name: str, steps: int, mode: CommandMode | None = None, server
             q_out = max(
                 q_out, float(np.max(np.maximum(lim.joint_low - s.joint_pos, s.joint_pos - lim.joint_high)))
             )
+            contacts += links(s.joint_pos) < 0.0
         c = safe.counters
     label = name if mode is None else f"{name}/{'ee' if mode == CommandMode.EE_DELTA else 'joint'}"
     return (
         f"{label:<17}{c.commands:>9}{c.clipped:>9}{c.rejected:>9}{c.holds:>7}{c.tracking_resets:>9}"
         f"{len(audit.violations):>8}{1000 * ee_out['other']:>10.1f}{1000 * ee_out['switch']:>10.1f}"
-        f"{q_out:>11.4f}"
+        f"{q_out:>11.4f}{contacts:>9}"
     )
 
 
@@ -130,14 +135,15 @@ def main() -> None:
     if args.server_hz:
         with serve_in_subprocess(extra_args=(f"--control-hz={args.server_hz}",)) as srv:
             print(
-                f"through the robot server at {args.server_hz} Hz (client-side forward kinematics), "
+                f"through the robot server at {args.server_hz} Hz (client-side kinematics and collisions), "
                 f"{args.steps} steps each"
             )
             print(HEADER)
             for name in ADVERSARIES:
                 print(run_adversary(name, args.steps, server=srv.address), flush=True)
             for name in ("random", "huge", "out_of_box"):
-                print(run_adversary(name, args.steps, CommandMode.JOINT_POSITION, srv.address), flush=True)
+                for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
+                    print(run_adversary(name, args.steps, mode, srv.address), flush=True)
         return
     print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
     print(HEADER)

@@ -7,17 +7,32 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
 - **rejected**: a mode it does not pass (``joint_velocity``, ``ee_velocity``, rotation ``ee_delta``) or the
   robot lacks, a wrong shape, NaN/inf in the value or gripper, a latched e-stop, and (with a kinematic
   model) a switch from ``ee_delta`` to ``joint_position`` while the arm moves too fast to stop inside the
-  box;
+  box, and a switch from ``joint_position`` to ``ee_delta`` while the joint target still moves (the
+  robot's Cartesian controller would take over the arm's momentum; holds brake it to rest);
 - **clipped**: ``ee_delta`` (3,): each axis to ``ee_step_max`` m, then the tracked end-effector target
   (start: the measured pose; then target + each delta sent) into the workspace box; ``joint_position``:
   into the joint limits (less ``joint_margin_rad``), the step velocity ``(q - q_prev) * control_hz`` to the
   speed limit and its change to ``acc * dt``, with braking look-ahead so the joint can always stop inside
   its limits (:mod:`~robot_rl.hardware.motion_limits`); when the robot has a kinematic model
   (:meth:`Robot.forward_kinematics`) the step is also shortened until the end effector, at the new
-  target and at its stop point, stays in the box. A target that is already outside a limit (the robot
-  started there) may not move further out. When a joint lags its target by more than
+  target and at its stop point, stays in the box, and, when the robot also has a collision model
+  (``link_clearance``), until no arm link comes closer than :data:`LINK_CLEARANCE_M` to the table or
+  another link there. A target that is already outside a limit (the robot started there) may not move
+  further out. When a joint lags its target by more than
   ``max_tracking_error_rad`` (blocked by a contact), its target restarts from the measured pose, so the arm
   does not wind up and jump when it comes free. The gripper is clipped into [0, 1].
+- **measured-state feedback**: the arm lags its target (a PD or impedance controller's tracking error), so
+  what the box bounds is the *measured* pose predicted from the target. The target's mirror image of the
+  measured state, ``2 * target - measured``, stays in the box: an arm that lags by ``e`` when its target
+  stops overshoots by less than ``e``, the peak overshoot of a damped second-order response being below
+  its step (Ogata, *Modern Control Engineering*, 5th ed., sec. 5-3); so a target approaches a face at
+  most half way from the arm. In joint mode that is the mirror of the measured joints, kept within the
+  joint limits and, by forward kinematics, in the box and clear of contacts; in ``ee_delta`` mode the
+  mirror of the measured pose one period ahead at its present velocity (the robot's Cartesian controller
+  has its own dynamics), and a target comes in by as far as that pose would be out. The target plus the
+  current tracking error (measured minus the last target's pose: an offset that persists, e.g. while
+  sliding along a face) stays in the box too. An ``ee_delta`` step is also shortened until the joints it
+  takes, predicted by least squares on the kinematic model, and twice that move keep the links' clearance.
 
 A **hold** brakes: in joint mode one maximum-deceleration step, in ``ee_delta`` mode the target moves at
 most one step towards the measured pose. A background thread holds at ``control_hz`` while the
@@ -57,6 +72,12 @@ from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, Ro
 
 SAFE_MODES = (CommandMode.JOINT_POSITION, CommandMode.EE_DELTA)
 """The modes the safety layer can make safe; a robot's other modes are rejected."""
+IK_DAMPING = 1e-4
+"""Damping (m²) of the least-squares step that predicts an ``ee_delta``'s joints
+(:meth:`SafeRobot._ee_link_scale`)."""
+LINK_CLEARANCE_M = 0.01
+"""Smallest gap (m) a joint target keeps between arm links and between a link and the table, when the robot
+has a collision model (``link_clearance``): room for the arm's tracking error."""
 
 
 @dataclasses.dataclass
@@ -237,6 +258,14 @@ class SafeRobot(Robot):
     def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
         return self.robot.forward_kinematics(joint_pos)
 
+    @property
+    def link_clearance(self) -> Callable[[np.ndarray], float] | None:
+        """The wrapped robot's collision model, ``link_clearance(joint_pos)``: the smallest gap (m) between
+        an arm link and the table or another link at joints ``joint_pos`` (n,) rad (negative: they
+        overlap); ``None`` when the robot has none (then links are not checked)."""
+        inner = getattr(self.robot, "link_clearance", None)
+        return inner if callable(inner) else None
+
     def connect(self) -> None:
         """Connect the robot, take the measured state as the start of every tracked target, open the
         fault log, install the e-stop signal/key hooks and start the watchdog thread."""
@@ -405,7 +434,26 @@ class SafeRobot(Robot):
                     f"{self.name}: switch to joint_position while the arm moves too fast to stop inside the "
                     "workspace box; hold and retry"
                 )
+        if cmd.mode == CommandMode.EE_DELTA and self._last_mode == CommandMode.JOINT_POSITION:
+            self._check_ee_switch()
         return cmd, reasons
+
+    def _check_ee_switch(self) -> None:
+        """Refuse a switch from joint targets to ``ee_delta`` while the joint target still moves (the robot's
+        Cartesian controller would take over the arm's momentum) or while a joint is less than one
+        period's move at full speed from its limit (its IK has no room there and may swing the arm)."""
+        if self._v.any():
+            raise CommandRejected(
+                f"{self.name}: switch to ee_delta while the joint target still moves; hold and retry"
+            )
+        lim, q = self._lim, self._q
+        room = np.minimum(q - lim.joint_low, lim.joint_high - q) - lim.joint_vel_max / lim.control_hz
+        if np.any(room < 0.0):
+            joint = lim.joint_names[int(np.argmin(room))]
+            raise CommandRejected(
+                f"{self.name}: switch to ee_delta with {joint} at its limit (the Cartesian controller has no "
+                "room); move it in with joint_position first"
+            )
 
     def _anchor(self, mode: CommandMode) -> None:
         """Start tracking ``mode``'s target from the measured state when the last command had another."""
@@ -418,6 +466,7 @@ class SafeRobot(Robot):
             after_joints = self._last_mode == CommandMode.JOINT_POSITION and self._has_fk
             # After joint commands the robot's target is where the joints were sent, not where they are.
             self._target = self.robot.forward_kinematics(self._q) if after_joints else state.ee_pos.copy()
+            self._ee_measured = state.ee_pos.copy()
         else:
             self._q = state.joint_pos.astype(np.float64).copy()
             self._v = np.clip(state.joint_vel, -lim.joint_vel_max, lim.joint_vel_max).astype(np.float64)
@@ -432,21 +481,63 @@ class SafeRobot(Robot):
         self._anchor(CommandMode.EE_DELTA)
         lim, target = self._lim, self._target
         step = np.clip(delta, -lim.ee_step_max, lim.ee_step_max)
-        new = np.clip(target + step, np.minimum(lim.ee_low, target), np.maximum(lim.ee_high, target))
         reasons = ["ee step"] if not np.array_equal(step, delta) else []
+        # the measured pose predicted from the target (module docstring) stays in the box too; a target
+        # beyond that comes back by one step at most
+        state = self.robot.read()
+        measured = state.ee_pos
+        ahead = 2.0 * measured - self._ee_measured  # where the arm gets in a period at its present speed
+        self._ee_measured = measured
+        # a persistent offset, or the arm heading out at its present speed: the target comes in as far
+        error = measured - target
+        out_low, out_high = np.maximum(lim.ee_low - ahead, 0.0), np.maximum(ahead - lim.ee_high, 0.0)
+        low = np.clip(lim.ee_low + np.maximum(-error, out_low), lim.ee_low, lim.ee_high)
+        high = np.clip(lim.ee_high - np.maximum(error, out_high), lim.ee_low, lim.ee_high)
+        low = np.maximum(low, np.minimum(0.5 * (lim.ee_low + ahead), lim.ee_high))
+        high = np.minimum(high, np.maximum(0.5 * (lim.ee_high + ahead), lim.ee_low))
+        back = np.clip(target, low, high)
+        back = np.clip(back, target - lim.ee_step_max, target + lim.ee_step_max)
+        new = np.clip(target + step, np.minimum(low, back), np.maximum(high, back))
         free = new == target + step
         if not free.all():
             reasons.append("workspace")
+        scale = self._ee_link_scale(state.joint_pos, new - measured)
+        if scale < 1.0:
+            reasons.append("links")
+            new, free = target + scale * (new - target), np.zeros(3, dtype=bool)
         # the step itself where the workspace did not bind: (target + step) - target can differ from step in
         # the last bit, and a stacked SafeRobot would count that as an over-limit step
         return np.where(free, step, new - target), reasons
+
+    def _ee_link_scale(self, joint_pos: np.ndarray, move: np.ndarray) -> float:
+        """The largest of 1, 1/2, 1/4, 0 by which an ``ee_delta`` step can be scaled so that the joints the
+        arm will take to move its end effector by ``move`` (3,) m from the measured ``joint_pos`` (n,) rad,
+        and twice that (the overshoot, module docstring), keep :data:`LINK_CLEARANCE_M` between links and
+        the table (or no less than they have now). The joints are a first-order prediction: damped least
+        squares on the forward kinematics' Jacobian, by finite differences (Buss, "Introduction to inverse
+        kinematics with Jacobian transpose, pseudoinverse and damped least squares methods", 2004).
+        1 without a kinematic or collision model."""
+        clearance = self.link_clearance
+        if clearance is None or not self._has_fk:
+            return 1.0
+        floor = min(LINK_CLEARANCE_M, clearance(joint_pos))
+        fk, h = self.robot.forward_kinematics, 1e-6
+        here = fk(joint_pos)
+        jac = np.stack([(fk(joint_pos + h * e) - here) / h for e in np.eye(joint_pos.size)], axis=1)
+        dq = jac.T @ np.linalg.solve(jac @ jac.T + IK_DAMPING * np.eye(3), move)
+        for scale in (1.0, 0.5, 0.25):
+            if all(clearance(joint_pos + k * scale * dq) >= floor for k in (1.0, 2.0)):
+                return scale
+        return 0.0
 
     def _plan_joint(self, q_des: np.ndarray) -> tuple[np.ndarray, list[str]]:
         self._anchor(CommandMode.JOINT_POSITION)
         reasons = []
         max_lag = self.cfg.max_tracking_error_rad
+        state = self.robot.read()
+        measured = state.joint_pos
         if max_lag > 0:
-            lag = np.abs(self.robot.read().joint_pos - self._q)
+            lag = np.abs(measured - self._q)
             if np.max(lag) > max_lag:  # blocked (contact): restart the target from where the arm is
                 joint = self._lim.joint_names[int(np.argmax(lag))]
                 reasons.append(f"tracking: {joint} {np.max(lag):.3f} rad behind its target")
@@ -469,30 +560,48 @@ class SafeRobot(Robot):
         stop_prev = q + stop_offset(v_prev, acc, dt)
         low, high = np.minimum(lim.joint_low, stop_prev), np.maximum(lim.joint_high, stop_prev)
         v_brake = braking_velocity(v_prev, acc, dt)
-        up = np.maximum(max_speed_within(high - q, acc, dt), v_brake)
-        down = np.minimum(-max_speed_within(q - low, acc, dt), v_brake)
+        # and the target's mirror image of the measured joint stays within them (the overshoot of a lag)
+        up = np.minimum(max_speed_within(high - q, acc, dt), (0.5 * (high + measured) - q) / dt)
+        down = np.maximum(-max_speed_within(q - low, acc, dt), (0.5 * (low + measured) - q) / dt)
+        up, down = np.maximum(up, v_brake), np.minimum(down, v_brake)
         v_lim = np.clip(v_acc, down, up)
         if not np.array_equal(v_lim, v_acc):
             reasons.append("joint braking distance")
-        v_safe = self._box_step(v_lim, v_brake, reasons)
+        v_safe = self._box_step(v_lim, v_brake, state, reasons)
         self._pending_q, self._pending_v = q + v_safe * dt, v_safe
         return self._pending_q, reasons
 
-    def _box_step(self, v: np.ndarray, v_brake: np.ndarray, reasons: list[str]) -> np.ndarray:
+    def _box_step(
+        self, v: np.ndarray, v_brake: np.ndarray, state: RobotState, reasons: list[str]
+    ) -> np.ndarray:
         """Shorten the step velocity ``v`` towards ``v_brake`` (whose braking path is the tail of the last
-        accepted one) until the end effector is in the box at the new target and along its braking path."""
-        lim, q = self._lim, self._q
+        accepted one) until the end effector is in the box, and (with a collision model) the links keep
+        their clearance, at the new target, along its braking path and at the target's mirror image of the
+        ``state``'s measured joints (the overshoot of an arm that lags its target; module docstring); the
+        new target's end effector plus the measured one's offset from the last target's is in the box too."""
+        lim, q, measured = self._lim, self._q, state.joint_pos
         if not self._has_fk:  # no kinematic model: react to the measured pose
-            if not _in_box(self.robot.read().ee_pos, lim.ee_low, lim.ee_high):
+            if not _in_box(state.ee_pos, lim.ee_low, lim.ee_high):
                 reasons.append("workspace (measured)")
                 return v_brake
             return v
         dt, acc, fk = 1.0 / lim.control_hz, lim.joint_acc_max, self.robot.forward_kinematics
+        clearance = self.link_clearance
+        # a target that is already closer than LINK_CLEARANCE_M (the arm started there) may not get closer
+        floor = min(LINK_CLEARANCE_M, clearance(q)) if clearance is not None else 0.0
+        error = state.ee_pos - fk(q)  # the measured end effector's offset from the target's
+        box_low, box_high = self._box_low, self._box_high
 
         def inside(vc: np.ndarray) -> bool:
             qn = q + vc * dt
-            points = [qn, *braking_path(qn, vc, acc, dt)]
-            return all(_in_box(fk(p), self._box_low, self._box_high) for p in points)
+            ee = fk(qn)
+            if not (_in_box(ee, box_low, box_high) and _in_box(ee + error, box_low, box_high)):
+                return False
+            points = [2.0 * qn - measured, *braking_path(qn, vc, acc, dt)]
+            if not all(_in_box(fk(p), box_low, box_high) for p in points):
+                return False
+            points.append(qn)
+            return clearance is None or all(clearance(p) >= floor for p in points)
 
         if inside(v):
             return v

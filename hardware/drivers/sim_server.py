@@ -30,7 +30,7 @@ from robot_rl.hardware.errors import (
     RobotTimeoutError,
 )
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
-from robot_rl.hardware.sim_robot import PinchKinematics
+from robot_rl.hardware.sim_robot import LinkCollisions, PinchKinematics
 from robot_rl.hardware.sim_server import PROTOCOL
 from robot_rl.security import ClientKeys, check_address, load_client_keys
 from robot_rl.transport import ProtocolError
@@ -190,8 +190,8 @@ class SimServerRobot(Robot):
     ``read()`` timestamps a state with the midpoint of its round trip on this host's ``time.monotonic()``
     (the usual estimate when clocks are not shared); ``extra`` holds the server's ``environment_state``
     (7,) and ``lifted`` (1,) (see :class:`~robot_rl.hardware.sim_robot.MujocoRobot`).
-    :meth:`forward_kinematics` runs here, on this host's copy of the scene (no round trip), checked at
-    connect against the server's reference poses.
+    :meth:`forward_kinematics` and :meth:`link_clearance` run here, on this host's copy of the scene (no
+    round trip), checked at connect against the server's reference poses.
     """
 
     simulated = True
@@ -204,6 +204,7 @@ class SimServerRobot(Robot):
         self._link: SimServerLink | None = None
         self._limits: RobotLimits | None = None
         self._kinematics: PinchKinematics | None = None
+        self._collisions: LinkCollisions | None = None
         self.info: dict[str, Any] = {}
 
     @classmethod
@@ -248,6 +249,7 @@ class SimServerRobot(Robot):
             )
             self.modes = tuple(CommandMode(m) for m in hello["modes"])
             self._kinematics = _checked_kinematics(hello["kinematics"], self.address)
+            self._collisions = LinkCollisions(self._kinematics.model)
         except (KeyError, TypeError, ValueError) as err:
             link.close()
             raise RobotConnectionError(
@@ -309,6 +311,18 @@ class SimServerRobot(Robot):
         if self._kinematics is None:
             raise RobotConnectionError(f"{self.name}: not connected (call connect() first)")
         return self._kinematics(joint_pos)
+
+    def link_clearance(self, joint_pos: np.ndarray) -> float:
+        """The smallest gap (m) between an arm link and the table or another link at arm joints
+        ``joint_pos`` (7,) rad, from this host's copy of the scene's collision model (no request; see
+        :class:`~robot_rl.hardware.sim_robot.LinkCollisions`).
+
+        Raises:
+            RobotConnectionError: never connected.
+        """
+        if self._collisions is None:
+            raise RobotConnectionError(f"{self.name}: not connected (call connect() first)")
+        return self._collisions(joint_pos)
 
     def command(self, cmd: Command) -> None:
         """Send ``cmd``; returns once the server set it as the target (not once reached).
