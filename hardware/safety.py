@@ -7,8 +7,8 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
 - **rejected**: a mode it does not pass (``joint_velocity``, ``ee_velocity``, rotation ``ee_delta``) or the
   robot lacks, a wrong shape, NaN/inf in the value or gripper, a latched e-stop, and (with a kinematic
   model) a switch from ``ee_delta`` to ``joint_position`` while the arm moves too fast to stop inside the
-  box, and a switch from ``joint_position`` to ``ee_delta`` while the joint target still moves (the
-  robot's Cartesian controller would take over the arm's momentum; holds brake it to rest);
+  box or the joint limits, and a switch from ``joint_position`` to ``ee_delta`` with a joint within one
+  full-speed period of its limit (the robot's IK has no room there);
 - **clipped**: ``ee_delta`` (3,): each axis to ``ee_step_max`` m, then the tracked end-effector target
   (start: the measured pose; then target + each delta sent) into the workspace box; ``joint_position``:
   into the joint limits (less ``joint_margin_rad``), the step velocity ``(q - q_prev) * control_hz`` to the
@@ -20,7 +20,9 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   another link there. A target that is already outside a limit (the robot started there) may not move
   further out. When a joint lags its target by more than
   ``max_tracking_error_rad`` (blocked by a contact), its target restarts from the measured pose, so the arm
-  does not wind up and jump when it comes free. The gripper is clipped into [0, 1].
+  does not wind up and jump when it comes free. The gripper is clipped into [0, 1]. An ``ee_delta`` that
+  arrives while the joint target still moves is sent as a braking step of the joint target (with its
+  gripper) until that is at rest, so the robot's Cartesian controller does not take over its momentum.
 - **measured-state feedback**: the arm lags its target (a PD or impedance controller's tracking error), so
   what the box bounds is the *measured* pose predicted from the target. The target's mirror image of the
   measured state, ``2 * target - measured``, stays in the box: an arm that lags by ``e`` when its target
@@ -28,8 +30,9 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   its step (Ogata, *Modern Control Engineering*, 5th ed., sec. 5-3); so a target approaches a face at
   most half way from the arm. In joint mode that is the mirror of the measured joints, kept within the
   joint limits and, by forward kinematics, in the box and clear of contacts; in ``ee_delta`` mode the
-  mirror of the measured pose one period ahead at its present velocity (the robot's Cartesian controller
-  has its own dynamics), and a target comes in by as far as that pose would be out. The target plus the
+  mirror of the measured pose ahead at its present velocity by the robot's tracking time
+  (:attr:`tracking_time_s`, at least one period; the Cartesian controller has its own dynamics), and a
+  target comes in by as far as that pose would be out. The target plus the
   current tracking error (measured minus the last target's pose: an offset that persists, e.g. while
   sliding along a face) stays in the box too. An ``ee_delta`` step is also shortened until the joints it
   takes, predicted by least squares on the kinematic model, and twice that move keep the links' clearance.
@@ -259,6 +262,13 @@ class SafeRobot(Robot):
         return self.robot.forward_kinematics(joint_pos)
 
     @property
+    def tracking_time_s(self) -> float:
+        """The wrapped robot's ``tracking_time_s`` (s): how long its controller takes to close a tracking
+        error (e.g. ``KD / KP`` of a joint PD), over which an ``ee_delta`` target is judged by where the arm
+        gets at its present speed; 0 when the robot does not say (then one control period)."""
+        return float(getattr(self.robot, "tracking_time_s", 0.0))
+
+    @property
     def link_clearance(self) -> Callable[[np.ndarray], float] | None:
         """The wrapped robot's collision model, ``link_clearance(joint_pos)``: the smallest gap (m) between
         an arm link and the table or another link at joints ``joint_pos`` (n,) rad (negative: they
@@ -333,15 +343,20 @@ class SafeRobot(Robot):
                 self._log.write("rejected", str(err), cmd)
                 self._try_hold()
                 raise
-            if cmd.mode == CommandMode.EE_DELTA:
-                value, reasons_mode = self._plan_ee(np.asarray(cmd.value, dtype=np.float64))
-            else:
-                value, reasons_mode = self._plan_joint(np.asarray(cmd.value, dtype=np.float64))
-            reasons += reasons_mode
-            if reasons:
+            if self._switch_waits(cmd):
                 self._counters.clipped += 1
-                self._log.write("clipped", "; ".join(reasons), cmd)
-            self._send(Command(cmd.mode, value, cmd.gripper, cmd.timestamp))
+                self._log.write("clipped", "switch to ee_delta: the joint target brakes to rest first", cmd)
+                self._brake(cmd.gripper, cmd.timestamp)
+            else:
+                if cmd.mode == CommandMode.EE_DELTA:
+                    value, reasons_mode = self._plan_ee(np.asarray(cmd.value, dtype=np.float64))
+                else:
+                    value, reasons_mode = self._plan_joint(np.asarray(cmd.value, dtype=np.float64))
+                reasons += reasons_mode
+                if reasons:
+                    self._counters.clipped += 1
+                    self._log.write("clipped", "; ".join(reasons), cmd)
+                self._send(Command(cmd.mode, value, cmd.gripper, cmd.timestamp))
             self._last_fresh = time.monotonic()
             self._tripped = False
 
@@ -424,28 +439,40 @@ class SafeRobot(Robot):
         value = check_command(cmd, self.modes, self._lim.num_joints, self.name)
         if cmd.mode == CommandMode.EE_DELTA and value.shape != (3,):
             raise CommandRejected(f"{self.name}: rotation ee_delta (6,) is not passed by the safety layer")
-        if cmd.mode == CommandMode.JOINT_POSITION and self._last_mode != cmd.mode and self._has_fk:
+        if cmd.mode == CommandMode.JOINT_POSITION and self._last_mode not in (cmd.mode, None):
             self._anchor(cmd.mode)
-            if self._last_mode is not None and not (
-                np.array_equal(self._box_low, self._lim.ee_low)
-                and np.array_equal(self._box_high, self._lim.ee_high)
+            lim = self._lim
+            stop = self._q + stop_offset(self._v, lim.joint_acc_max, 1.0 / lim.control_hz)
+            out_box = self._has_fk and not (
+                np.array_equal(self._box_low, lim.ee_low) and np.array_equal(self._box_high, lim.ee_high)
+            )
+            q = self._q  # a joint already out (it overshot) may stop no further out
+            if (
+                out_box
+                or np.any(stop < np.minimum(lim.joint_low, q))
+                or np.any(stop > np.maximum(lim.joint_high, q))
             ):
                 raise CommandRejected(
                     f"{self.name}: switch to joint_position while the arm moves too fast to stop inside the "
-                    "workspace box; hold and retry"
+                    "workspace box and the joint limits; hold and retry"
                 )
         if cmd.mode == CommandMode.EE_DELTA and self._last_mode == CommandMode.JOINT_POSITION:
             self._check_ee_switch()
         return cmd, reasons
 
+    def _switch_waits(self, cmd: Command) -> bool:
+        """Whether ``cmd`` switches from joint targets to ``ee_delta`` while the joint target still moves:
+        the robot's Cartesian controller would take over the arm's momentum, so the joint target brakes
+        instead (one step per such command) until it is at rest."""
+        return (
+            cmd.mode == CommandMode.EE_DELTA
+            and self._last_mode == CommandMode.JOINT_POSITION
+            and self._v.any()
+        )
+
     def _check_ee_switch(self) -> None:
-        """Refuse a switch from joint targets to ``ee_delta`` while the joint target still moves (the robot's
-        Cartesian controller would take over the arm's momentum) or while a joint is less than one
-        period's move at full speed from its limit (its IK has no room there and may swing the arm)."""
-        if self._v.any():
-            raise CommandRejected(
-                f"{self.name}: switch to ee_delta while the joint target still moves; hold and retry"
-            )
+        """Refuse a switch from joint targets to ``ee_delta`` while a joint is less than one period's move at
+        full speed from its limit (the robot's IK has no room there and may swing the arm)."""
         lim, q = self._lim, self._q
         room = np.minimum(q - lim.joint_low, lim.joint_high - q) - lim.joint_vel_max / lim.control_hz
         if np.any(room < 0.0):
@@ -486,7 +513,9 @@ class SafeRobot(Robot):
         # beyond that comes back by one step at most
         state = self.robot.read()
         measured = state.ee_pos
-        ahead = 2.0 * measured - self._ee_measured  # where the arm gets in a period at its present speed
+        # where the arm gets at its present speed within its tracking time (at least one period)
+        periods = max(1.0, self.tracking_time_s * lim.control_hz)
+        ahead = measured + periods * (measured - self._ee_measured)
         self._ee_measured = measured
         # a persistent offset, or the arm heading out at its present speed: the target comes in as far
         error = measured - target
@@ -638,12 +667,16 @@ class SafeRobot(Robot):
             new = np.clip(target + step, np.minimum(lim.ee_low, target), np.maximum(lim.ee_high, target))
             self._send(Command(mode, new - target, timestamp=time.monotonic()))
         else:
-            dt = 1.0 / lim.control_hz
-            v = braking_velocity(self._v, lim.joint_acc_max, dt)
-            self._pending_q, self._pending_v = self._q + v * dt, v
-            self._send(Command(mode, self._pending_q, timestamp=time.monotonic()))
+            self._brake(None, time.monotonic())
         self._counters.holds += 1
         self._last_hold = time.monotonic()
+
+    def _brake(self, gripper: float | None, timestamp: float) -> None:
+        """Send one maximum-deceleration step of the joint target (with ``gripper``, 0..1 or None)."""
+        dt = 1.0 / self._lim.control_hz
+        v = braking_velocity(self._v, self._lim.joint_acc_max, dt)
+        self._pending_q, self._pending_v = self._q + v * dt, v
+        self._send(Command(CommandMode.JOINT_POSITION, self._pending_q, gripper, timestamp))
 
     def _try_hold(self) -> None:
         try:

@@ -100,6 +100,11 @@ class LimitAudit(Robot):
         return self.robot.forward_kinematics(joint_pos)
 
     @property
+    def tracking_time_s(self) -> float:
+        """The audited robot's tracking time (s; 0 when it does not say)."""
+        return float(getattr(self.robot, "tracking_time_s", 0.0))
+
+    @property
     def link_clearance(self) -> Callable[[np.ndarray], float] | None:
         """The audited robot's collision model (``link_clearance(joint_pos)``, m), or ``None``."""
         inner = getattr(self.robot, "link_clearance", None)

@@ -32,6 +32,12 @@ JOINT_ACC_MAX = np.array([15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
 """Franka Panda joint acceleration limits (rad/s²), from Franka's datasheet."""
 
 
+def tracking_time_s(kp: np.ndarray, kd: np.ndarray) -> float:
+    """The slowest time constant ``KD / KP`` (s) of a joint PD with gains ``kp`` (N m/rad) and ``kd``
+    (N m s/rad), (7,) each: the time it takes to close a tracking error."""
+    return float(np.max(kd / kp))
+
+
 class PinchKinematics:
     """Forward kinematics of the pick-cube scene's Panda: the ``pinch`` site's position at given arm joint
     positions, by ``mj_kinematics`` on a scratch ``MjData`` of ``model`` (the other joints at ``qpos0``;
@@ -282,6 +288,11 @@ class MujocoRobot(Robot):
         """The smallest gap (m) between an arm link and the table or another link at ``joint_pos`` (7,) rad
         (:class:`LinkCollisions`; negative: they overlap; at most :data:`LINK_MARGIN_M`)."""
         return self.collisions(joint_pos)
+
+    @property
+    def tracking_time_s(self) -> float:
+        """How long (s) the joint PD takes to close a tracking error: its slowest ``KD / KP``."""
+        return tracking_time_s(self.env.controller.kp, self.env.controller.kd)
 
     def command(self, cmd: Command) -> None:
         """Set the controller's target from ``cmd``; in lock-step also advance one control period.

@@ -30,7 +30,7 @@ from robot_rl.hardware.errors import (
     RobotTimeoutError,
 )
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
-from robot_rl.hardware.sim_robot import LinkCollisions, PinchKinematics
+from robot_rl.hardware.sim_robot import LinkCollisions, PinchKinematics, tracking_time_s
 from robot_rl.hardware.sim_server import PROTOCOL
 from robot_rl.security import ClientKeys, check_address, load_client_keys
 from robot_rl.transport import ProtocolError
@@ -311,6 +311,14 @@ class SimServerRobot(Robot):
         if self._kinematics is None:
             raise RobotConnectionError(f"{self.name}: not connected (call connect() first)")
         return self._kinematics(joint_pos)
+
+    @property
+    def tracking_time_s(self) -> float:
+        """How long (s) the simulated arm's joint PD takes to close a tracking error: the slowest
+        ``KD / KP`` of :mod:`robot_rl.sim.controller`'s default gains (the server's)."""
+        from robot_rl.sim.controller import KD, KP
+
+        return tracking_time_s(KP, KD)
 
     def link_clearance(self, joint_pos: np.ndarray) -> float:
         """The smallest gap (m) between an arm link and the table or another link at arm joints
