@@ -498,3 +498,23 @@ def test_audit_restarts_from_the_measured_state_after_a_scene_reset(mode):
             assert np.abs(safe.read().joint_pos - home).max() > 0.3  # it went far from home
             safe.reset_scene(episode + 1)
     assert audit.received >= 80 and audit.violations == [], audit.violations[:3]
+
+
+def test_ee_delta_while_the_joint_target_moves_brakes_it_first():
+    """An ee_delta that arrives while the joint target still moves is not refused (a RobotEnv episode would
+    end on it) but sent as a braking step of the joint target, until that is at rest; then it switches."""
+    audit = LimitAudit(MujocoRobot(seed=0), ADVERSARIAL)
+    with SafeRobot(audit, ADVERSARIAL) as safe:
+        q = safe.read().joint_pos.copy()
+        for k in range(5):  # joint 1 sped up, well inside its limits
+            q[0] += 0.05 * (k + 1)
+            safe.command(Command(CommandMode.JOINT_POSITION, q.copy(), 0.0))
+        modes = []
+        for _ in range(20):
+            safe.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, 0.01]), 0.0))
+            modes.append(audit.last_mode)
+        counters = safe.counters
+    braked = modes.index(CommandMode.EE_DELTA)
+    assert braked > 0 and set(modes[:braked]) == {CommandMode.JOINT_POSITION}
+    assert set(modes[braked:]) == {CommandMode.EE_DELTA}
+    assert counters.rejected == 0 and counters.clipped >= braked and audit.violations == []
