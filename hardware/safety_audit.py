@@ -37,6 +37,8 @@ class LimitAudit(Robot):
         self.violations: list[tuple[Command, list[str]]] = []
         self.received = 0
         self._seen: list[RobotState] = []  # states the sender read since its last command
+        # (joint target, its step velocity, box start) for each state the sender may be continuing from
+        self._joint_paths: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
         self.last_mode: CommandMode | None = None
 
     @property
@@ -164,12 +166,20 @@ class LimitAudit(Robot):
         elif cmd.mode == CommandMode.JOINT_POSITION and value.shape == self.q_low.shape:
             starts = [self._joint_start(s) for s in self._measured()]  # anchors, or a safe continuation
             if self.last_mode == cmd.mode:
-                starts.insert(0, (self._q, self._v, self._ee_start))
+                starts = self._joint_paths + starts
             problems = [self._joint_problems(value, *start) for start in starts]
-            best = next((i for i, p in enumerate(problems) if not p), 0)
-            broken += problems[best]
-            start = starts[best]
-            self._q, self._v, self._ee_start = value, (value - start[0]) / self.dt, start[2]
+            fits = [start for start, p in zip(starts, problems, strict=True) if not p]
+            broken += [] if fits else problems[0]
+            # every start the command safely continues stays a hypothesis of the sender's state: a target
+            # restarted from a reading may also fit the previous target by chance, and picking one would
+            # flag the sender's next, safe, command
+            paths: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+            for q, _, ee in fits or starts[:1]:
+                v = (value - q) / self.dt
+                if not any(np.allclose(v, w, atol=EPS) for _, w, _ in paths):  # at most one per velocity
+                    paths.append((value, v, ee))
+            self._joint_paths = paths
+            self._q = value
         else:
             broken.append(f"mode {cmd.mode!s} with shape {value.shape}")
         self.last_mode = cmd.mode
