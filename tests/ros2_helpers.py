@@ -27,9 +27,11 @@ Kilted's wheels on Fast DDS, which ``setup.sh test`` installs)."""
 
 
 def new_domain() -> int:
-    """A DDS domain id in [100, 230) not used before in this process (offset by the pid, so concurrent
-    sessions on one host rarely collide)."""
-    return 100 + (os.getpid() * 7 + next(_counter)) % 130
+    """A DDS domain id in [1, 101] not used before in this process (offset by the pid, so concurrent
+    sessions on one host rarely collide). Higher ids put a participant's ports (7400 + 250 * domain + ...)
+    in Linux's ephemeral range (32768-60999), where any socket bound to port 0 (the tests' ZeroMQ servers)
+    may take one: ROS 2's own advice is to keep domain ids at or below 101 on Linux."""
+    return 1 + (os.getpid() * 7 + next(_counter)) % 101
 
 
 def node_flags(domain: int, transport: str = "cyclonedds") -> list[str]:
