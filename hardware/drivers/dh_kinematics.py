@@ -70,21 +70,33 @@ class DHChain:
     def num_joints(self) -> int:
         return len(self.rows)
 
-    def flange(self, joint_pos: np.ndarray) -> np.ndarray:
-        """The flange pose (4, 4) float64 in the base frame (m) at ``joint_pos`` (n,) rad.
+    def link(self, i: int, q: float) -> np.ndarray:
+        """Joint ``i``'s (0-based) frame (4, 4) float64 in its parent's, at angle ``q`` rad."""
+        a, d, alpha = self.rows[i]
+        return (_modified if self.modified else _standard)(float(q), a, d, alpha)
+
+    def frames(self, joint_pos: np.ndarray) -> list[np.ndarray]:
+        """The joint frames 1..n (4, 4) float64 in the base frame (m) at ``joint_pos`` (n,) rad.
 
         Raises:
             ValueError: ``joint_pos`` does not have one value per row."""
         q = np.asarray(joint_pos, dtype=np.float64).reshape(-1)
         if q.shape != (self.num_joints,):
             raise ValueError(f"{self.name}: {q.shape[0]} joint positions for a {self.num_joints}-joint arm")
-        link = _modified if self.modified else _standard
-        pose = np.eye(4)
-        for qi, (a, d, alpha) in zip(q, self.rows, strict=True):
-            pose = pose @ link(float(qi), a, d, alpha)
-        if self.flange_d:
-            pose = pose @ _standard(0.0, 0.0, self.flange_d, 0.0)
-        return pose
+        out, pose = [], np.eye(4)
+        for i, qi in enumerate(q):
+            pose = pose @ self.link(i, qi)
+            out.append(pose)
+        return out
+
+    def flange(self, joint_pos: np.ndarray) -> np.ndarray:
+        """The flange pose (4, 4) float64 in the base frame (m) at ``joint_pos`` (n,) rad: the last joint
+        frame, ``flange_d`` along its z.
+
+        Raises:
+            ValueError: ``joint_pos`` does not have one value per row."""
+        pose = self.frames(joint_pos)[-1]
+        return pose @ _standard(0.0, 0.0, self.flange_d, 0.0) if self.flange_d else pose
 
     def tcp(self, joint_pos: np.ndarray, tool: np.ndarray) -> np.ndarray:
         """The TCP position (3,) float64 m in the base frame at ``joint_pos`` (n,) rad, ``tool`` (3,) m

@@ -68,42 +68,24 @@ REACH_M = 0.7
 """UFACTORY's stated reach of the xArm 7 (m)."""
 
 
-def _rot_x(alpha: float) -> np.ndarray:
-    c, s = math.cos(alpha), math.sin(alpha)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-
-
 def joint_origin(i: int) -> tuple[np.ndarray, np.ndarray]:
     """Joint ``i``'s (0-based) frame at zero angle in its parent's frame: (position (3,) m, rotation 3x3).
 
     From the modified D-H row ``(a, d, alpha)``: position ``RotX(alpha) (a, 0, d)``, rotation
     ``RotX(alpha)``; the joint turns about the new frame's z.
     """
-    a, d, alpha = DH[i]
-    rot = _rot_x(alpha)
-    return rot @ np.array([a, 0.0, d]), rot
+    frame = XARM7.link(i, 0.0)
+    return frame[:3, 3].copy(), frame[:3, :3].copy()
 
 
 def joint_frames(q: np.ndarray) -> list[np.ndarray]:
     """The 4x4 transforms (base frame, m) of joint frames 1..7 at joint angles ``q`` (7,) rad; the last
-    is the flange.
+    is the flange (:meth:`DHChain.frames`).
 
     Raises:
         ValueError: ``q`` is not (7,).
     """
-    q = np.asarray(q, dtype=np.float64)
-    if q.shape != (AXIS,):
-        raise ValueError(f"xArm 7 kinematics needs 7 joint angles, got shape {q.shape}")
-    frames, t = [], np.eye(4)
-    for i, angle in enumerate(q):
-        pos, rot = joint_origin(i)
-        c, s = math.cos(angle), math.sin(angle)
-        step = np.eye(4)
-        step[:3, :3] = rot @ np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-        step[:3, 3] = pos
-        t = t @ step
-        frames.append(t)
-    return frames
+    return XARM7.frames(q)
 
 
 def forward_kinematics(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
