@@ -30,11 +30,11 @@ from robot_rl.sim import make_env, make_vector_env
 from robot_rl.sim.assets import load_model
 from robot_rl.sim.batched_factory import make_batched_env
 
-SECONDS = 4.0
+SECONDS = 4.0  # timed seconds per row (--seconds)
 SUBSTEPS = 50  # physics_hz / control_hz of the default EnvConfig
 
 
-def timed(step, per_call: int, seconds: float = SECONDS) -> float:
+def timed(step, per_call: int, seconds: float) -> float:
     """Calls/s of ``step`` x ``per_call`` over at least ``seconds`` (and at least 3 calls)."""
     step()  # warm up
     n, start = 0, time.perf_counter()
@@ -44,14 +44,14 @@ def timed(step, per_call: int, seconds: float = SECONDS) -> float:
     return n * per_call / (time.perf_counter() - start)
 
 
-def bare(num: int, threads: int) -> float:
+def bare(num: int, threads: int, seconds: float) -> float:
     """Physics steps/s summed over ``num`` MjData stepped 100 at a time in ``threads`` threads."""
     m = load_model()
     datas = [mujoco.MjData(m) for _ in range(num)]
     if threads == 1:
-        return timed(lambda: [mujoco.mj_step(m, d, 100) for d in datas], 100 * num)
+        return timed(lambda: [mujoco.mj_step(m, d, 100) for d in datas], 100 * num, seconds)
     with ThreadPoolExecutor(threads) as pool:
-        return timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num)
+        return timed(lambda: list(pool.map(lambda d: mujoco.mj_step(m, d, 100), datas)), 100 * num, seconds)
 
 
 def _cfg(controller: str, camera: int) -> EnvConfig:
@@ -60,11 +60,11 @@ def _cfg(controller: str, camera: int) -> EnvConfig:
     return EnvConfig(kwargs={"controller": controller}, cameras=cameras, image_size=camera or 64)
 
 
-def single(controller: str, camera: int) -> float:
-    return env_rate(make_env(_cfg(controller, camera)))
+def single(controller: str, camera: int, seconds: float) -> float:
+    return env_rate(make_env(_cfg(controller, camera)), seconds)
 
 
-def env_rate(env, seconds: float = SECONDS) -> float:
+def env_rate(env, seconds: float) -> float:
     """Env steps/s of one gymnasium env (random actions, reset at each episode's end); closes it."""
     rng = np.random.default_rng(0)
     low, high = env.action_space.low, env.action_space.high
@@ -81,22 +81,22 @@ def env_rate(env, seconds: float = SECONDS) -> float:
         env.close()
 
 
-def vector(num: int, camera: int) -> float:
+def vector(num: int, camera: int, seconds: float) -> float:
     venv = make_vector_env(_cfg("numpy", camera), num_envs=num)
     rng = np.random.default_rng(0)
     low, high = venv.single_action_space.low, venv.single_action_space.high
     venv.reset(seed=0)
     try:
-        return timed(lambda: venv.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num)
+        return timed(lambda: venv.step(rng.uniform(low, high, (num, 4)).astype(np.float32)), num, seconds)
     finally:
         venv.close()
 
 
-def batched(num: int, controller: str, camera: int) -> float:
-    return batched_rate(_cfg(controller, camera), num, "mujoco_cpu")
+def batched(num: int, controller: str, camera: int, seconds: float) -> float:
+    return batched_rate(_cfg(controller, camera), num, "mujoco_cpu", seconds)
 
 
-def batched_rate(cfg: EnvConfig, num: int, backend: str, seconds: float = SECONDS) -> float:
+def batched_rate(cfg: EnvConfig, num: int, backend: str, seconds: float) -> float:
     """Env steps/s of ``num`` envs of ``cfg`` on the batched ``backend`` (random float32 actions)."""
     env = make_batched_env(cfg, num_envs=num, backend=backend)
     space = env.single_action_space
@@ -116,36 +116,37 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--async-max", type=int, default=8)
     parser.add_argument("--camera", type=int, default=0, help="render a front camera of this side (px)")
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="timed seconds per row")
     args = parser.parse_args()
-    cam = args.camera
+    cam, sec = args.camera, args.seconds
     cores = os.cpu_count() or 1
     obs = f"one {cam} px camera" if cam else "state only"
     print(f"cpu cores: {cores}; load average at start: {os.getloadavg()[0]:.1f}; {obs}")
-    b1 = bare(1, 1)
+    b1 = bare(1, 1, sec)
     print(
         f"bare mj_step, 1 MjData, 1 thread       : {b1:9.0f} physics steps/s = "
         f"{b1 / SUBSTEPS:7.1f} env-step eq."
     )
-    bt = bare(2 * cores, cores)
+    bt = bare(2 * cores, cores, sec)
     print(
         f"bare mj_step, {2 * cores} MjData, {cores} threads      : {bt:9.0f} physics steps/s = "
         f"{bt / SUBSTEPS:7.1f} env-step eq.  x{bt / b1:.2f} (parallel ceiling now)"
     )
-    s = single("numpy", cam)
+    s = single("numpy", cam, sec)
     print(f"single env                             : {s:9.1f} env steps/s  x1.00")
-    sa = single("actuator", cam)
+    sa = single("actuator", cam, sec)
     print(f"single env, actuator controller        : {sa:9.1f} env steps/s  x{sa / s:.2f}")
     for n in args.sizes:
         if n <= args.async_max:
-            v = vector(n, cam)
+            v = vector(n, cam, sec)
             kind = "SyncVectorEnv " if n == 1 else "AsyncVectorEnv"
             print(f"gym {kind} N={n:<3}              : {v:9.1f} env steps/s  x{v / s:.2f}")
         else:
             print(f"gym AsyncVectorEnv N={n:<3}              : skipped (--async-max {args.async_max})")
         threads = min(n, cores)
-        r = batched(n, "numpy", cam)
+        r = batched(n, "numpy", cam, sec)
         print(f"mujoco_cpu batched N={n:<3} ({threads} threads)  : {r:9.1f} env steps/s  x{r / s:.2f}")
-        r = batched(n, "actuator", cam)
+        r = batched(n, "actuator", cam, sec)
         print(
             f"  the same, actuator controller        : {r:9.1f} env steps/s  x{r / s:.2f} "
             f"(x{r / sa:.2f} vs the single env, actuator)"

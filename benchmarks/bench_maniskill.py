@@ -20,7 +20,7 @@ from robot_rl.config import EnvConfig
 from robot_rl.sim import make_env
 from robot_rl.sim.batched_maniskill import DEFAULTS, use_venv_vulkan
 
-SECONDS = 5.0
+SECONDS = 5.0  # timed seconds per row (--seconds)
 
 
 def plain_maniskill(camera: int):
@@ -39,18 +39,20 @@ def plain_maniskill(camera: int):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--camera", type=int, default=0, help="render one camera of this side (px)")
-    cam = parser.parse_args().camera
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="timed seconds per row")
+    args = parser.parse_args()
+    cam, sec = args.camera, args.seconds
     print(f"one {cam} px camera per env" if cam else "state only")
-    base = env_rate(plain_maniskill(cam), SECONDS)
+    base = env_rate(plain_maniskill(cam), sec)
     rows = [("plain ManiSkill env, PickCube-v1 (baseline)", base)]
     size = {"cameras": ["base_camera"], "image_size": cam} if cam else {}
     cfg = EnvConfig(id="PickCube-v1", **size)
     for n in (1, 8):
-        rows.append((f"maniskill backend, N = {n}", batched_rate(cfg, n, "maniskill", SECONDS)))
+        rows.append((f"maniskill backend, N = {n}", batched_rate(cfg, n, "maniskill", sec)))
     size = {"cameras": ["front"], "image_size": cam} if cam else {}
     ours = EnvConfig(kwargs={"controller": "actuator"}, **size)
-    rows.append(("built-in pick-cube single env (actuator)", env_rate(make_env(ours), SECONDS)))
-    rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched_rate(ours, 8, "mujoco_cpu", SECONDS)))
+    rows.append(("built-in pick-cube single env (actuator)", env_rate(make_env(ours), sec)))
+    rows.append(("mujoco_cpu, N = 8, 2 threads (actuator)", batched_rate(ours, 8, "mujoco_cpu", sec)))
     print(f"{'row':<46} {'env steps/s':>12} {'x plain ManiSkill':>18}")
     for name, rate in rows:
         print(f"{name:<46} {rate:>12.0f} {rate / base:>18.2f}")

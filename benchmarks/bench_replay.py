@@ -50,10 +50,12 @@ def _rss_mb() -> float:
 
 
 def _episode(index: int, length: int, image: int) -> dict[str, np.ndarray]:
-    """One truncated episode: constant 64x64x3 images (compressible), an 8-d state, 4-d actions."""
+    """One truncated episode as an actor records it (:func:`episode_spec`): constant ``image``-side images
+    (compressible), an 8-d state, task index 0, 4-d actions."""
     frames = {
         IMAGE: np.full((length, image, image, 3), index % 251, np.uint8),
         keys.STATE: np.full((length, 8), index, np.float32),
+        keys.TASK_INDEX: np.zeros(length, np.int64),
         keys.ACTION: np.zeros((length, 4), np.float32),
         keys.REWARD: np.zeros(length, np.float32),
         keys.DONE: np.zeros(length, bool),

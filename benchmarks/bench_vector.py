@@ -5,11 +5,12 @@
 per-step cost of gymnasium's pipes and info batching in the main process.
 Same-run baseline: the machine's own parallel ceiling, measured as the summed ``mj_step`` rate of k
 independent processes running a bare physics loop vs one such process (on a shared or throttled machine
-this is far below k). Run: ``python benchmarks/bench_vector.py`` (about 60 s).
+this is far below k). Run: ``python benchmarks/bench_vector.py [--seconds 6] [--workers 2 4]`` (about 60 s).
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import os
 import time
@@ -21,10 +22,10 @@ from robot_rl.config import EnvConfig
 from robot_rl.sim import make_vector_env
 from robot_rl.sim.assets import load_model
 
-SECONDS = 6.0
+SECONDS = 6.0  # timed seconds per vector-env row (--seconds); half that per ceiling row
 
 
-def throughput(num_envs: int, single_async: bool = False) -> float:
+def throughput(num_envs: int, seconds: float, single_async: bool = False) -> float:
     """Env steps/s summed over all sub-envs (startup excluded); ``single_async``: one spawned worker."""
     venv = make_vector_env(EnvConfig(), num_envs=num_envs, asynchronous=True if single_async else None)
     try:
@@ -34,7 +35,7 @@ def throughput(num_envs: int, single_async: bool = False) -> float:
         for _ in range(5):  # warm up workers
             venv.step(rng.uniform(low, high, (num_envs, 4)).astype(np.float32))
         n, start = 0, time.perf_counter()
-        while time.perf_counter() - start < SECONDS:
+        while time.perf_counter() - start < seconds:
             venv.step(rng.uniform(low, high, (num_envs, 4)).astype(np.float32))
             n += num_envs
         return n / (time.perf_counter() - start)
@@ -52,7 +53,7 @@ def _bare_worker(seconds: float, queue) -> None:
     queue.put(n / (time.perf_counter() - start))
 
 
-def parallel_ceiling(processes: int, seconds: float = 3.0) -> float:
+def parallel_ceiling(processes: int, seconds: float) -> float:
     """Summed bare ``mj_step`` physics steps/s of ``processes`` independent spawned processes."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -66,17 +67,22 @@ def parallel_ceiling(processes: int, seconds: float = 3.0) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="timed seconds per vector-env row")
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4], help="spawned workers per row")
+    args = parser.parse_args()
+    seconds = args.seconds
     print(f"cpu cores: {os.cpu_count()}")
-    one = parallel_ceiling(1)
-    for k in (1, 2, 4):
-        rate = one if k == 1 else parallel_ceiling(k)
+    one = parallel_ceiling(1, seconds / 2)
+    for k in (1, *args.workers):
+        rate = one if k == 1 else parallel_ceiling(k, seconds / 2)
         print(f"bare mj_step, {k} independent processes: {rate:9.0f} physics steps/s  x{rate / one:.2f}")
-    base = throughput(1)
+    base = throughput(1, seconds)
     print(f"vector env, in-process  : {base:8.1f} env steps/s  x1.00")
-    rate = throughput(1, single_async=True)
+    rate = throughput(1, seconds, single_async=True)
     print(f"vector env, 1 worker    : {rate:8.1f} env steps/s  x{rate / base:.2f} (IPC cost alone)")
-    for workers in (2, 4):
-        rate = throughput(workers)
+    for workers in args.workers:
+        rate = throughput(workers, seconds)
         print(f"vector env, {workers} workers   : {rate:8.1f} env steps/s  x{rate / base:.2f} vs in-process")
 
 
