@@ -1,22 +1,48 @@
-"""One rollout loop for every stage: scripted demos, evaluation and (later) online actors.
+"""One rollout engine for every stage: scripted demos, evaluation, report videos and teleoperated recording.
 
-It drives a gymnasium vector env created with ``AutoresetMode.DISABLED`` over an exact list of env seeds,
-executes action chunks open loop (the QC default: the whole chunk of h actions runs before the next query)
-and hands each finished episode, with its LeRobot-keyed frames, to a callback. When the env's reset info
-holds ``task`` (the built-in tasks: the episode's instruction), the source also gets ``obs["task"]`` (k,)
-object array of instructions, and the episode records it.
+:class:`Rollout` drives N envs through the gymnasium vector-env interface with ``AutoresetMode.DISABLED``
+(a gymnasium vector env, :class:`robot_rl.sim.batched_rollout.RolloutView` over a batched env, or one env
+seen as N = 1 by :class:`robot_rl.single_env.SingleEnvVector`) over an exact sequence of env seeds. It
+executes action chunks open loop (the QC default: the whole chunk of h actions runs before the next query),
+builds each executed step's LeRobot-keyed frame (:func:`step_frame`) and hands each finished episode to a
+callback. When the env's reset info holds ``task`` (the built-in tasks: the episode's instruction), the
+source also gets ``obs["task"]`` (k,) object array of instructions, and the episode records it.
+
+Human take-over is the env's business, as in HIL-SERL: an intervention wrapper (e.g.
+:class:`robot_rl.teleop.takeover.InterventionWrapper`) polls its device inside ``step`` and reports in the
+step's info (each value (N,)):
+
+- ``info["is_intervention"]`` bool: a human drove this step; ``info["intervention_action"]`` (d,) float32 is
+  what was executed instead of the proposed action. The rest of that env's chunk is dropped (the human wins
+  within one control step) and the frame is recorded with ``complementary_info.is_intervention``;
+- ``info["not_executed"]`` bool: nothing was executed (a human label or an e-stop ended the episode); no
+  frame is recorded for it, and ``info["human_label"]`` (``"success"``/``"failure"`` or None) relabels the
+  episode's last frame (:func:`robot_rl.runtime.episode_edits.label_values`) before the episode ends.
+
+A source with ``executed(env_id, action)`` (:class:`robot_rl.sources.PrevActionSource`) is told each
+executed action, the human's included.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.runtime.episode_edits import label_values
+
+INTERVENED = "is_intervention"
+"""Step-info key, (N,) bool: a human drove this step (HIL-SERL's intervention info)."""
+HUMAN_ACTION = "intervention_action"
+"""Step-info key, (N, d) float32: the action executed where :data:`INTERVENED`."""
+NOT_EXECUTED = "not_executed"
+"""Step-info key, (N,) bool: nothing was executed this step; the episode ends without a frame for it."""
+HUMAN_LABEL = "human_label"
+"""Step-info key, (N,) object: ``"success"``/``"failure"`` where a human ended the episode with that label."""
 
 
 class ChunkSource(Protocol):
@@ -38,8 +64,10 @@ class ChunkSource(Protocol):
 class RecordedEpisode:
     """A finished episode. ``frames`` maps LeRobot keys to arrays (T, ...): observations at t, the
     executed ``action``, ``next.reward``, ``next.done`` (true termination only), ``next.success`` and
-    ``complementary_info.is_intervention``. ``task``: the episode's instruction from the env's reset info
-    ("" when the env gives none)."""
+    ``complementary_info.is_intervention`` (empty with ``steps`` = 0 when a human ended it before any step).
+    ``task``: the episode's instruction from the env's reset info ("" when the env gives none).
+    ``final_info``: the info of its last step, per env (e.g. a RobotEnv's ``robot_error``); ``label``: the
+    human's label that ended it, or None."""
 
     env_seed: int
     frames: dict[str, np.ndarray]
@@ -48,6 +76,30 @@ class RecordedEpisode:
     steps: int
     success_step: int | None = None
     task: str = ""
+    final_info: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+
+def step_frame(
+    obs: dict[str, np.ndarray],
+    action: np.ndarray,
+    reward: float,
+    terminated: bool,
+    success: bool,
+    intervened: bool,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One recorded step: the observation it acted on (each value unbatched), ``extra`` keys (e.g. the
+    online actor's ``task_index``), the executed ``action`` as float32 (d,), ``next.reward`` float32,
+    ``next.done`` (termination only), ``next.success`` and ``complementary_info.is_intervention``."""
+    frame = {k: np.asarray(v) for k, v in obs.items()}
+    frame.update(extra or {})
+    frame[keys.ACTION] = np.asarray(action, np.float32)
+    frame[keys.REWARD] = np.float32(reward)
+    frame[keys.DONE] = bool(terminated)
+    frame[keys.SUCCESS] = bool(success)
+    frame[keys.INTERVENTION] = bool(intervened)
+    return frame
 
 
 @dataclass
@@ -56,7 +108,6 @@ class _EnvSlot:
     task: str = ""
     queue: deque = field(default_factory=deque)
     steps: list[dict[str, np.ndarray]] = field(default_factory=list)
-    success_step: int | None = None
 
 
 def _take(obs: dict[str, np.ndarray], idx) -> dict[str, np.ndarray]:
@@ -72,97 +123,157 @@ def _set_tasks(slots: list[_EnvSlot], info: dict, mask: np.ndarray) -> None:
         slots[i].task = str(info["task"][i])
 
 
+def _flag(info: dict, key: str, n: int) -> np.ndarray:
+    """``info[key]`` as (n,) bool (False where the env did not set it)."""
+    if key not in info:
+        return np.zeros(n, bool)
+    mask = np.asarray(info.get("_" + key, np.ones(n, bool)), dtype=bool)
+    return np.asarray([bool(v) for v in info[key]], dtype=bool) & mask
+
+
+def _row(info: dict, i: int, n: int) -> dict[str, Any]:
+    """Sub-env ``i``'s values of a vector step info (the (n,) arrays; not the ``_key`` masks)."""
+    rows = {k: v for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == n}
+    return {k: v[i] for k, v in rows.items() if not k.startswith("_")}
+
+
+class Rollout:
+    """Steps the N sub-envs of ``vec_env`` (DISABLED autoreset) with the chunks of ``source`` (module
+    docstring); one instance serves one :meth:`run`.
+
+    Args:
+        vec_env: ``num_envs``, ``single_action_space`` (Box (d,)), ``reset(seed=[...], options={"reset_mask":
+            (N,) bool})`` and ``step(actions (N, d))`` as gymnasium's vector envs.
+        source: the :class:`ChunkSource`.
+        idle_action: what a sub-env with no seed left steps (default: the middle of the action box); its
+            results are ignored.
+    """
+
+    def __init__(self, vec_env, source: ChunkSource, idle_action: np.ndarray | None = None) -> None:
+        self.env, self.source = vec_env, source
+        space = vec_env.single_action_space
+        self.action_dim = int(space.shape[0])
+        mid = ((space.low + space.high) / 2).astype(np.float32)
+        self.idle_action = mid if idle_action is None else np.asarray(idle_action, np.float32)
+        self._executed = getattr(source, "executed", None)
+
+    def run(
+        self,
+        env_seeds: Iterable[int],
+        on_episode: Callable[[RecordedEpisode], None],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Run one episode per seed of ``env_seeds`` (read lazily: a sub-env takes the next one when its
+        episode has ended and ``on_episode`` has had it, so a generator may depend on what was recorded).
+
+        Raises:
+            ValueError: the source returned a chunk of the wrong shape or with NaN/inf values; the env itself
+                rejects out-of-range actions.
+        """
+        num_envs = self.env.num_envs
+        pending = iter(env_seeds)
+        slots = [_EnvSlot() for _ in range(num_envs)]
+        first = [next(pending, None) for _ in range(num_envs)]
+        obs, info = self.env.reset(seed=[s if s is not None else 0 for s in first])
+        _set_tasks(slots, info, np.ones(num_envs, bool))
+        self._with_task = "task" in info
+        for i, seed in enumerate(first):
+            slots[i].seed = seed
+            if seed is not None:
+                self.source.reset(i, seed)
+        while any(s.seed is not None for s in slots):
+            self._fill(slots, obs)
+            actions = np.stack([s.queue.popleft() if s.seed is not None else self.idle_action for s in slots])
+            next_obs, reward, terminated, truncated, info = self.env.step(actions)
+            success = np.asarray(info.get("is_success", np.zeros(num_envs, bool)), dtype=bool)
+            intervened = _flag(info, INTERVENED, num_envs)
+            skipped = _flag(info, NOT_EXECUTED, num_envs)
+            reset_mask = np.zeros(num_envs, dtype=bool)
+            for i, slot in enumerate(slots):
+                if slot.seed is None:
+                    continue
+                label = None
+                if skipped[i]:
+                    label = info.get(HUMAN_LABEL, [None] * num_envs)[i]
+                    if label is not None and slot.steps:
+                        slot.steps[-1].update(label_values(label))
+                else:
+                    action = actions[i]
+                    if intervened[i]:
+                        action = np.asarray(info[HUMAN_ACTION][i], np.float32)
+                        slot.queue.clear()  # the human wins within this control step; the chunk is dropped
+                    if self._executed is not None:
+                        self._executed(i, action)
+                    frame = step_frame(
+                        _take(obs, i), action, reward[i], terminated[i], success[i], intervened[i]
+                    )
+                    slot.steps.append(frame)
+                    if not (terminated[i] or truncated[i]):
+                        continue
+                on_episode(_finish(slot, _row(info, i, num_envs), label))
+                if progress is not None:
+                    progress(1)
+                slot.seed = next(pending, None)
+                slot.queue.clear()
+                slot.steps = []
+                reset_mask[i] = slot.seed is not None
+            obs = next_obs
+            if reset_mask.any():
+                seeds = [slot.seed if m else None for slot, m in zip(slots, reset_mask, strict=True)]
+                fresh, info = self.env.reset(seed=seeds, options={"reset_mask": reset_mask})
+                _set_tasks(slots, info, reset_mask)
+                for k in obs:
+                    obs[k][reset_mask] = fresh[k][reset_mask]
+                for i in np.flatnonzero(reset_mask):
+                    self.source.reset(int(i), slots[i].seed)
+
+    def _fill(self, slots: list[_EnvSlot], obs: dict[str, np.ndarray]) -> None:
+        """Query one chunk for every running sub-env whose queue is empty.
+
+        Raises:
+            ValueError: a chunk of the wrong shape or with NaN/inf values."""
+        need = np.array([i for i, s in enumerate(slots) if s.seed is not None and not s.queue], dtype=int)
+        if not need.size:
+            return
+        query = _take(obs, need)
+        if self._with_task:
+            query[keys.TASK] = np.array([slots[i].task for i in need], dtype=object)
+        chunks = np.asarray(self.source(query, need), dtype=np.float32)
+        if chunks.ndim != 3 or chunks.shape[0] != need.size or chunks.shape[2] != self.action_dim:
+            raise ValueError(
+                f"chunk source returned shape {chunks.shape}; expected ({need.size}, h, {self.action_dim})"
+            )
+        if not np.isfinite(chunks).all():
+            raise ValueError("chunk source returned NaN/inf actions; refusing to send them to the env")
+        for i, chunk in zip(need, chunks, strict=True):
+            slots[i].queue.extend(chunk)
+
+
 def rollout(
     vec_env,
     source: ChunkSource,
-    env_seeds: list[int],
+    env_seeds: Iterable[int],
     on_episode: Callable[[RecordedEpisode], None],
     idle_action: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> None:
-    """Run one episode per entry of ``env_seeds`` on ``vec_env`` (N sub-envs, DISABLED autoreset).
-
-    Each sub-env is reset with the next unused seed when its episode ends; a sub-env with no seed left
-    steps ``idle_action`` (default: the middle of the action box) and its results are ignored.
-
-    Raises:
-        ValueError: the source returned a chunk of the wrong shape or with NaN/inf values; the env itself
-            rejects out-of-range actions.
-    """
-    num_envs = vec_env.num_envs
-    pending = deque(env_seeds)
-    slots = [_EnvSlot() for _ in range(num_envs)]
-    first = [pending.popleft() if pending else None for _ in range(num_envs)]
-    obs, info = vec_env.reset(seed=[s if s is not None else 0 for s in first])
-    _set_tasks(slots, info, np.ones(num_envs, bool))
-    with_task = "task" in info
-    for i, seed in enumerate(first):
-        slots[i].seed = seed
-        if seed is not None:
-            source.reset(i, seed)
-    space = vec_env.single_action_space
-    if idle_action is None:
-        idle_action = ((space.low + space.high) / 2).astype(np.float32)
-    action_dim = space.shape[0]
-    while any(s.seed is not None for s in slots):
-        need = np.array([i for i, s in enumerate(slots) if s.seed is not None and not s.queue], dtype=int)
-        if need.size:
-            query = _take(obs, need)
-            if with_task:
-                query[keys.TASK] = np.array([slots[i].task for i in need], dtype=object)
-            chunks = np.asarray(source(query, need), dtype=np.float32)
-            if chunks.ndim != 3 or chunks.shape[0] != need.size or chunks.shape[2] != action_dim:
-                raise ValueError(
-                    f"chunk source returned shape {chunks.shape}; expected ({need.size}, h, {action_dim})"
-                )
-            if not np.isfinite(chunks).all():
-                raise ValueError("chunk source returned NaN/inf actions; refusing to send them to the env")
-            for i, chunk in zip(need, chunks, strict=True):
-                slots[i].queue.extend(chunk)
-        actions = np.stack([s.queue.popleft() if s.seed is not None else idle_action for s in slots])
-        next_obs, reward, terminated, truncated, info = vec_env.step(actions)
-        success = np.asarray(info.get("is_success", np.zeros(num_envs, bool)), dtype=bool)
-        reset_mask = np.zeros(num_envs, dtype=bool)
-        for i, slot in enumerate(slots):
-            if slot.seed is None:
-                continue
-            step = {k: v[i] for k, v in obs.items()}
-            step[keys.ACTION] = actions[i]
-            step[keys.REWARD] = np.float32(reward[i])
-            step[keys.DONE] = bool(terminated[i])
-            step[keys.SUCCESS] = bool(success[i])
-            step[keys.INTERVENTION] = False
-            slot.steps.append(step)
-            if success[i] and slot.success_step is None:
-                slot.success_step = len(slot.steps)
-            if terminated[i] or truncated[i]:
-                on_episode(_finish(slot))
-                if progress is not None:
-                    progress(1)
-                slot.seed = pending.popleft() if pending else None
-                slot.queue.clear()
-                slot.steps = []
-                slot.success_step = None
-                reset_mask[i] = slot.seed is not None
-        obs = next_obs
-        if reset_mask.any():
-            seeds = [slot.seed if m else None for slot, m in zip(slots, reset_mask, strict=True)]
-            fresh, info = vec_env.reset(seed=seeds, options={"reset_mask": reset_mask})
-            _set_tasks(slots, info, reset_mask)
-            for k in obs:
-                obs[k][reset_mask] = fresh[k][reset_mask]
-            for i in np.flatnonzero(reset_mask):
-                source.reset(int(i), slots[i].seed)
+    """Run one episode per entry of ``env_seeds`` on ``vec_env``: ``Rollout(vec_env, source,
+    idle_action).run(env_seeds, on_episode, progress)`` (:meth:`Rollout.run`; same errors)."""
+    Rollout(vec_env, source, idle_action).run(env_seeds, on_episode, progress)
 
 
-def _finish(slot: _EnvSlot) -> RecordedEpisode:
-    frames = {k: np.stack([s[k] for s in slot.steps]) for k in slot.steps[0]}
+def _finish(slot: _EnvSlot, final_info: dict[str, Any], label: str | None) -> RecordedEpisode:
+    """The slot's episode; ``success``/``success_step`` from its (relabelled) frames' ``next.success``."""
+    frames = {k: np.stack([s[k] for s in slot.steps]) for k in slot.steps[0]} if slot.steps else {}
+    hits = np.flatnonzero(frames[keys.SUCCESS]) if frames else np.zeros(0, int)
     return RecordedEpisode(
         env_seed=int(slot.seed),
         frames=frames,
-        success=slot.success_step is not None,
-        episode_return=float(frames[keys.REWARD].sum()),
+        success=bool(hits.size),
+        episode_return=float(frames[keys.REWARD].sum()) if frames else 0.0,
         steps=len(slot.steps),
-        success_step=slot.success_step,
+        success_step=int(hits[0]) + 1 if hits.size else None,
         task=slot.task,
+        final_info=final_info,
+        label=label,
     )
