@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.runtime.intervention import DeviceError, InterventionDevice, start_episode
+from robot_rl.rollout import RecordedEpisode, Rollout
+from robot_rl.runtime.intervention import DeviceError, InterventionDevice
+from robot_rl.single_env import SingleEnvVector
 
 log = logging.getLogger(__name__)
 RECORD_SEED_OFFSET = 3_000_000
@@ -112,67 +113,74 @@ def make_teleop(
     return make_device(replace(cfg.intervention, device=name), action_low, action_high, task_id=cfg.env.id)
 
 
+class _HoldSource:
+    """The chunk source of a demo: h = 1 chunks of the hold action, which the device's action replaces
+    whenever the operator drives (:class:`~robot_rl.teleop.takeover.InterventionWrapper`). Hold: zero
+    motion, the gripper (the last dimension, when the env has one) where the operator last left it."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, has_gripper: bool) -> None:
+        self.low, self.high, self.has_gripper = low, high, has_gripper
+        self.hold = np.zeros(low.shape, np.float32)
+
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.hold = np.clip(np.zeros(self.low.shape, np.float32), self.low, self.high)
+
+    def executed(self, env_id: int, action: np.ndarray) -> None:
+        if self.has_gripper:
+            self.hold[-1] = action[-1]  # the gripper stays where the operator left it
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        return np.tile(self.hold, (len(env_ids), 1, 1))
+
+
+def _demo_env(env, device: InterventionDevice, announce: Callable[[str], None] | None):
+    """``env`` driven by ``device`` as the one env a :class:`~robot_rl.rollout.Rollout` steps, with the
+    hold source; the caller keeps ``env`` (and closes it)."""
+    from robot_rl.teleop.takeover import InterventionWrapper
+
+    vec = SingleEnvVector(InterventionWrapper(env, device, announce=announce))
+    low, high = env.action_space.low, env.action_space.high
+    has_gripper = getattr(env.unwrapped, "gripper", True)  # a RobotEnv without one (a UR) says so
+    return vec, _HoldSource(low, high, has_gripper)
+
+
+def _summary(ep: RecordedEpisode) -> dict:
+    return {
+        "success": ep.success,
+        "steps": ep.steps,
+        "label": ep.label,
+        "robot_error": ep.final_info.get("robot_error"),
+        "task": ep.task or None,
+    }
+
+
+def _demo(vec, source: _HoldSource, seed: int) -> RecordedEpisode:
+    """The episode of env seed ``seed``; every step is the operator's (``is_intervention`` False)."""
+    done: list[RecordedEpisode] = []
+    Rollout(vec, source).run([seed], done.append)
+    ep = done[0]
+    if ep.steps:
+        ep.frames[keys.INTERVENTION][:] = False  # the human drives every step of a demo
+    return ep
+
+
 def record_episode(
     env, device: InterventionDevice, seed: int, announce: Callable[[str], None] | None = None
 ) -> tuple[dict[str, np.ndarray] | None, dict]:
-    """One teleoperated episode of env seed ``seed``; ``announce`` gets the episode's instruction after
-    the reset, before the operator drives (the operator of pick-colour must know which cube).
+    """One teleoperated episode of env seed ``seed`` (:class:`~robot_rl.rollout.Rollout` on ``env`` with the
+    device taking over every step it drives); ``announce`` gets the episode's instruction after the
+    reset, before the operator drives (the operator of pick-colour must know which cube).
 
     Returns ``(frames, summary)``: frames map LeRobot keys to (T, ...) arrays (None when the operator
-    ended it before any step); summary has ``success``, ``steps``, ``label`` (the operator's or None) and
-    ``robot_error`` (the env's ``info["robot_error"]`` when a hardware error ended it, else None).
+    ended it before any step); summary has ``success``, ``steps``, ``label`` (the operator's or None),
+    ``robot_error`` (the env's ``info["robot_error"]`` when a hardware error ended it, else None) and
+    ``task`` (the env's instruction, or None).
 
     Raises:
         DeviceError: the device failed (the episode so far is lost: it is not a clean demo).
     """
-    obs, reset_info = env.reset(seed=seed)
-    if announce is not None and reset_info.get("task"):
-        announce(reset_info["task"])
-    start_episode(device, seed, str(reset_info.get("task", "")))
-    low, high = env.action_space.low, env.action_space.high
-    hold = np.clip(np.zeros(low.shape, np.float32), low, high)
-    has_gripper = getattr(env.unwrapped, "gripper", True)  # a RobotEnv without one (a UR) says so
-    steps: list[dict[str, Any]] = []
-    label, error = None, None
-    while True:
-        human = device.poll(obs)
-        if human.label is not None:
-            label = human.label
-            if steps:
-                good = label == "success"
-                steps[-1][keys.SUCCESS] = steps[-1][keys.DONE] = good
-                steps[-1][keys.REWARD] = np.float32(1.0 if good else 0.0)
-            break
-        if human.action is not None:
-            action = np.clip(np.asarray(human.action, np.float32), low, high)
-            if not np.isfinite(action).all():
-                raise DeviceError("the teleop device sent a NaN/inf action; it was not executed")
-            if has_gripper:
-                hold[-1] = action[-1]  # the gripper stays where the operator left it
-        else:
-            action = hold.copy()
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        step = {k: np.asarray(v) for k, v in obs.items()}
-        step[keys.ACTION] = action
-        step[keys.REWARD] = np.float32(reward)
-        step[keys.DONE] = bool(terminated)
-        step[keys.SUCCESS] = bool(info.get("is_success", False))
-        step[keys.INTERVENTION] = False  # the human drives every step of a demo
-        steps.append(step)
-        obs = next_obs
-        error = info.get("robot_error")
-        if terminated or truncated:
-            break
-    summary = {
-        "success": bool(steps) and bool(any(s[keys.SUCCESS] for s in steps)),
-        "steps": len(steps),
-        "label": label,
-        "robot_error": error,
-        "task": reset_info.get("task"),
-    }
-    if not steps:
-        return None, summary
-    return {k: np.stack([s[k] for s in steps]) for k in steps[0]}, summary
+    ep = _demo(*_demo_env(env, device, announce), seed)
+    return (ep.frames if ep.steps else None), _summary(ep)
 
 
 def record(
@@ -195,14 +203,16 @@ def record(
         DeviceError: the teleop device failed (the unfinished episode is dropped).
     """
     recorded = successes = 0
+    vec, source = _demo_env(env, device, announce)
     while writer.num_episodes < num_episodes:
         index = writer.num_episodes
-        frames, summary = record_episode(env, device, RECORD_SEED_OFFSET + index, announce)
-        if frames is not None:
-            writer.add_episode(frames, task=summary["task"] or task, source="demo")
+        ep = _demo(vec, source, RECORD_SEED_OFFSET + index)
+        summary = _summary(ep)
+        if ep.steps:
+            writer.add_episode(ep.frames, task=ep.task or task, source="demo")
             recorded += 1
-            successes += int(summary["success"])
-        summary["episode_index"] = index if frames is not None else None
+            successes += int(ep.success)
+        summary["episode_index"] = index if ep.steps else None
         if progress is not None:
             progress(summary)
         if summary["robot_error"] is not None:
