@@ -1,18 +1,85 @@
 """Typed experiment configs: dataclasses loaded from YAML with ``--a.b=value`` overrides (draccus).
 
-An unknown key, in a YAML file or on the command line, is an error that names the key.
+An unknown key, in a YAML file or on the command line, is an error that names the key. Each section owns
+its checks (:mod:`robot_rl.config_checks` walks them at load): a choice key is typed with one of the
+``Literal`` types below, a numeric key carries its range (:func:`~robot_rl.config_checks.bounded`), and the
+section's ``validate(at)`` returns the problems of its cross-field rules, each naming its dotted key.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import draccus
 import yaml
 
-from robot_rl.config_checks import REAL_ROBOT_MAX_SCALE, problems
+from robot_rl.config_checks import (
+    REAL_ROBOT_MAX_SCALE,
+    VENDOR_ARMS,
+    address_problem,
+    bounded,
+    controller_host_problem,
+    problems,
+    real_robot_problems,
+    register_choice_decoders,
+)
+
+# The choices of the config's keys. A module acting on a key reads its values from here with
+# typing.get_args (robot_rl.algos.critic.AGGREGATIONS = get_args(CriticAgg)), so there is one list.
+RenderFlip = Literal["none", "horizontal", "vertical", "both"]
+RenderRotate = Literal[0, 90, 180, 270]
+CameraDriver = Literal["opencv", "realsense", "video", "sim", "ros2"]
+EstopSignal = Literal["", "SIGUSR1", "SIGINT"]
+Ros2Transport = Literal["auto", "rclpy", "cyclonedds"]
+Ros2JointCommand = Literal["position", "trajectory", "none"]
+Ros2Kinematics = Literal["none", "panda"]
+Ros2EeCommand = Literal["twist", "ik"]
+Ros2GripperCommand = Literal["closure", "trajectory"]
+RobotDriver = Literal["sim", "sim_server", "so101", "ur", "xarm", "franka", "ros2"]
+RobotSuccess = Literal["lifted", "operator", "critic"]
+RobotReset = Literal["auto", "scene", "human", "none"]
+Realtime = Literal["auto", "always", "never"]  # not on/off: YAML reads those as booleans
+ActionMode = Literal["ee_delta", "joint_position"]
+GripperMode = Literal["auto", "none"]
+FrankaRealtime = Literal["enforce", "ignore"]
+URModel = Literal["ur3e", "ur5e", "ur10e", "ur16e", "ur20", "ur3", "ur5", "ur10"]
+Backend = Literal["gym_vector", "mujoco_cpu", "maniskill"]
+VLABackbone = Literal["vlm", "small"]
+VLADtype = Literal["float32", "bfloat16"]
+PolicyKind = Literal["flow", "vla"]
+Normalization = Literal["mean_std", "quantile"]
+Execution = Literal["open_loop", "temporal_ensemble"]
+OfflineMethod = Literal["qc", "qc_fql", "corft", "recap"]
+CriticAgg = Literal["mean", "min", "min_random2"]
+RewardNorm = Literal["max", "scale", "none"]
+TerminalChunks = Literal["drop", "keep"]
+EvalSplit = Literal["validation", "test"]
+DataReward = Literal["dataset", "episode_end"]
+FrameCache = Literal["auto", "memory", "zarr", "none"]
+CriticKind = Literal["compact", "vlm"]
+NegativeRule = Literal["scale", "mix"]
+RewardMode = Literal["success", "shaped", "critic"]
+InterventionDevice = Literal["none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui"]
+OnlineMethod = Literal["qc", "qc_fql", "sac", "hg_dagger"]
+Runtime = Literal["local", "ray"]
+PPOMethod = Literal["flow_noise", "flow_sde"]
+ChainLogprob = Literal["mean", "sum"]
+
+ROS2_KINEMATICS: tuple[str, ...] = get_args(Ros2Kinematics)
+"""``env.robot.ros2.kinematics``: no model, or the project's MuJoCo Panda
+(:mod:`robot_rl.hardware.ros2.kinematics`)."""
+ROS2_KINEMATIC_JOINTS = {"panda": 7}
+"""Arm joints of each kinematic model (``joint_names`` must list as many)."""
+
+
+def _ensemble_problems(at: str, critic_agg: str, num_critics: int) -> list[str]:
+    """``critic_agg=min_random2`` (REDQ's min of 2 random critics) needs at least 2 critics."""
+    if critic_agg == "min_random2" and isinstance(num_critics, int) and num_critics < 2:
+        return [f"{at}num_critics={num_critics}: critic_agg=min_random2 needs >= 2 critics"]
+    return []
 
 
 class ConfigError(ValueError):
@@ -44,10 +111,22 @@ class AdapterConfig:
     observation: dict[str, list[str]] = field(default_factory=dict)
     task: str = ""
     success_key: str = "is_success"
-    fps: float = 0.0
+    fps: float = bounded(0.0, ge=0)
     render_camera: str = ""
-    render_flip: str = "none"
-    render_rotate: int = 0
+    render_flip: RenderFlip = "none"
+    render_rotate: RenderRotate = 0
+
+    def validate(self, at: str = "env.adapter.") -> list[str]:
+        """Problems of the cross-field rules (the walker of :mod:`robot_rl.config_checks` checks the rest),
+        each naming its key under ``at``: ``render_camera`` is an image key not also mapped in
+        ``observation``."""
+        out = []
+        cam = self.render_camera
+        if cam and not cam.startswith("observation.images."):
+            out.append(f"{at}render_camera={cam!r}: must be an image key observation.images.<camera>")
+        if cam and cam in (self.observation or {}):
+            out.append(f"{at}render_camera={cam!r}: also mapped in {at}observation; map it once")
+        return out
 
 
 @dataclass
@@ -63,11 +142,11 @@ class CameraConfig:
     ``depth``: also stream depth (m) aligned to the colour frame (``realsense`` only).
     """
 
-    driver: str = "opencv"
+    driver: CameraDriver = "opencv"
     source: str = "0"
-    width: int = 640
-    height: int = 480
-    fps: float = 30.0
+    width: int = bounded(640, ge=1)
+    height: int = bounded(480, ge=1)
+    fps: float = bounded(30.0, gt=0)
     depth: bool = False
 
 
@@ -92,15 +171,15 @@ class SafetyConfig:
     none). ``fault_log``: JSON Lines file of clipped and rejected commands, holds and e-stops (empty: none).
     """
 
-    joint_margin_rad: float = 0.0
-    workspace_low: list[float] = field(default_factory=list)
-    workspace_high: list[float] = field(default_factory=list)
-    ee_step_scale: float = 1.0
-    velocity_scale: float = 0.0
-    acceleration_scale: float = 0.0
-    max_tracking_error_rad: float = 0.3
-    watchdog_ms: float = 500.0
-    estop_signal: str = "SIGUSR1"
+    joint_margin_rad: float = bounded(0.0, ge=0)
+    workspace_low: list[float] = bounded(factory=list)
+    workspace_high: list[float] = bounded(factory=list)
+    ee_step_scale: float = bounded(1.0, gt=0, le=1)
+    velocity_scale: float = bounded(0.0, ge=0, le=1)
+    acceleration_scale: float = bounded(0.0, ge=0, le=1)
+    max_tracking_error_rad: float = bounded(0.3, ge=0)
+    watchdog_ms: float = bounded(500.0, ge=0)
+    estop_signal: EstopSignal = "SIGUSR1"
     estop_key: str = ""
     fault_log: str = ""
 
@@ -109,6 +188,18 @@ class SafetyConfig:
         1.0 for a ``simulated`` robot and :data:`REAL_ROBOT_MAX_SCALE` for a real one."""
         auto = 1.0 if simulated else REAL_ROBOT_MAX_SCALE
         return self.velocity_scale or auto, self.acceleration_scale or auto
+
+    def validate(self, at: str = "env.robot.safety.") -> list[str]:
+        """Problems of the workspace box (empty or 3 values per side, low below high per axis), each naming
+        its key under ``at``."""
+        out = []
+        low, high = self.workspace_low, self.workspace_high
+        for key, box in (("workspace_low", low), ("workspace_high", high)):
+            if len(box) not in (0, 3):
+                out.append(f"{at}{key}={box!r}: must be empty (the robot's box) or 3 values (m)")
+        if len(low) == 3 and len(high) == 3 and not all(lo < hi for lo, hi in zip(low, high, strict=True)):
+            out.append(f"{at}workspace_low={low!r}: must be below workspace_high={high!r} per axis")
+        return out
 
 
 @dataclass
@@ -154,42 +245,89 @@ class Ros2Config:
     robot stamps with a simulated clock; every topic is judged that way, without the warning.
     """
 
-    transport: str = "auto"
-    domain_id: int = -1
+    transport: Ros2Transport = "auto"
+    domain_id: int = bounded(-1, ge=-1, le=232)
     loopback: bool = False
     joint_names: list[str] = field(default_factory=lambda: [f"joint{i}" for i in range(1, 8)])
-    joint_low: list[float] = field(
-        default_factory=lambda: [-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473]
+    joint_low: list[float] = bounded(
+        factory=lambda: [-2.8473, -1.7128, -2.8473, -3.0218, -2.8473, 0.0325, -2.8473]
     )
-    joint_high: list[float] = field(
-        default_factory=lambda: [2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473]
+    joint_high: list[float] = bounded(
+        factory=lambda: [2.8473, 1.7128, 2.8473, -0.1198, 2.8473, 3.7025, 2.8473]
     )
-    joint_vel_max: list[float] = field(default_factory=lambda: [2.175] * 4 + [2.61] * 3)
-    joint_acc_max: list[float] = field(default_factory=lambda: [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
-    ee_low: list[float] = field(default_factory=lambda: [0.25, -0.3, 0.005])
-    ee_high: list[float] = field(default_factory=lambda: [0.7, 0.3, 0.45])
-    ee_step_max: float = 0.03
+    joint_vel_max: list[float] = bounded(factory=lambda: [2.175] * 4 + [2.61] * 3)
+    joint_acc_max: list[float] = bounded(factory=lambda: [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
+    ee_low: list[float] = bounded(factory=lambda: [0.25, -0.3, 0.005])
+    ee_high: list[float] = bounded(factory=lambda: [0.7, 0.3, 0.45])
+    ee_step_max: float = bounded(0.03, gt=0)
     joint_states_topic: str = "/joint_states"
     ee_pose_topic: str = "/ee_pose"
-    joint_command: str = "position"
+    joint_command: Ros2JointCommand = "position"
     position_topic: str = "/forward_position_controller/commands"
     trajectory_topic: str = "/joint_trajectory_controller/joint_trajectory"
     twist_topic: str = "/servo_node/delta_twist_cmds"
     twist_frame: str = "base_link"
     gripper_topic: str = "/gripper_controller/commands"
     sim_prefix: str = ""
-    stale_s: float = 0.5
-    connect_wait_s: float = 30.0
-    reset_wait_s: float = 5.0
-    kinematics: str = "none"
-    ee_command: str = "twist"
+    stale_s: float = bounded(0.5, gt=0)
+    connect_wait_s: float = bounded(30.0, gt=0)
+    reset_wait_s: float = bounded(5.0, gt=0)
+    kinematics: Ros2Kinematics = "none"
+    ee_command: Ros2EeCommand = "twist"
     servo_start_service: str = ""
     gripper_joint: str = "gripper"
-    gripper_open: float = 0.0
-    gripper_closed: float = 1.0
-    gripper_command: str = "closure"
-    clock_skew_s: float = 0.1
+    gripper_open: float = bounded(0.0)
+    gripper_closed: float = bounded(1.0)
+    gripper_command: Ros2GripperCommand = "closure"
+    clock_skew_s: float = bounded(0.1, gt=0)
     use_sim_time: bool = False
+
+    def validate(self, at: str = "env.robot.ros2.") -> list[str]:
+        """Problems of the cross-field rules, each naming its key under ``at``: one limit per joint name, a
+        3-value end-effector box, absolute topic names, a pose source, IK's needs, the gripper joint and
+        the clocks."""
+        out = []
+        n = len(self.joint_names)
+        if n == 0 or len(set(self.joint_names)) != n:
+            out.append(f"{at}joint_names={self.joint_names}: must be non-empty and unique")
+        for key in ("joint_low", "joint_high", "joint_vel_max", "joint_acc_max"):
+            if len(getattr(self, key)) != n:
+                out.append(f"{at}{key}: needs {n} values (one per joint_names), got {getattr(self, key)}")
+        for key in ("ee_low", "ee_high"):
+            if len(getattr(self, key)) != 3:
+                out.append(f"{at}{key}: needs 3 values (m), got {getattr(self, key)}")
+        topics = ["joint_states_topic", "ee_pose_topic", "position_topic", "trajectory_topic", "twist_topic"]
+        for key in [*topics, "gripper_topic", "sim_prefix", "servo_start_service"]:
+            value = getattr(self, key)
+            if value and (not value.startswith("/") or value.endswith("/")):
+                out.append(f"{at}{key}={value!r}: must be an absolute ROS name such as /joint_states")
+        if not self.ee_pose_topic and self.kinematics == "none":
+            out.append(
+                f"{at[:-1]}: no end-effector pose (ee_pose_topic empty and kinematics none): set "
+                "ee_pose_topic to a PoseStamped topic or kinematics to panda (the pose from the joints)"
+            )
+        wanted = ROS2_KINEMATIC_JOINTS.get(self.kinematics)
+        if wanted is not None and n != wanted:
+            out.append(
+                f"{at}kinematics={self.kinematics}: needs {wanted} joint_names, got {self.joint_names}"
+            )
+        if self.ee_command == "ik" and (self.kinematics == "none" or self.joint_command == "none"):
+            out.append(f"{at}ee_command=ik: needs kinematics (e.g. panda) and a joint_command (trajectory)")
+        if self.servo_start_service and self.transport == "cyclonedds":
+            out.append(
+                f"{at}servo_start_service: calling a ROS 2 service needs transport rclpy (or auto with "
+                "rclpy installed); the cyclonedds transport has no services"
+            )
+        if self.gripper_open == self.gripper_closed:
+            out.append(f"{at}gripper_open, gripper_closed: both {self.gripper_open}; they must differ")
+        if not self.gripper_joint:
+            out.append(f"{at}gripper_joint: must name the gripper's joint (e.g. panda_finger_joint1)")
+        if self.clock_skew_s > self.stale_s:
+            out.append(
+                f"{at}clock_skew_s={self.clock_skew_s} must be at most stale_s={self.stale_s} (s): "
+                "stamps further off are judged by receive time"
+            )
+        return out
 
 
 @dataclass
@@ -238,33 +376,61 @@ class RobotConfig:
     lock-step simulator).
     """
 
-    driver: str = "sim_server"
+    driver: RobotDriver = "sim_server"
     address: str = "tcp://127.0.0.1:5570"
-    timeout_s: float = 1.0
+    timeout_s: float = bounded(1.0, gt=0)
     port: str = ""
     calibration: str = ""
     cameras: dict[str, CameraConfig] = field(default_factory=dict)
-    success: str = "lifted"
+    success: RobotSuccess = "lifted"
     success_critic: str = ""
-    success_threshold: float = 0.5
-    reset: str = "auto"
-    home_joints: list[float] = field(default_factory=list)
-    home_speed: float = 0.5
-    home_tolerance: float = 0.05
-    home_timeout_s: float = 20.0
-    realtime: str = "auto"
-    action: str = "ee_delta"
+    success_threshold: float = bounded(0.5, ge=0, le=1)
+    reset: RobotReset = "auto"
+    home_joints: list[float] = bounded(factory=list)
+    home_speed: float = bounded(0.5, gt=0)
+    home_tolerance: float = bounded(0.05, gt=0)
+    home_timeout_s: float = bounded(20.0, gt=0)
+    realtime: Realtime = "auto"
+    action: ActionMode = "ee_delta"
     leader_port: str = ""
     leader_calibration: str = ""
-    bus_timeout_s: float = 0.0
-    gripper: str = "auto"
-    franka_realtime: str = "enforce"
-    grasp_force_n: float = 20.0
-    ur_model: str = "ur5e"
+    bus_timeout_s: float = bounded(0.0, ge=0)
+    gripper: GripperMode = "auto"
+    franka_realtime: FrankaRealtime = "enforce"
+    grasp_force_n: float = bounded(20.0, gt=0, le=70)
+    ur_model: URModel = "ur5e"
     keys: str = ""
     client_key: str = "robot"
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     ros2: Ros2Config = field(default_factory=Ros2Config)
+
+    def validate(self, at: str = "env.robot.") -> list[str]:
+        """Problems of the cross-field rules, each naming its key under ``at``: the critic success rule
+        needs its checkpoint, a vendor arm's speed scales
+        (:func:`~robot_rl.config_checks.real_robot_problems`), an SO-101's port and calibration, and the
+        driver's address form."""
+        out = []
+        if self.success == "critic" and not self.success_critic:
+            out.append(f"{at}success=critic: set {at}success_critic to a progress critic checkpoint")
+        out += real_robot_problems(self, moving=False)
+        if self.driver == "so101":
+            out += [
+                f"{at}{key}: required for {at}driver=so101 ({what})"
+                for key, what in (
+                    ("port", "the arm's serial port"),
+                    ("calibration", "its calibration JSON file"),
+                )
+                if not getattr(self, key)
+            ]
+        if self.driver == "sim_server":
+            reason = address_problem(self.address)
+            if reason is not None:
+                out.append(f"{at}address={self.address!r}: {reason}")
+        if self.driver in VENDOR_ARMS:
+            reason = controller_host_problem(self.address)
+            if reason is not None:
+                out.append(f"{at}address={self.address!r}: driver {self.driver} {reason}")
+        return out
 
 
 @dataclass
@@ -300,24 +466,36 @@ class RandomizeConfig:
       [0, 1]); it tints textured materials.
     """
 
-    object_mass_scale: list[float] = field(default_factory=list)
-    object_friction_scale: list[float] = field(default_factory=list)
-    object_size_scale: list[float] = field(default_factory=list)
-    object_pos_jitter_m: list[float] = field(default_factory=list)
-    object_yaw_jitter_rad: list[float] = field(default_factory=list)
-    joint_damping_scale: list[float] = field(default_factory=list)
-    armature_scale: list[float] = field(default_factory=list)
-    actuator_kp_scale: list[float] = field(default_factory=list)
-    actuator_kd_scale: list[float] = field(default_factory=list)
-    action_delay_steps: list[int] = field(default_factory=list)
-    action_noise_std: list[float] = field(default_factory=list)
-    obs_noise_std: list[float] = field(default_factory=list)
-    camera_pos_jitter_m: list[float] = field(default_factory=list)
-    camera_rot_jitter_rad: list[float] = field(default_factory=list)
-    camera_fovy_jitter_deg: list[float] = field(default_factory=list)
-    light_pos_jitter_m: list[float] = field(default_factory=list)
-    light_diffuse_scale: list[float] = field(default_factory=list)
-    rgba_jitter: list[float] = field(default_factory=list)
+    object_mass_scale: list[float] = bounded(factory=list, gt=0)
+    object_friction_scale: list[float] = bounded(factory=list, gt=0)
+    object_size_scale: list[float] = bounded(factory=list, gt=0)
+    object_pos_jitter_m: list[float] = bounded(factory=list)
+    object_yaw_jitter_rad: list[float] = bounded(factory=list)
+    joint_damping_scale: list[float] = bounded(factory=list, gt=0)
+    armature_scale: list[float] = bounded(factory=list, gt=0)
+    actuator_kp_scale: list[float] = bounded(factory=list, gt=0)
+    actuator_kd_scale: list[float] = bounded(factory=list, gt=0)
+    action_delay_steps: list[int] = bounded(factory=list, ge=0)
+    action_noise_std: list[float] = bounded(factory=list, ge=0)
+    obs_noise_std: list[float] = bounded(factory=list, ge=0)
+    camera_pos_jitter_m: list[float] = bounded(factory=list)
+    camera_rot_jitter_rad: list[float] = bounded(factory=list)
+    camera_fovy_jitter_deg: list[float] = bounded(factory=list)
+    light_pos_jitter_m: list[float] = bounded(factory=list)
+    light_diffuse_scale: list[float] = bounded(factory=list, ge=0)
+    rgba_jitter: list[float] = bounded(factory=list)
+
+    def validate(self, at: str = "env.randomize.") -> list[str]:
+        """Problems of the ranges' shape, each naming its key under ``at``: ``[]`` or ``[low, high]`` with
+        ``low <= high``."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if len(value) not in (0, 2):
+                out.append(f"{at}{f.name}={value!r}: must be [] (off) or a range [low, high]")
+            elif value and not value[0] <= value[1]:
+                out.append(f"{at}{f.name}={value!r}: low must be <= high")
+        return out
 
 
 @dataclass
@@ -364,20 +542,60 @@ class EnvConfig:
     module: str = ""
     adapter: AdapterConfig | None = None
     cameras: list[str] = field(default_factory=list)
-    image_size: int = 64
-    control_hz: float = 10.0
-    physics_hz: float = 500.0
-    max_episode_steps: int = 60
-    success_hold_steps: int = 3
-    lift_height_m: float = 0.1
-    num_envs: int = 2
-    backend: str = "gym_vector"
+    image_size: int = bounded(64, ge=1)
+    control_hz: float = bounded(10.0, gt=0)
+    physics_hz: float = bounded(500.0, gt=0)
+    max_episode_steps: int = bounded(60, ge=1)
+    success_hold_steps: int = bounded(3, ge=1)
+    lift_height_m: float = bounded(0.1, gt=0)
+    num_envs: int = bounded(2, ge=1)
+    backend: Backend = "gym_vector"
     kwargs: dict[str, Any] = field(default_factory=dict)
     robot: RobotConfig | None = None
     randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
-    spawn_region: list[float] = field(default_factory=list)
-    environment_state_size: int = 0
+    spawn_region: list[float] = bounded(factory=list)
+    environment_state_size: int = bounded(0, ge=0)
     tasks: list[str] = field(default_factory=list)
+
+    def validate(self, at: str = "env.") -> list[str]:
+        """Problems of the cross-field rules, each naming its key under ``at``: ``spawn_region``'s shape;
+        what a robot refuses (the simulator's knobs, more than one env, a camera without a device); a
+        multi-task batch on ``mujoco_cpu`` in the simulator only (which ids are suite tasks is checked when
+        the envs are built, :class:`robot_rl.sim.batched_mujoco.MujocoCpuBatchedEnv`)."""
+        out = []
+        region = self.spawn_region
+        if region and (len(region) != 4 or region[0] > region[1] or region[2] > region[3]):
+            out.append(
+                f"{at}spawn_region={region!r}: must be [] or [x_lo, x_hi, y_lo, y_hi] (m) with lo <= hi"
+            )
+        if self.tasks and self.backend != "mujoco_cpu":
+            out.append(
+                f"{at}tasks={list(self.tasks)}: a multi-task batch needs {at}backend=mujoco_cpu, "
+                f"not {at}backend={self.backend!r}"
+            )
+        if self.robot is None:
+            return out
+        simulator_only = {
+            "spawn_region": (self.spawn_region, "places the simulator's objects only"),
+            "environment_state_size": (self.environment_state_size, "pads the simulator's object state only"),
+            "randomize": (
+                any(getattr(self.randomize, f.name) for f in fields(RandomizeConfig)),
+                "randomises the simulator only",
+            ),
+            "tasks": (self.tasks, "a multi-task batch runs in the simulator"),
+        }
+        for key, (value, what) in simulator_only.items():
+            if value:
+                out.append(f"{at}{key}: {what}; unset it with {at}robot")
+        if self.num_envs != 1:
+            out.append(f"{at}num_envs={self.num_envs}: a robot ({at}robot) is one env; set {at}num_envs=1")
+        missing = [c for c in self.cameras if c not in self.robot.cameras]
+        if missing:
+            out.append(
+                f"{at}cameras={self.cameras!r}: {at}robot.cameras has no device for {missing} "
+                f"(add {at}robot.cameras.<name>.driver/source)"
+            )
+        return out
 
 
 @dataclass
@@ -385,9 +603,9 @@ class CollectConfig:
     """Scripted-expert demonstrations. ``expert_noise`` is the suboptimality knob (action noise std in
     normalised units; it also widens grasp-offset errors so some demos fail)."""
 
-    num_episodes: int = 200
-    expert_noise: float = 0.3
-    seed: int = 0
+    num_episodes: int = bounded(200, ge=1)
+    expert_noise: float = bounded(0.3, ge=0)
+    seed: int = bounded(0, ge=0)
 
 
 @dataclass
@@ -415,18 +633,24 @@ class VLAConfig:
     not apply).
     """
 
-    backbone: str = "vlm"
+    backbone: VLABackbone = "vlm"
     vlm: str = ""
     freeze_vision: bool = True
-    lora_rank: int = 0
+    lora_rank: int = bounded(0, ge=0)
     train_expert_only: bool = False
-    dtype: str = "float32"
-    expert_layers: int = 4
-    expert_width: int = 256
-    max_text_tokens: int = 48
-    image_size: int = 0
+    dtype: VLADtype = "float32"
+    expert_layers: int = bounded(4, ge=1)
+    expert_width: int = bounded(256, ge=1)
+    max_text_tokens: int = bounded(48, ge=1)
+    image_size: int = bounded(0, ge=0)
     instruction: str = ""
     compile: bool = False
+
+    def validate(self, at: str = "policy.vla.") -> list[str]:
+        """``expert_width`` must be a multiple of 32 (heads of 32 dims); named under ``at``."""
+        if isinstance(self.expert_width, int) and self.expert_width % 32:
+            return [f"{at}expert_width={self.expert_width}: must be a multiple of 32"]
+        return []
 
 
 @dataclass
@@ -450,19 +674,25 @@ class PolicyConfig:
     expert, configured by ``vla``: :class:`VLAConfig`).
     """
 
-    kind: str = "flow"
+    kind: PolicyKind = "flow"
     vla: VLAConfig = field(default_factory=VLAConfig)
-    horizon: int = 5
-    flow_steps: int = 10
-    hidden_dims: list[int] = field(default_factory=lambda: [256, 256, 256])
-    image_features: int = 64
-    normalization: str = "quantile"
-    execution: str = "open_loop"
-    ensemble_decay: float = 0.1
+    horizon: int = bounded(5, ge=1)
+    flow_steps: int = bounded(10, ge=1)
+    hidden_dims: list[int] = bounded(factory=lambda: [256, 256, 256], ge=1)
+    image_features: int = bounded(64, ge=1)
+    normalization: Normalization = "quantile"
+    execution: Execution = "open_loop"
+    ensemble_decay: float = bounded(0.1, ge=0)
     tasks: list[str] = field(default_factory=list)
     action_reference: str = ""
-    action_low: list[float] = field(default_factory=list)
-    action_high: list[float] = field(default_factory=list)
+    action_low: list[float] = bounded(factory=list)
+    action_high: list[float] = bounded(factory=list)
+
+    def validate(self, at: str = "policy.") -> list[str]:
+        """``kind=vla`` with the ``vlm`` backbone needs ``vla.vlm``; named under ``at``."""
+        if self.kind == "vla" and self.vla.backbone == "vlm" and not self.vla.vlm:
+            return [f"{at}vla.vlm is empty: {at}kind=vla needs a VLM hub id or local folder"]
+        return []
 
 
 @dataclass
@@ -473,10 +703,10 @@ class BCConfig:
     few demos; it gives up the multimodality of the demos).
     """
 
-    steps: int = 5000
-    batch_size: int = 256
-    lr: float = 3e-4
-    act_noise: float = 1.0
+    steps: int = bounded(5000, ge=1)
+    batch_size: int = bounded(256, ge=1)
+    lr: float = bounded(3e-4, gt=0)
+    act_noise: float = bounded(1.0, ge=0)
 
 
 @dataclass
@@ -510,22 +740,26 @@ class OfflineRLConfig:
     (the default, false). A config error for another policy kind or for ``recap`` (its value has its own).
     """
 
-    method: str = "qc"
-    steps: int = 5000
-    batch_size: int = 256
-    lr: float = 3e-4
-    gamma: float = 0.99
-    tau: float = 0.005
-    num_critics: int = 2
-    critic_agg: str = "mean"
-    critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 512, 512, 512])
-    best_of_n: int = 8
-    fql_alpha: float = 10.0
+    method: OfflineMethod = "qc"
+    steps: int = bounded(5000, ge=1)
+    batch_size: int = bounded(256, ge=1)
+    lr: float = bounded(3e-4, gt=0)
+    gamma: float = bounded(0.99, gt=0, le=1)
+    tau: float = bounded(0.005, gt=0, le=1)
+    num_critics: int = bounded(2, ge=1)
+    critic_agg: CriticAgg = "mean"
+    critic_hidden_dims: list[int] = bounded(factory=lambda: [512, 512, 512, 512], ge=1)
+    best_of_n: int = bounded(8, ge=1)
+    fql_alpha: float = bounded(10.0, ge=0)
     normalize_q_loss: bool = True
-    reward_norm: str = "max"
-    reward_range: list[float] = field(default_factory=list)
-    terminal_chunks: str = "drop"
+    reward_norm: RewardNorm = "max"
+    reward_range: list[float] = bounded(factory=list)
+    terminal_chunks: TerminalChunks = "drop"
     critic_on_trunk: bool = False
+
+    def validate(self, at: str = "offline.") -> list[str]:
+        """``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""
+        return _ensemble_problems(at, self.critic_agg, self.num_critics)
 
 
 @dataclass
@@ -545,17 +779,17 @@ class RecapConfig:
     (1 = plain positive conditioning; 1.5 our default, not tuned).
     """
 
-    c_fail: float = 100.0
-    value_bins: int = 201
-    value_steps: int = 1000
-    value_lr: float = 3e-4
-    value_batch_size: int = 256
-    value_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
-    lookahead: int = 10
-    positive_fraction: float = 0.3
-    drop_prob: float = 0.1
-    cfg_beta: float = 1.5
-    lr: float = 3e-4
+    c_fail: float = bounded(100.0, ge=0)
+    value_bins: int = bounded(201, ge=2)
+    value_steps: int = bounded(1000, ge=1)
+    value_lr: float = bounded(3e-4, gt=0)
+    value_batch_size: int = bounded(256, ge=1)
+    value_hidden_dims: list[int] = bounded(factory=lambda: [256, 256], ge=1)
+    lookahead: int = bounded(10, ge=1)
+    positive_fraction: float = bounded(0.3, gt=0, lt=1)
+    drop_prob: float = bounded(0.1, ge=0, lt=1)
+    cfg_beta: float = bounded(1.5, ge=1)
+    lr: float = bounded(3e-4, gt=0)
 
 
 @dataclass
@@ -568,8 +802,8 @@ class CORFTConfig:
     the Cal-QL calibration term in the critic loss; 0 (the default) turns it off. Both [unverified]
     readings of the paper."""
 
-    lambda_bc: float = 2.0
-    cal_ql_alpha: float = 0.0
+    lambda_bc: float = bounded(2.0, ge=0)
+    cal_ql_alpha: float = bounded(0.0, ge=0)
 
 
 @dataclass
@@ -591,12 +825,23 @@ class EvalConfig:
     ``eval/<algo>_seed<s>[_<name>]_validation.json``). The eval JSON and report say which.
     """
 
-    episodes_per_seed: int = 50
-    num_videos: int = 2
+    episodes_per_seed: int = bounded(50, ge=1)
+    num_videos: int = bounded(2, ge=0)
     video_camera: str = "front"
     name: str = ""
     paraphrases: dict[str, list[str]] = field(default_factory=dict)
-    split: str = "test"
+    split: EvalSplit = "test"
+
+    def validate(self, at: str = "eval.") -> list[str]:
+        """Problems of ``name`` (it names a file) and ``paraphrases`` (each instruction maps to a non-empty
+        list of non-empty texts), each naming its key under ``at``."""
+        out = []
+        if not re.fullmatch(r"[A-Za-z0-9_-]*", self.name):
+            out.append(f"{at}name={self.name!r}: only letters, digits, _ and - (it names a file)")
+        for task, wordings in self.paraphrases.items():
+            if not wordings or not all(isinstance(w, str) and w.strip() for w in wordings):
+                out.append(f"{at}paraphrases[{task!r}]={wordings!r}: must be a list of non-empty texts")
+        return out
 
 
 @dataclass
@@ -635,20 +880,26 @@ class DataConfig:
     path: str = ""
     cameras: list[str] = field(default_factory=list)
     images: bool = True
-    image_size: list[int] = field(default_factory=list)
-    horizon_s: float = 0.0
-    val_episodes: list[int] = field(default_factory=list)
-    val_every: int = 250
-    val_max_frames: int = 2048
-    reward: str = "dataset"
-    frame_cache: str = "auto"
+    image_size: list[int] = bounded(factory=list, ge=8)
+    horizon_s: float = bounded(0.0, ge=0)
+    val_episodes: list[int] = bounded(factory=list, ge=0)
+    val_every: int = bounded(250, ge=1)
+    val_max_frames: int = bounded(2048, ge=1)
+    reward: DataReward = "dataset"
+    frame_cache: FrameCache = "auto"
     cache_dir: str = ""
-    memory_limit_gb: float = 4.0
-    num_workers: int = 2
+    memory_limit_gb: float = bounded(4.0, ge=0)
+    num_workers: int = bounded(2, ge=0)
     prev_action: bool = False
     prev_action_start: str = "zeros"
-    decode_threads: int = 0
+    decode_threads: int = bounded(0, ge=0)
     features: list[str] = field(default_factory=list)
+
+    def validate(self, at: str = "data.") -> list[str]:
+        """``image_size`` is ``[]`` or ``[H, W]``; named under ``at``."""
+        if self.image_size and len(self.image_size) != 2:
+            return [f"{at}image_size={self.image_size!r}: must be [] or [H, W]"]
+        return []
 
 
 @dataclass
@@ -674,25 +925,33 @@ class CriticConfig:
     frame at most (``zmq.MAXMSGSIZE``: a peer sending more is disconnected before the frame is buffered).
     """
 
-    kind: str = "compact"
+    kind: CriticKind = "compact"
     model: str = ""
     checkpoint: str = ""
     cameras: list[str] = field(default_factory=lambda: ["front"])
-    image_size: int = 64
+    image_size: int = bounded(64, ge=1)
     use_state: bool = False
-    steps: int = 3000
-    batch_size: int = 64
-    lr: float = 3e-4
-    mismatch_frac: float = 0.15
-    stagnation_frac: float = 0.1
-    failed_frac: float = 0.3
-    failed_from: float = 0.0
-    success_max_steps: int = 0
-    rule: str = "scale"
-    lora_rank: int = 8
-    seed: int = 0
-    serve_max_pairs: int = 1024
-    serve_max_message_mb: float = 64.0
+    steps: int = bounded(3000, ge=1)
+    batch_size: int = bounded(64, ge=1)
+    lr: float = bounded(3e-4, gt=0)
+    mismatch_frac: float = bounded(0.15, ge=0, le=1)
+    stagnation_frac: float = bounded(0.1, ge=0, le=1)
+    failed_frac: float = bounded(0.3, ge=0, le=1)
+    failed_from: float = bounded(0.0, ge=0, lt=1)
+    success_max_steps: int = bounded(0, ge=0)
+    rule: NegativeRule = "scale"
+    lora_rank: int = bounded(8, ge=0)
+    seed: int = bounded(0, ge=0)
+    serve_max_pairs: int = bounded(1024, ge=1)
+    serve_max_message_mb: float = bounded(64.0, gt=0)
+
+    def validate(self, at: str = "critic.") -> list[str]:
+        """The pair shares ``mismatch_frac + stagnation_frac + failed_frac`` sum to at most 1; named under
+        ``at``."""
+        fracs = (self.mismatch_frac, self.stagnation_frac, self.failed_frac)
+        if all(isinstance(f, int | float) and 0 <= f <= 1 for f in fracs) and sum(fracs) > 1:
+            return [f"{at}mismatch_frac + stagnation_frac + failed_frac = {sum(fracs):g}: must be <= 1"]
+        return []
 
 
 @dataclass
@@ -708,10 +967,10 @@ class RewardConfig:
     probability that ends an episode when ``critic_done`` is set.
     """
 
-    mode: str = "success"
-    scale: float = 1.0
+    mode: RewardMode = "success"
+    scale: float = bounded(1.0, gt=0)
     critic_done: bool = False
-    done_threshold: float = 0.9
+    done_threshold: float = bounded(0.9, ge=0, le=1)
 
 
 @dataclass
@@ -725,17 +984,21 @@ class SACConfig:
     ``alpha * log pi(a'|s')`` from the bootstrapped value in the critic target (textbook SAC); the released
     HIL-SERL configs set it false, so the target is ``r + gamma * mask * agg_k Qbar_k(s', a')``."""
 
-    lr: float = 3e-4
-    gamma: float = 0.97
-    tau: float = 0.005
-    num_critics: int = 2
-    critic_agg: str = "min"
-    critic_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
-    actor_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
-    init_temperature: float = 0.01
-    target_entropy: float = 0.0
-    critic_only_updates: int = 1
+    lr: float = bounded(3e-4, gt=0)
+    gamma: float = bounded(0.97, gt=0, le=1)
+    tau: float = bounded(0.005, gt=0, le=1)
+    num_critics: int = bounded(2, ge=1)
+    critic_agg: CriticAgg = "min"
+    critic_hidden_dims: list[int] = bounded(factory=lambda: [256, 256], ge=1)
+    actor_hidden_dims: list[int] = bounded(factory=lambda: [256, 256], ge=1)
+    init_temperature: float = bounded(0.01, gt=0)
+    target_entropy: float = bounded(0.0)
+    critic_only_updates: int = bounded(1, ge=0)
     backup_entropy: bool = False
+
+    def validate(self, at: str = "sac.") -> list[str]:
+        """``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""
+        return _ensemble_problems(at, self.critic_agg, self.num_critics)
 
 
 @dataclass
@@ -762,17 +1025,17 @@ class InterventionConfig:
     browser's main CPU cost.
     """
 
-    device: str = "none"
-    stall_steps: int = 8
-    stall_distance_m: float = 0.005
-    drift_distance_m: float = 0.15
-    takeover_steps: int = 15
-    max_takeovers: int = 2
-    scale: float = 1.0
+    device: InterventionDevice = "none"
+    stall_steps: int = bounded(8, ge=1)
+    stall_distance_m: float = bounded(0.005, ge=0)
+    drift_distance_m: float = bounded(0.15, gt=0)
+    takeover_steps: int = bounded(15, ge=1)
+    max_takeovers: int = bounded(2, ge=0)
+    scale: float = bounded(1.0, gt=0, le=1)
     gui_host: str = "127.0.0.1"
-    gui_port: int = 8765
+    gui_port: int = bounded(8765, ge=0, le=65535)
     gui_token: str = ""
-    gui_camera_hz: float = 5.0
+    gui_camera_hz: float = bounded(5.0, gt=0)
 
 
 @dataclass
@@ -822,35 +1085,41 @@ class OnlineConfig:
     checkpoint and quarantines the episodes stored since, at most this many times in a row, then stops.
     """
 
-    method: str = "qc"
+    method: OnlineMethod = "qc"
     in_pipeline: bool = False
     init: str = ""
-    env_steps: int = 3000
-    utd_ratio: float = 1.0
-    batch_size: int = 256
-    warmup_steps: int = 0
-    demo_fraction: float = 0.5
-    replay_capacity: int = 100_000
-    publish_every: int = 50
-    checkpoint_every: int = 500
-    max_env_steps_ahead: int = 300
-    runtime: str = "local"
+    env_steps: int = bounded(3000, ge=1)
+    utd_ratio: float = bounded(1.0, gt=0)
+    batch_size: int = bounded(256, ge=1)
+    warmup_steps: int = bounded(0, ge=0)
+    demo_fraction: float = bounded(0.5, ge=0, le=1)
+    replay_capacity: int = bounded(100_000, ge=0)
+    publish_every: int = bounded(50, ge=1)
+    checkpoint_every: int = bounded(500, ge=1)
+    max_env_steps_ahead: int = bounded(300, ge=0)
+    runtime: Runtime = "local"
     address: str = "tcp://127.0.0.1:5560"
     ray_address: str = ""
-    num_actors: int = 1
-    envs_per_actor: int = 1
-    connect_timeout_s: float = 120.0
-    log_every_s: float = 5.0
-    max_nan_stops: int = 3
-    max_rejected_episodes: int = 5
-    actor_restarts: int = 3
-    max_weight_age_s: float = 600.0
+    num_actors: int = bounded(1, ge=1)
+    envs_per_actor: int = bounded(1, ge=1)
+    connect_timeout_s: float = bounded(120.0, gt=0)
+    log_every_s: float = bounded(5.0, gt=0)
+    max_nan_stops: int = bounded(3, ge=1)
+    max_rejected_episodes: int = bounded(5, ge=1)
+    actor_restarts: int = bounded(3, ge=0)
+    max_weight_age_s: float = bounded(600.0, ge=0)
     tensorboard: bool = True
     wandb: bool = False
     wandb_project: str = "robot_rl"
-    max_episode_steps: int = 0
-    obs_range_factor: float = 10.0
-    max_rollbacks: int = 3
+    max_episode_steps: int = bounded(0, ge=0)
+    obs_range_factor: float = bounded(10.0, ge=0)
+    max_rollbacks: int = bounded(3, ge=0)
+
+    def validate(self, at: str = "online.") -> list[str]:
+        """``address`` is a ZeroMQ endpoint (:func:`~robot_rl.config_checks.address_problem`); named under
+        ``at``."""
+        reason = address_problem(self.address)
+        return [] if reason is None else [f"{at}address={self.address!r}: {reason}"]
 
 
 @dataclass
@@ -874,26 +1143,33 @@ class PPOConfig:
     iterations between metric rows.
     """
 
-    method: str = "flow_noise"
+    method: PPOMethod = "flow_noise"
     init: str = ""
-    num_envs: int = 8
-    rollout_chunks: int = 24
-    epochs: int = 4
-    minibatch: int = 64
-    lr: float = 1e-5
-    value_lr: float = 1e-3
-    clip: float = 0.2
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    entropy_coef: float = 0.005
-    max_grad_norm: float = 1.0
-    noise_std_min: float = 0.08
-    noise_std_max: float = 0.16
-    sde_noise_level: float = 0.5
-    chain_logprob: str = "mean"
-    value_hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
-    env_steps: int = 20000
-    log_every: int = 1
+    num_envs: int = bounded(8, ge=1)
+    rollout_chunks: int = bounded(24, ge=1)
+    epochs: int = bounded(4, ge=1)
+    minibatch: int = bounded(64, ge=1)
+    lr: float = bounded(1e-5, gt=0)
+    value_lr: float = bounded(1e-3, gt=0)
+    clip: float = bounded(0.2, gt=0, lt=1)
+    gamma: float = bounded(0.99, gt=0, le=1)
+    gae_lambda: float = bounded(0.95, ge=0, le=1)
+    entropy_coef: float = bounded(0.005, ge=0)
+    max_grad_norm: float = bounded(1.0, gt=0)
+    noise_std_min: float = bounded(0.08, gt=0)
+    noise_std_max: float = bounded(0.16, gt=0)
+    sde_noise_level: float = bounded(0.5, gt=0)
+    chain_logprob: ChainLogprob = "mean"
+    value_hidden_dims: list[int] = bounded(factory=lambda: [256, 256], ge=1)
+    env_steps: int = bounded(20000, ge=1)
+    log_every: int = bounded(1, ge=1)
+
+    def validate(self, at: str = "ppo.") -> list[str]:
+        """``noise_std_min <= noise_std_max``; named under ``at``."""
+        low, high = self.noise_std_min, self.noise_std_max
+        if isinstance(low, int | float) and low > 0 and low > high:
+            return [f"{at}noise_std_min={low}: must be <= {at}noise_std_max={high}"]
+        return []
 
 
 @dataclass
@@ -923,10 +1199,22 @@ class DeployConfig:
 
     server: str = ""
     token: str = ""
-    timeout_s: float = 2.0
+    timeout_s: float = bounded(2.0, gt=0)
     client_key: str = "robot"
-    async_lead: int = 0
-    async_blend: int = 0
+    async_lead: int = bounded(0, ge=0)
+    async_blend: int = bounded(0, ge=0)
+
+    def validate(self, at: str = "deploy.") -> list[str]:
+        """``async_blend <= async_lead`` and ``server`` a ZeroMQ endpoint, each named under ``at``
+        (``async_lead`` against the policy's horizon: :meth:`PipelineConfig.validate`)."""
+        out = []
+        lead, blend = self.async_lead, self.async_blend
+        if isinstance(blend, int) and blend >= 0 and blend > max(lead, 0):
+            out.append(f"{at}async_blend={blend}: must be <= {at}async_lead={lead}")
+        reason = address_problem(self.server) if self.server else None
+        if reason is not None:
+            out.append(f"{at}server={self.server!r}: {reason}")
+        return out
 
 
 @dataclass
@@ -942,7 +1230,7 @@ class PipelineConfig:
     """
 
     run_dir: str = "runs/panda_pick_cube"
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = bounded(factory=lambda: [0, 1, 2], ge=0)
     env: EnvConfig = field(default_factory=EnvConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -961,9 +1249,71 @@ class PipelineConfig:
     security: SecurityConfig = field(default_factory=SecurityConfig)
     deploy: DeployConfig = field(default_factory=DeployConfig)
     device: str = "cpu"
-    checkpoint_every: int = 500
-    threads: int = 0
+    checkpoint_every: int = bounded(500, ge=1)
+    threads: int = bounded(0, ge=0)
 
+    def validate(self, at: str = "") -> list[str]:
+        """Problems of the rules across sections, each naming its dotted key: the device and seeds, the
+        critic on a VLA's trunk, ``deploy.async_lead`` below ``policy.horizon``, one actor on a robot with a
+        device that drives its action, and a batched actor's needs."""
+        out = []
+        if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", self.device):
+            out.append(f"{at}device={self.device!r}: must be cpu, cuda, cuda:N or mps")
+        if not self.seeds:
+            out.append(f"{at}seeds=[]: give at least one training seed")
+        if self.offline.critic_on_trunk and (self.policy.kind != "vla" or self.offline.method == "recap"):
+            out.append(
+                f"{at}offline.critic_on_trunk=true with policy.kind={self.policy.kind}, offline.method="
+                f"{self.offline.method}: the critic reads a VLA's trunk only for qc / qc_fql / corft on "
+                "policy.kind=vla; set it false"
+            )
+        lead, horizon = self.deploy.async_lead, self.policy.horizon
+        if isinstance(lead, int) and lead > 0 and not lead < horizon:
+            out.append(
+                f"{at}deploy.async_lead={lead}: must be < policy.horizon={horizon} (or 0: synchronous)"
+            )
+        robot = self.env.robot
+        if robot is not None and self.online.num_actors != 1:
+            out.append(
+                f"{at}online.num_actors={self.online.num_actors}: a robot (env.robot) is driven by one "
+                "actor; set online.num_actors=1"
+            )
+        if robot is not None and robot.action == "joint_position" and self.intervention.device != "none":
+            out.append(
+                f"{at}intervention.device={self.intervention.device}: it drives end-effector deltas, but "
+                "env.robot.action=joint_position takes joint targets; set intervention.device=none"
+            )
+        return out + self._batched_actor_problems(at)
+
+    def _batched_actor_problems(self, at: str) -> list[str]:
+        """``online.envs_per_actor`` > 1 steps the in-process batched simulator (``env.backend=mujoco_cpu``)
+        with the env's own success reward (the progress-critic reward wraps one env), no robot and no web
+        GUI (robot_rl.runtime.batched_actor)."""
+        n = self.online.envs_per_actor
+        if not isinstance(n, int) or n <= 1:
+            return []
+        key, out = f"{at}online.envs_per_actor={n}", []
+        if self.env.backend != "mujoco_cpu":
+            out.append(
+                f"{key} needs env.backend=mujoco_cpu (the in-process batched simulator), "
+                f"not env.backend={self.env.backend!r}"
+            )
+        if self.reward.mode != "success":
+            out.append(
+                f"{key} with reward.mode={self.reward.mode!r}: the critic reward runs on one "
+                "env; set reward.mode=success or online.envs_per_actor=1"
+            )
+        if self.env.robot is not None:
+            out.append(f"{key}: a robot (env.robot) is one env; set online.envs_per_actor=1")
+        if self.intervention.device == "gui":
+            out.append(
+                f"{key} with intervention.device=gui: the GUI's live view and relabels "
+                "address one env's episodes; use another device (it drives env 0) or online.envs_per_actor=1"
+            )
+        return out
+
+
+register_choice_decoders(PipelineConfig)
 
 # The --quick preset: same pipeline, smaller budgets, so it finishes in minutes on 2 CPU cores.
 QUICK_OVERRIDES: dict[str, object] = {
@@ -995,8 +1345,8 @@ def load_config(
 
     Raises:
         ConfigError: the YAML file is missing or malformed, a key (in the file or an override) is
-            unknown, or (for a PipelineConfig) a value is out of its range (robot_rl.config_checks); the
-            message names the file and the key.
+            unknown, or (for a PipelineConfig) a value breaks its section's checks
+            (robot_rl.config_checks); the message names the file and the key.
     """
     tree: dict = {}
     if path is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from robot_rl.config_checks import ROS2_KINEMATICS
+from robot_rl.config import ROS2_KINEMATICS
 
 IK_ITERATIONS = 10
 """Gauss-Newton iterations per :meth:`ArmKinematics.solve` (from the measured joints, 3 cm steps)."""
