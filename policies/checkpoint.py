@@ -1,7 +1,8 @@
 """Checkpoint folders (DESIGN.md §3), no pickle anywhere:
 
 <path>/model.safetensors        every module's state dict, keys prefixed ``<module name>.``
-<path>/config.json              the full config dict + ``obs_shapes`` + ``action_dim``
+<path>/config.json              the header (:class:`CheckpointHeader`): the full config dict + ``method``,
+                                ``obs_shapes``, ``action_dim``, ``checkpoint_format``
 <path>/normalization.json       FeatureStats per key (LeRobot stats.json layout)
 <path>/extra_state.safetensors  (optional) tensors of ``extra_state`` (optimizer state, ...)
 <path>/extra_state.json         (optional) the rest of ``extra_state``, tensors replaced by references
@@ -14,15 +15,19 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import draccus
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from robot_rl.algos.registry import algorithm
+from robot_rl.config import PolicyConfig
 from robot_rl.data.normalize import FeatureStats, load_stats, save_stats
 
 MODEL_FILE = "model.safetensors"
@@ -122,6 +127,163 @@ def _decode(x: Any, tensors: dict[str, torch.Tensor]) -> Any:
     return x
 
 
+FORMAT_KEY = "checkpoint_format"
+FORMAT_VERSION = 2
+"""Checkpoint formats this version reads: 1, written before issue 36 (config.json without
+``checkpoint_format``; same files; ``method`` defaults to ``bc``); 2, ``checkpoint_format`` set and
+``method``, ``obs_shapes`` and ``action_dim`` always present."""
+
+
+@dataclass(frozen=True)
+class CheckpointHeader:
+    """A checkpoint's ``config.json``, typed: what it was trained on and how to rebuild its agent.
+
+    Attributes:
+        method: the registered method (:mod:`robot_rl.algos.registry`) that rebuilds the agent.
+        obs_shapes: observation key -> shape the networks read (no batch dim).
+        action_dim: d.
+        policy: the policy's architecture (``policy`` section).
+        algo_configs: the method's config sections (PipelineConfig field -> dataclass), its own first.
+        features: the dataset columns training used and ignored (``FeatureUse.to_json``), or None.
+        fps: control rate of the training data (Hz), or None when unknown.
+        config: the whole ``config.json`` dict (seed, data, obs_keys, ... as saved).
+        format_version: :data:`FORMAT_VERSION` of the file it was read from.
+    """
+
+    method: str
+    obs_shapes: dict[str, tuple[int, ...]]
+    action_dim: int
+    policy: PolicyConfig
+    algo_configs: dict[str, Any]
+    features: dict | None
+    fps: float | None
+    config: dict
+    format_version: int = FORMAT_VERSION
+
+    @classmethod
+    def from_config(cls, config: dict, where: str | Path = CONFIG_FILE) -> CheckpointHeader:
+        """The header of a ``config.json`` dict; ``where`` (the file) starts every error message.
+
+        Raises:
+            CheckpointError: one line naming ``where`` and the format version: a version this code does not
+                read, ``obs_shapes``/``action_dim`` missing, an unknown ``method``, or a config section
+                that does not decode.
+        """
+        version = config.get(FORMAT_KEY, 1)
+        if version not in range(1, FORMAT_VERSION + 1) or isinstance(version, bool):
+            raise CheckpointError(
+                f"{where}: checkpoint format {version!r} is not one this robot_rl reads (formats 1-"
+                f"{FORMAT_VERSION}); load it with the robot_rl version that wrote it"
+            )
+        missing = [k for k in ("obs_shapes", "action_dim") if k not in config]
+        if missing:
+            raise CheckpointError(
+                f"{where}: checkpoint format {version} lacks {missing}; save it with obs_shapes and "
+                "action_dim"
+            )
+        method = config.get("method", "bc")
+        try:
+            sections = algorithm(method).sections
+        except ValueError as err:
+            raise CheckpointError(f"{where}: checkpoint format {version}: {err}") from err
+        return cls(
+            method=method,
+            obs_shapes={k: tuple(int(d) for d in v) for k, v in config["obs_shapes"].items()},
+            action_dim=int(config["action_dim"]),
+            policy=_decode_section(config, "policy", PolicyConfig, where),
+            algo_configs={name: _decode_section(config, name, kind, where) for name, kind in sections},
+            features=config.get("features"),
+            fps=config.get("fps"),
+            config=config,
+            format_version=int(version),
+        )
+
+    @property
+    def algo_config(self) -> Any:
+        """The method's own config section (its agent's ``cfg``)."""
+        return next(iter(self.algo_configs.values()))
+
+    @property
+    def obs_keys(self) -> list[str]:
+        """The observation keys the agent is fed, in training's order (``obs_keys``; else sorted)."""
+        return list(self.config.get("obs_keys") or sorted(self.obs_shapes))
+
+    def to_config(self) -> dict:
+        """The ``config.json`` dict to write (format :data:`FORMAT_VERSION`)."""
+        return {
+            **self.config,
+            FORMAT_KEY: FORMAT_VERSION,
+            "method": self.method,
+            "obs_shapes": {k: list(v) for k, v in self.obs_shapes.items()},
+            "action_dim": self.action_dim,
+        }
+
+
+def _decode_section(config: dict, name: str, kind: type, where: str | Path) -> Any:
+    try:
+        return draccus.decode(kind, config.get(name) or {})
+    except draccus.utils.DecodingError as err:
+        raise CheckpointError(f"{where}: section {name!r} does not decode: {err}") from err
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint folder in memory (module docstring): header, weights, normalisation, extra state.
+
+    Attributes:
+        header: the typed ``config.json``.
+        weights: module name -> its state dict (tensors on the CPU).
+        stats: normalisation statistics per feature.
+        extra_state: optimizer state and the like (tensors inside), or None.
+    """
+
+    header: CheckpointHeader
+    weights: dict[str, dict[str, torch.Tensor]]
+    stats: dict[str, FeatureStats]
+    extra_state: dict | None = None
+
+    def save(self, path: str | Path) -> Path:
+        """Write the folder ``path`` (created if needed; files overwritten); returns it.
+
+        Raises:
+            OSError: naming the file being written (disk full, read-only, not writable).
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        flat = {
+            f"{name}.{key}": value for name, state in self.weights.items() for key, value in state.items()
+        }
+        _write_tensors(flat, path / MODEL_FILE)
+        with _writing(path / CONFIG_FILE) as f:
+            f.write_text(json.dumps(self.header.to_config(), indent=2))
+        with _writing(path / NORM_FILE) as f:
+            save_stats(self.stats, f)
+        if self.extra_state is not None:
+            tensors: dict[str, torch.Tensor] = {}
+            tree = _encode(self.extra_state, tensors, "")
+            _write_tensors(tensors, path / STATE_TENSORS_FILE)
+            with _writing(path / STATE_JSON_FILE) as f:
+                f.write_text(json.dumps(tree))
+        return path
+
+    def load_modules(
+        self, modules: dict[str, nn.Module], where: str | Path, skip_missing: bool = False
+    ) -> None:
+        """Load each module's weights (strict) from :attr:`weights`; ``where`` (the folder) names errors.
+
+        Raises:
+            CheckpointError: a module has no weights (unless ``skip_missing``), or its weights do not fit
+                (names the file, the module and the first mismatched tensor).
+        """
+        model_file = Path(where) / MODEL_FILE
+        for name, module in modules.items():
+            if name not in self.weights:
+                if skip_missing:
+                    continue
+                raise CheckpointError(f"{model_file} has no weights for module {name!r}")
+            load_module_state(module, self.weights[name], f"{model_file} ({name})")
+
+
 def save_checkpoint(
     path: str | Path,
     modules: dict[str, nn.Module],
@@ -131,37 +293,25 @@ def save_checkpoint(
     obs_shapes: dict[str, tuple[int, ...]] | None = None,
     action_dim: int | None = None,
 ) -> Path:
-    """Write a checkpoint folder (created if needed; files overwritten).
+    """Write the modules' weights (copied to the CPU) with ``config`` (the full config dict, ``method``
+    included) as a :class:`Checkpoint` to ``path``; ``obs_shapes``/``action_dim`` go into the header (they may
+    instead already be in ``config``).
 
-    Raises OSError naming the file being written when the disk is full, read-only or not writable.
-
-    ``obs_shapes``/``action_dim`` are stored in config.json (they may instead already be in ``config``);
-    they are needed to rebuild the agent (:func:`robot_rl.policies.load_agent`) and for
-    :func:`check_compatible`, so always pass them for checkpoints meant for evaluation or deployment.
+    Raises:
+        CheckpointError: ``config`` lacks obs_shapes/action_dim or names an unknown method.
+        OSError: naming the file being written when the disk is full, read-only or not writable.
     """
-    path = Path(path)
-    cfg = dict(config)
+    cfg = {**config, FORMAT_KEY: FORMAT_VERSION}  # written now: this version's layout, whatever it came from
     if obs_shapes is not None:
         cfg["obs_shapes"] = {k: [int(s) for s in v] for k, v in obs_shapes.items()}
     if action_dim is not None:
         cfg["action_dim"] = int(action_dim)
-    path.mkdir(parents=True, exist_ok=True)
-    flat: dict[str, torch.Tensor] = {}
-    for name, module in modules.items():
-        for key, value in module.state_dict().items():
-            flat[f"{name}.{key}"] = value.detach().cpu().contiguous().clone()
-    _write_tensors(flat, path / MODEL_FILE)
-    with _writing(path / CONFIG_FILE) as f:
-        f.write_text(json.dumps(cfg, indent=2))
-    with _writing(path / NORM_FILE) as f:
-        save_stats(stats, f)
-    if extra_state is not None:
-        tensors: dict[str, torch.Tensor] = {}
-        tree = _encode(extra_state, tensors, "")
-        _write_tensors(tensors, path / STATE_TENSORS_FILE)
-        with _writing(path / STATE_JSON_FILE) as f:
-            f.write_text(json.dumps(tree))
-    return path
+    weights = {
+        name: {k: v.detach().cpu().contiguous().clone() for k, v in module.state_dict().items()}
+        for name, module in modules.items()
+    }
+    header = CheckpointHeader.from_config(cfg, Path(path) / CONFIG_FILE)
+    return Checkpoint(header, weights, stats, extra_state).save(path)
 
 
 def _require(path: Path, name: str) -> Path:
@@ -173,28 +323,39 @@ def _require(path: Path, name: str) -> Path:
     return f
 
 
-def load_checkpoint(
-    path: str | Path,
-) -> tuple[dict[str, dict[str, torch.Tensor]], dict, dict[str, FeatureStats]]:
-    """Read a checkpoint folder -> (module name -> state dict, config dict, stats).
+def load_checkpoint(path: str | Path, extra_state: bool = False) -> Checkpoint:
+    """Read a checkpoint folder (any format this code reads, :data:`FORMAT_VERSION`); with ``extra_state``
+    also its extra state (None when it has none).
 
     Raises:
         FileNotFoundError: the folder or one of its files is missing (message names it).
-        CheckpointError: a file is corrupt: not safetensors (empty, truncated, random bytes) or not JSON.
+        CheckpointError: a file is corrupt (not safetensors, not JSON), or the header does not read
+            (:meth:`CheckpointHeader.from_config`: one line naming the file and the format version).
     """
     path = Path(path)
-    model_f, cfg_f, norm_f = (_require(path, n) for n in (MODEL_FILE, CONFIG_FILE, NORM_FILE))
+    model_f, _, norm_f = (_require(path, n) for n in (MODEL_FILE, CONFIG_FILE, NORM_FILE))
+    header = read_header(path)
     flat = _read_tensors(model_f)
-    state_dicts: dict[str, dict[str, torch.Tensor]] = {}
+    weights: dict[str, dict[str, torch.Tensor]] = {}
     for key, value in flat.items():
         name, _, rest = key.partition(".")
-        state_dicts.setdefault(name, {})[rest] = value
-    config = read_config(cfg_f)
+        weights.setdefault(name, {})[rest] = value
     try:
         stats = load_stats(norm_f)
     except (ValueError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{err}; the checkpoint is corrupt") from err
-    return state_dicts, config, stats
+    return Checkpoint(header, weights, stats, load_extra_state(path) if extra_state else None)
+
+
+def read_header(path: str | Path) -> CheckpointHeader:
+    """The header of the checkpoint folder ``path`` (its ``config.json`` only, no weights).
+
+    Raises:
+        FileNotFoundError: the folder or its config.json is missing; CheckpointError: as
+            :func:`load_checkpoint`.
+    """
+    file = _require(Path(path), CONFIG_FILE)
+    return CheckpointHeader.from_config(read_config(file), file)
 
 
 def read_config(file: Path) -> dict:

@@ -1,42 +1,29 @@
 """Wiring: build policies, critics and agents by method name, save them and rebuild them from a checkpoint.
 
 This is where ``robot_rl.policies`` (networks) meets ``robot_rl.algos`` (core algorithms), so the core
-never imports the policies package (DESIGN.md §2).
+never imports the policies package (DESIGN.md §2). Methods come from the algorithm registry
+(:mod:`robot_rl.algos.registry`); this module gives their builders the networks (:class:`_Networks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-import draccus
 import torch
 from torch import nn
 
-from robot_rl.algos import ChunkCritic, FlowBC, QCAgent, QCFQLAgent, SACAgent
 from robot_rl.algos.base import Agent
-from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic
-from robot_rl.algos.flow_ppo import FlowPPOAgent
-from robot_rl.algos.recap import DistributionalValue, IndicatorConditioner, RECAPAgent
-from robot_rl.config import (
-    BCConfig,
-    CORFTConfig,
-    OfflineRLConfig,
-    PipelineConfig,
-    PolicyConfig,
-    PPOConfig,
-    RecapConfig,
-    SACConfig,
-)
+from robot_rl.algos.registry import Algorithm, algorithm, names
+from robot_rl.config import PipelineConfig, PolicyConfig
 from robot_rl.data.normalize import FeatureStats
 
 from .checkpoint import (
     CheckpointError,
+    CheckpointHeader,
     check_compatible,
     load_checkpoint,
-    load_extra_state,
-    load_module_state,
-    require_shapes,
     save_checkpoint,
     weights_mismatch,
 )
@@ -45,14 +32,8 @@ from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
 
-METHODS = ("bc", "qc", "qc_fql", "corft", "sac", "ppo", "recap")
-# config section (and its dataclass) holding each method's hyper-parameters; the rest use ``offline``
-_ALGO_SECTIONS = {
-    "bc": ("bc", BCConfig),
-    "sac": ("sac", SACConfig),
-    "ppo": ("ppo", PPOConfig),
-    "recap": ("recap", RecapConfig),
-}
+METHODS = names()
+"""Every registered method (:func:`robot_rl.algos.registry.names`)."""
 EncoderFactory = Callable[[], nn.Module]
 
 
@@ -94,124 +75,135 @@ def build_policy(
     return FlowChunkPolicy(policy_cfg, obs_shapes, action_dim, stats, encoder=factory())
 
 
+class _Networks:
+    """:class:`robot_rl.algos.registry.Networks` for one build: encoders from ``encoder_factory`` (default
+    :class:`ObservationEncoder`), the policy of ``policy_cfg``, every module moved to ``device``."""
+
+    def __init__(
+        self,
+        policy_cfg: PolicyConfig,
+        obs_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        stats: dict[str, FeatureStats],
+        encoder_factory: EncoderFactory | None,
+        device: str | torch.device,
+    ) -> None:
+        self.kind, self.horizon, self.hidden_dims = (
+            policy_cfg.kind,
+            policy_cfg.horizon,
+            policy_cfg.hidden_dims,
+        )
+        self.action_dim = action_dim
+        self._cfg, self._shapes, self._stats, self._device = policy_cfg, obs_shapes, stats, device
+        self._factory = encoder_factory or default_encoder_factory(
+            obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
+        )
+        self._policy: FlowChunkPolicy | None = None
+
+    def policy(self) -> FlowChunkPolicy:
+        if self._policy is None:
+            policy = build_policy(self._cfg, self._shapes, self.action_dim, self._stats, self._factory)
+            self._policy = policy.to(self._device)
+        return self._policy
+
+    def encoder(self, on_trunk: bool = False) -> nn.Module:
+        if on_trunk and self.kind == "vla":  # critic and one-step heads on the VLA trunk (stop-gradient)
+            from .vla.trunk import VLATrunkFeatures
+
+            return VLATrunkFeatures(self.policy())
+        return self._factory()
+
+    def one_step(self, on_trunk: bool = False) -> nn.Module:
+        return self.place(
+            OneStepChunkPolicy(self.encoder(on_trunk), self.action_dim, self.horizon, self.hidden_dims)
+        )
+
+    def gaussian_actor(self, hidden_dims: Sequence[int]) -> nn.Module:
+        cfg = self._cfg
+        actor = GaussianTanhPolicy(
+            self._factory(),
+            self.action_dim,
+            hidden_dims,
+            self._stats,
+            normalization=cfg.normalization,
+            action_low=cfg.action_low,
+            action_high=cfg.action_high,
+        )
+        return self.place(actor)
+
+    def policy_width(self) -> int:
+        policy = self.policy()
+        return policy.expert.width if self.kind == "vla" else policy.feature_dim
+
+    def place(self, module: nn.Module) -> nn.Module:
+        return module.to(self._device)
+
+
+def _build(
+    algo: Algorithm,
+    policy_cfg: PolicyConfig,
+    configs: Sequence[Any],
+    obs_shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    stats: dict[str, FeatureStats],
+    encoder_factory: EncoderFactory | None,
+    device: str | torch.device,
+) -> Agent:
+    nets = _Networks(policy_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
+    return algo.build(nets, *configs)
+
+
 def build_agent(
     method: str,
     policy_cfg: PolicyConfig,
-    offline_cfg: OfflineRLConfig | BCConfig | SACConfig,
+    algo_cfg: Any,
     obs_shapes: dict[str, tuple[int, ...]],
     action_dim: int,
-    stats: dict[str, FeatureStats] | None = None,
+    stats: dict[str, FeatureStats],
     encoder_factory: EncoderFactory | None = None,
     device: str | torch.device = "cpu",
-    corft_cfg: CORFTConfig | None = None,
+    **section_cfgs: Any,
 ) -> Agent:
-    """Build ``bc`` (FlowBC; ``offline_cfg`` may be a BCConfig, only ``lr`` is used), ``ppo``
-    (FlowPPOAgent, π_RL; ``offline_cfg`` is a PPOConfig), ``recap`` (RECAPAgent; ``offline_cfg`` is a
-    RecapConfig; the value gets its own encoder, the indicator embedding the policy's feature width),
-    ``qc`` (QCAgent), ``qc_fql`` (QCFQLAgent), ``corft`` (CORFTAgent; ``corft_cfg`` default
-    :class:`CORFTConfig`) or ``sac`` (SACAgent; ``offline_cfg`` is a SACConfig and ``policy_cfg.horizon``
-    must be 1). Each network (policy, critic, one-step policy) gets its own encoder from
-    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except ``corft`` (and ``qc`` /
-    ``qc_fql`` with ``offline_cfg.critic_on_trunk``) on a VLA policy, whose critic and one-step policy
-    read the VLA's trunk (stop-gradient). Modules are moved to ``device``.
+    """Build the registered ``method`` (:mod:`robot_rl.algos.builtin`: ``bc``, ``qc``, ``qc_fql``,
+    ``corft``, ``sac``, ``ppo``, ``recap``) for observations ``obs_shapes`` and actions of dim
+    ``action_dim``, normalised with ``stats``.
 
-    Also callable as ``build_agent(method, pipeline_cfg, obs_shapes, action_dim, stats, device=...)`` with a
-    ``PipelineConfig`` (same as :func:`build_agent_from_config`).
+    ``algo_cfg`` is the method's own section (``bc``: a BCConfig, only ``lr`` is read; ``qc``/``qc_fql``/
+    ``corft``: an OfflineRLConfig; ``sac``: a SACConfig, ``policy.horizon`` must be 1; ``ppo``: a PPOConfig;
+    ``recap``: a RecapConfig); a method's further sections come as ``<section>_cfg=`` keywords
+    (``corft_cfg=CORFTConfig(...)``; default: the section's defaults). Each network gets its own encoder from
+    ``encoder_factory()`` (default: :class:`ObservationEncoder`), except the critic and one-step policy of
+    ``corft`` (and of ``qc``/``qc_fql`` with ``critic_on_trunk``) on a VLA policy, which read its trunk.
+    Modules are on ``device``.
 
     Raises:
         ValueError: unknown method; ``sac`` with ``policy.horizon`` != 1.
+        TypeError: a ``<section>_cfg`` keyword that is not one of the method's sections.
     """
-    if isinstance(policy_cfg, PipelineConfig):  # build_agent(method, cfg, obs_shapes, action_dim, stats)
-        return build_agent_from_config(
-            method, policy_cfg, offline_cfg, obs_shapes, action_dim, device, encoder_factory
-        )
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
-    if stats is None:
-        raise TypeError("build_agent needs stats (normalization statistics per feature)")
-    factory = encoder_factory or default_encoder_factory(
-        obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
-    )
-    if method == "sac":
-        return _build_sac(policy_cfg, offline_cfg, action_dim, stats, factory, device)
-    policy = build_policy(policy_cfg, obs_shapes, action_dim, stats, factory).to(device)
-    if method == "bc":
-        return FlowBC(policy, offline_cfg)
-    if method == "ppo":
-        return FlowPPOAgent(policy, offline_cfg)
-    if method == "recap":
-        value = DistributionalValue(factory(), offline_cfg.value_hidden_dims, offline_cfg.value_bins)
-        width = policy.expert.width if policy_cfg.kind == "vla" else policy.feature_dim  # VLA: token width
-        conditioner = IndicatorConditioner(width)
-        return RECAPAgent(policy, value.to(device), conditioner.to(device), offline_cfg)
-    on_trunk = method == "corft" or getattr(offline_cfg, "critic_on_trunk", False)
-    if on_trunk and policy_cfg.kind == "vla":  # critic and one-step heads on the VLA trunk
-        factory = _trunk_factory(policy)
-    critic = (PrefixChunkCritic if method == "corft" else ChunkCritic)(
-        factory(),
-        action_dim,
-        policy_cfg.horizon,
-        offline_cfg.critic_hidden_dims,
-        num_critics=offline_cfg.num_critics,
-        agg=offline_cfg.critic_agg,
-    ).to(device)
-    if method == "qc":
-        return QCAgent(policy, critic, offline_cfg)
-    one_step = OneStepChunkPolicy(factory(), action_dim, policy_cfg.horizon, policy_cfg.hidden_dims).to(
-        device
-    )
-    if method == "corft":
-        return CORFTAgent(policy, critic, one_step, offline_cfg, corft_cfg or CORFTConfig())
-    return QCFQLAgent(policy, critic, one_step, offline_cfg)
-
-
-def _trunk_factory(policy: nn.Module) -> EncoderFactory:
-    """Encoders reading the VLA policy's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`)."""
-    from .vla.trunk import VLATrunkFeatures
-
-    return lambda: VLATrunkFeatures(policy)
-
-
-def _build_sac(policy_cfg, sac_cfg, action_dim, stats, factory, device) -> SACAgent:
-    if policy_cfg.horizon != 1:
-        raise ValueError(
-            f"method 'sac' acts on single steps: policy.horizon must be 1, got {policy_cfg.horizon}"
-        )
-    actor = GaussianTanhPolicy(
-        factory(),
-        action_dim,
-        sac_cfg.actor_hidden_dims,
-        stats,
-        normalization=policy_cfg.normalization,
-        action_low=policy_cfg.action_low,
-        action_high=policy_cfg.action_high,
-    ).to(device)
-    critic = ChunkCritic(
-        factory(),
-        action_dim,
-        1,
-        sac_cfg.critic_hidden_dims,
-        num_critics=sac_cfg.num_critics,
-        agg=sac_cfg.critic_agg,
-    ).to(device)
-    return SACAgent(actor, critic, sac_cfg)
+    algo = algorithm(method)
+    extra = {name.removesuffix("_cfg"): cfg for name, cfg in section_cfgs.items()}
+    known = [field for field, _ in algo.sections[1:]]
+    unknown = sorted(set(extra) - set(known))
+    if unknown:
+        raise TypeError(f"build_agent({method!r}): unknown config sections {unknown}; {method} has {known}")
+    configs = [algo_cfg, *(extra.get(field) or kind() for field, kind in algo.sections[1:])]
+    return _build(algo, policy_cfg, configs, obs_shapes, action_dim, stats, encoder_factory, device)
 
 
 def build_agent_from_config(
     method: str,
-    cfg,
+    cfg: PipelineConfig,
     obs_shapes: dict[str, tuple[int, ...]],
     action_dim: int,
     stats: dict[str, FeatureStats],
     device: str | torch.device = "cpu",
     encoder_factory: EncoderFactory | None = None,
 ) -> Agent:
-    """:func:`build_agent` from a ``PipelineConfig`` (uses ``cfg.policy`` and ``cfg.bc`` for ``bc``,
-    ``cfg.sac`` for ``sac``, ``cfg.ppo`` for ``ppo``, ``cfg.recap`` for ``recap``, else ``cfg.offline``)."""
-    algo_cfg = getattr(cfg, _ALGO_SECTIONS.get(method, ("offline",))[0])
-    return build_agent(
-        method, cfg.policy, algo_cfg, obs_shapes, action_dim, stats, encoder_factory, device, cfg.corft
-    )
+    """:func:`build_agent` with ``cfg.policy`` and the method's sections of the PipelineConfig ``cfg``
+    (``cfg.bc`` for ``bc``, ``cfg.offline`` (and ``cfg.corft``) for the offline methods, ...)."""
+    algo = algorithm(method)
+    configs = [getattr(cfg, field) for field, _ in algo.sections]
+    return _build(algo, cfg.policy, configs, obs_shapes, action_dim, stats, encoder_factory, device)
 
 
 def save_agent(
@@ -224,9 +216,9 @@ def save_agent(
     include_optimizer: bool = False,
     extra_state: dict | None = None,
 ) -> Path:
-    """Checkpoint an agent. ``config`` is the full config dict (``config_to_dict(PipelineConfig)``: needs
-    ``policy`` and ``offline`` or ``bc`` sections); ``method`` is added. With ``include_optimizer`` the
-    optimizer state goes into ``extra_state['optimizers']`` (extra_state.*)."""
+    """Checkpoint an agent. ``config`` is the full config dict (``config_to_dict(PipelineConfig)``);
+    ``method`` is set to the agent's. With ``include_optimizer`` the optimizer state goes into
+    ``extra_state['optimizers']`` (extra_state.*)."""
     cfg = dict(config)
     cfg["method"] = agent.method
     state = dict(extra_state or {})
@@ -237,74 +229,70 @@ def save_agent(
     )
 
 
-def _section(config: dict, name: str, cls):
-    return draccus.decode(cls, config.get(name) or {})
-
-
 def load_agent(
     path: str | Path,
-    method: str | None = None,
     device: str | torch.device = "cpu",
-    load_optimizer: bool = False,
+    *,
+    evaluate: bool = False,
+    seed: int | None = None,
     obs_shapes: dict[str, tuple[int, ...]] | None = None,
     action_dim: int | None = None,
-) -> tuple[Agent, dict, dict[str, FeatureStats]]:
-    """Rebuild an agent from a checkpoint -> (agent, config dict, stats).
+    load_optimizer: bool = False,
+) -> tuple[Agent, CheckpointHeader]:
+    """Rebuild the agent of a checkpoint -> (agent, its header). The one loader of agents.
 
-    ``method`` defaults to the checkpoint's. If ``obs_shapes``/``action_dim`` (of the env/dataset) are given
-    they are checked against the checkpoint.
+    Args:
+        path: the checkpoint folder (any format :func:`robot_rl.policies.checkpoint.load_checkpoint` reads).
+        device: where the modules go.
+        evaluate: put the agent in eval mode and make it act deterministically (:attr:`Agent.deterministic`:
+            SAC's mean action), as evaluations and the policy server use it; else it is in train mode.
+        seed: seed torch's RNG with it before building (the networks' initial values, overwritten by the
+            checkpoint's weights, and the RNG state acting starts from).
+        obs_shapes, action_dim: of the env/dataset it will act on, checked against the checkpoint's (extra
+            observation keys are fine; ``action_dim`` defaults to the checkpoint's).
+        load_optimizer: also restore the optimizer state (``extra_state['optimizers']``).
 
     Raises:
-        FileNotFoundError: a checkpoint file is missing (named).
-        CheckpointError: a file is corrupt, the env's/dataset's shapes differ from the checkpoint's (names
-            the key and both shapes), or the weights do not fit the network its config.json describes.
+        FileNotFoundError: a checkpoint file is missing (named); no optimizer state with ``load_optimizer``.
+        CheckpointError: a file is corrupt, its format is not one this code reads, the env's/dataset's shapes
+            differ from the checkpoint's (names the key and both shapes), or the weights do not fit the
+            network its header describes.
     """
-    state_dicts, config, stats = load_checkpoint(path)
-    require_shapes(config)
+    ckpt = load_checkpoint(path, extra_state=load_optimizer)
+    header = ckpt.header
     if obs_shapes is not None:
-        action_dim = action_dim if action_dim is not None else config["action_dim"]
-        check_compatible(config, obs_shapes, action_dim, where=path)
-    method = method or config.get("method", "bc")
-    policy_cfg = _section(config, "policy", PolicyConfig)
-    algo_cfg = _section(config, *_ALGO_SECTIONS.get(method, ("offline", OfflineRLConfig)))
-    shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
-    corft_cfg = _section(config, "corft", CORFTConfig)
-    agent = build_agent(
-        method,
-        policy_cfg,
-        algo_cfg,
-        shapes,
-        int(config["action_dim"]),
-        stats,
-        device=device,
-        corft_cfg=corft_cfg,
+        check_compatible(
+            header.config, obs_shapes, header.action_dim if action_dim is None else action_dim, path
+        )
+    if seed is not None:
+        torch.manual_seed(seed)
+    configs = list(header.algo_configs.values())
+    algo = algorithm(header.method)
+    agent = _build(
+        algo, header.policy, configs, header.obs_shapes, header.action_dim, ckpt.stats, None, device
     )
-    for name, module in agent.modules().items():
-        if name not in state_dicts:
-            raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no weights for module {name!r}")
-        load_module_state(module, state_dicts[name], f"{Path(path) / 'model.safetensors'} ({name})")
+    ckpt.load_modules(agent.modules(), path)
     if load_optimizer:
-        extra = load_extra_state(path)
-        if not extra or "optimizers" not in extra:
+        if not ckpt.extra_state or "optimizers" not in ckpt.extra_state:
             raise FileNotFoundError(f"checkpoint {path} has no optimizer state (extra_state.*)")
-        agent.load_optimizer_state(extra["optimizers"])
-    return agent, config, stats
+        agent.load_optimizer_state(ckpt.extra_state["optimizers"])
+    if evaluate:
+        agent.eval()
+        agent.deterministic = True
+    return agent, header
 
 
 def load_policy(path: str | Path, device: str | torch.device = "cpu") -> tuple[FlowChunkPolicy, dict, dict]:
-    """Rebuild only the flow policy (module ``policy``) from a checkpoint -> (policy, config, stats)."""
-    state_dicts, config, stats = load_checkpoint(path)
-    if "policy" not in state_dicts:
-        raise CheckpointError(f"{Path(path) / 'model.safetensors'} has no 'policy' weights")
-    require_shapes(config)
-    policy = build_policy(
-        _section(config, "policy", PolicyConfig),
-        {k: tuple(v) for k, v in config["obs_shapes"].items()},
-        int(config["action_dim"]),
-        stats,
-    ).to(device)
-    load_module_state(policy, state_dicts["policy"], f"{Path(path) / 'model.safetensors'} (policy)")
-    return policy, config, stats
+    """Rebuild only the flow policy (module ``policy``) from a checkpoint -> (policy, config dict, stats).
+
+    Raises:
+        FileNotFoundError / CheckpointError: as :func:`load_agent`; no ``policy`` weights.
+    """
+    ckpt = load_checkpoint(path)
+    header = ckpt.header
+    policy = build_policy(header.policy, header.obs_shapes, header.action_dim, ckpt.stats).to(device)
+    ckpt.load_modules({"policy": policy}, path)
+    return policy, header.config, ckpt.stats
 
 
 def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
@@ -314,16 +302,20 @@ def warm_start_from_bc(agent: Agent, bc_checkpoint: str | Path) -> None:
         FileNotFoundError: checkpoint missing; CheckpointError: a file is corrupt, or the BC checkpoint's obs
         shapes / action dim / horizon differ from the agent's (names the key and both values).
     """
-    state_dicts, config, _ = load_checkpoint(bc_checkpoint)
+    ckpt = load_checkpoint(bc_checkpoint)
     policy = agent.policy
     enc = getattr(policy, "encoder", policy)  # a VLAPolicy has no encoder and holds obs_shapes itself
     check_compatible(
-        config, getattr(enc, "obs_shapes", {}), policy.action_dim, where=bc_checkpoint, horizon=policy.horizon
+        ckpt.header.config,
+        getattr(enc, "obs_shapes", {}),
+        policy.action_dim,
+        where=bc_checkpoint,
+        horizon=policy.horizon,
     )
     model_file = Path(bc_checkpoint) / "model.safetensors"
-    if "policy" not in state_dicts:
+    if "policy" not in ckpt.weights:
         raise CheckpointError(f"{model_file} has no 'policy' weights")
     try:
-        agent.load_policy_state(state_dicts["policy"])
+        agent.load_policy_state(ckpt.weights["policy"])
     except RuntimeError as err:
         raise weights_mismatch(err, f"{model_file} (policy)") from err

@@ -257,20 +257,21 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     Raises:
         PolicyServerUnavailable: no answer from ``deploy.server`` within ``deploy.timeout_s``.
         ConfigError: the served model does not fit the env (action dim, observation keys).
-        FileNotFoundError / CheckpointError: as :func:`robot_rl.training.loop.load_agent` (in process).
+        FileNotFoundError / CheckpointError: as :func:`robot_rl.policies.load_agent` (in process).
     """
     low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
     action_dim = int(space[1].shape[0])
     space = _with_prev_action(space)
     if not cfg.deploy.server:
-        import json
-        from pathlib import Path
-
         from robot_rl.data.prev_action import prev_action_start
         from robot_rl.eval.inference import apply_inference
-        from robot_rl.training.loop import load_agent
+        from robot_rl.policies.factory import load_agent
 
-        agent, obs_keys = load_agent(checkpoint, cfg.device, seed=seed, space=space)
+        obs_shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
+        agent, header = load_agent(
+            checkpoint, cfg.device, evaluate=True, seed=seed, obs_shapes=obs_shapes, action_dim=action_dim
+        )
+        obs_keys = header.obs_keys
         used = apply_inference(agent, inference or {})
         unread = [k for k in inference or {} if k not in used]
         if unread:
@@ -283,7 +284,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
             agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, num_envs, seed=seed
         )
         if keys.PREV_ACTION in obs_keys:
-            start = prev_action_start(json.loads((Path(checkpoint) / "config.json").read_text()))
+            start = prev_action_start(header.config)
             source = PrevActionSource(source, start, action_dim, num_envs)
         return source, {"checkpoint": str(checkpoint), "inference": used}
     if inference:  # the same flags as training's are often passed along: a note, not an error

@@ -52,7 +52,7 @@ def test_sampler_to_agents(tmp_path, method):
         m = agent.update(batch_to_torch(sampler.sample(16, rng)))
         assert all(np.isfinite(list(m.values())))
     save_agent(tmp_path / method, agent, config_to_dict(cfg), stats, SIM_OBS_SHAPES, SIM_ACTION_DIM)
-    loaded, _, _ = load_agent(tmp_path / method)
+    loaded, _ = load_agent(tmp_path / method)
     obs = batch_to_torch(sampler.sample(3, rng))["observations"]
     a = loaded.act(obs)
     assert a.shape == (3, 5, SIM_ACTION_DIM) and torch.isfinite(a).all()

@@ -1,11 +1,20 @@
-"""Checkpoint folders: round trips, errors, warm start (no pickle)."""
+"""Checkpoint folders: round trips, the typed header and its format versions, errors, warm start (no
+pickle)."""
 
 import json
 
 import pytest
 import torch
 
-from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.config import (
+    BCConfig,
+    CORFTConfig,
+    OfflineRLConfig,
+    PipelineConfig,
+    PolicyConfig,
+    SACConfig,
+    config_to_dict,
+)
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import (
     build_agent,
@@ -18,6 +27,7 @@ from robot_rl.policies import (
     save_checkpoint,
     warm_start_from_bc,
 )
+from robot_rl.policies.checkpoint import FORMAT_KEY, FORMAT_VERSION, CheckpointError, read_header
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
@@ -63,7 +73,11 @@ def test_round_trip_identical_actions(tmp_path, method):
     saved = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     assert saved["method"] == method and saved["action_dim"] == D and saved["obs_shapes"][STATE] == [22]
 
-    loaded, _, _ = load_agent(tmp_path / "ckpt", load_optimizer=True, obs_shapes=SIM_OBS_SHAPES, action_dim=D)
+    loaded, header = load_agent(
+        tmp_path / "ckpt", load_optimizer=True, obs_shapes=SIM_OBS_SHAPES, action_dim=D
+    )
+    assert header.method == method and header.format_version == FORMAT_VERSION
+    assert loaded.modules()["policy"].training  # not evaluate=True: train mode, as built
     obs = fake_obs(3, seed=4)
     noise = _noise(method, 3)
     torch.testing.assert_close(loaded.act(obs, noise), agent.act(obs, noise), rtol=0, atol=0)
@@ -116,7 +130,7 @@ def test_shape_mismatch_names_key_and_shapes(tmp_path):
     stats = fake_stats()
     agent = build_agent("bc", cfg.policy, cfg.bc, SIM_OBS_SHAPES, D, stats)
     save_agent(tmp_path / "c", agent, tree, stats, SIM_OBS_SHAPES, D)
-    _, config, _ = load_checkpoint(tmp_path / "c")
+    config = load_checkpoint(tmp_path / "c").header.config
     check_compatible(config, {**SIM_OBS_SHAPES, "observation.images.front": (64, 64, 3)}, D)  # extra key ok
     with pytest.raises(ValueError, match=r"observation\.environment_state.*\(9,\).*\(7,\)"):
         check_compatible(config, {STATE: (22,), ENV_STATE: (9,)}, D)
@@ -135,9 +149,9 @@ def test_plain_save_checkpoint_layout(tmp_path):
     )
     keys = set(load_file(str(tmp_path / "x" / "model.safetensors")))
     assert keys == {"lin.weight", "lin.bias"}
-    save_checkpoint(tmp_path / "y", {"policy": mod}, {}, fake_stats())  # resume-style, no shapes
-    with pytest.raises(ValueError, match="obs_shapes"):
-        load_agent(tmp_path / "y")
+    with pytest.raises(CheckpointError, match=r"y/config.json: checkpoint format 2 lacks \['obs_shapes'"):
+        save_checkpoint(tmp_path / "y", {"policy": mod}, {}, fake_stats())  # no header: refused
+    assert not (tmp_path / "y").exists()
 
 
 def test_extra_state_round_trip(tmp_path):
@@ -162,3 +176,93 @@ def test_extra_state_round_trip(tmp_path):
     torch.testing.assert_close(
         opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
     )
+
+
+def _saved_qc(tmp_path):
+    torch.manual_seed(0)
+    cfg, tree = _full_config("qc")
+    stats = fake_stats()
+    agent = build_agent("qc", cfg.policy, cfg.offline, SIM_OBS_SHAPES, D, stats)
+    agent.update(fake_batch(8, H, seed=0))
+    tree = {**tree, "obs_keys": sorted(SIM_OBS_SHAPES), "fps": 10, "features": {"inputs": [STATE]}}
+    return cfg, agent, save_agent(tmp_path / "ckpt", agent, tree, stats, SIM_OBS_SHAPES, D)
+
+
+def _rewrite_config(path, edit) -> None:
+    file = path / "config.json"
+    config = json.loads(file.read_text())
+    edit(config)
+    file.write_text(json.dumps(config))
+
+
+def test_header_is_typed(tmp_path):
+    cfg, _, path = _saved_qc(tmp_path)
+    assert json.loads((path / "config.json").read_text())[FORMAT_KEY] == FORMAT_VERSION
+    header = read_header(path)
+    assert header.method == "qc" and header.action_dim == D and header.obs_shapes == SIM_OBS_SHAPES
+    assert header.policy == cfg.policy and header.algo_config == cfg.offline
+    assert list(header.algo_configs) == ["offline"]
+    assert header.fps == 10 and header.features == {"inputs": [STATE]}
+    assert header.obs_keys == sorted(SIM_OBS_SHAPES)
+    ckpt = load_checkpoint(path, extra_state=True)
+    assert ckpt.header == header and ckpt.extra_state is None
+    assert set(ckpt.weights) == {"policy", "critic", "target_critic"}
+
+
+def test_corft_header_holds_both_sections(tmp_path):
+    torch.manual_seed(0)
+    cfg, tree = _full_config("corft")
+    cfg.corft = CORFTConfig(lambda_bc=2.0)
+    tree = config_to_dict(cfg)
+    agent = build_agent(
+        "corft", cfg.policy, cfg.offline, SIM_OBS_SHAPES, D, fake_stats(), corft_cfg=cfg.corft
+    )
+    save_agent(tmp_path / "c", agent, tree, fake_stats(), SIM_OBS_SHAPES, D)
+    loaded, header = load_agent(tmp_path / "c")
+    assert header.algo_configs == {"offline": cfg.offline, "corft": cfg.corft}
+    assert loaded.corft_cfg.lambda_bc == 2.0
+
+
+def test_evaluate_sets_eval_mode_and_deterministic_actions(tmp_path):
+    torch.manual_seed(0)
+    cfg = PipelineConfig(policy=PolicyConfig(horizon=1, hidden_dims=[32]), sac=SACConfig(num_critics=2))
+    agent = build_agent("sac", cfg.policy, cfg.sac, SIM_OBS_SHAPES, D, fake_stats())
+    save_agent(tmp_path / "s", agent, config_to_dict(cfg), fake_stats(), SIM_OBS_SHAPES, D)
+    loaded, _ = load_agent(tmp_path / "s", evaluate=True, seed=0)
+    assert loaded.deterministic and not any(m.training for m in loaded.modules().values())
+    obs = fake_obs(2, seed=3)
+    torch.testing.assert_close(loaded.act(obs), loaded.act(obs), rtol=0, atol=0)  # the mean, no sampling
+    sampling, _ = load_agent(tmp_path / "s")
+    assert not sampling.deterministic
+
+
+def test_format_1_checkpoint_loads(tmp_path):
+    """A checkpoint written before the format version existed (no ``checkpoint_format`` key) loads with
+    the same weights; one without ``method`` is a BC checkpoint, as before."""
+    _, agent, path = _saved_qc(tmp_path)
+    _rewrite_config(path, lambda c: c.pop(FORMAT_KEY))
+    loaded, header = load_agent(path)
+    assert header.format_version == 1 and header.method == "qc"
+    obs, noise = fake_obs(3, seed=4), torch.randn(3, 4, H, D)
+    torch.testing.assert_close(loaded.act(obs, noise), agent.act(obs, noise), rtol=0, atol=0)
+    policy, _, _ = load_policy(path)
+    assert policy.horizon == H
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.update({FORMAT_KEY: 99}), r"checkpoint format 99 is not one this robot_rl reads"),
+        (lambda c: c.update({FORMAT_KEY: "2.x"}), r"checkpoint format '2\.x' is not one"),
+        (lambda c: [c.pop(FORMAT_KEY), c.pop("obs_shapes")], r"checkpoint format 1 lacks \['obs_shapes'\]"),
+        (lambda c: c.update({"method": "dreamer"}), r"checkpoint format 2: unknown method 'dreamer'"),
+        (lambda c: c["offline"].update({"best_of_n": "many"}), r"section 'offline' does not decode"),
+    ],
+)
+def test_unreadable_header_fails_with_one_line_naming_the_file(tmp_path, edit, message):
+    _, _, path = _saved_qc(tmp_path)
+    _rewrite_config(path, edit)
+    for load in (load_agent, load_checkpoint, read_header, load_policy):
+        with pytest.raises(CheckpointError, match=message) as err:
+            load(path)
+        assert str(err.value).startswith(str(path / "config.json")) and "\n" not in str(err.value)

@@ -57,6 +57,21 @@ class Agent:
     (:mod:`robot_rl.eval.inference`)."""
     optimizers: dict[str, torch.optim.Optimizer]
     policy: nn.Module
+    critic: nn.Module | None = None
+    """The chunk critic Q(s, A) (ALGORITHMS.md §3), or None. Training scores its calibration against
+    Monte-Carlo returns on held-out episodes (:func:`robot_rl.eval.q_values.q_calibration`, which also reads
+    the agent's ``reward_affine``) when set."""
+    deterministic: bool = False
+    """When True ``act`` returns the policy's mean action instead of exploration samples (SAC); evaluation
+    loaders set it (:func:`robot_rl.policies.load_agent` with ``evaluate=True``). Agents whose ``act`` does
+    not sample for exploration ignore it."""
+
+    def prepare(self, data, seed: int = 0) -> dict[str, float] | None:
+        """Run once on the training data (a :class:`robot_rl.data.training.training_set.TrainingSet`) after
+        the modules are built or restored and before the first :meth:`update`; returns metrics to print, or
+        None when the agent has nothing to prepare (the default). RECAP fits its value and labels the
+        training frames here."""
+        return None
 
     def update(self, batch: dict) -> dict[str, float]:
         raise NotImplementedError

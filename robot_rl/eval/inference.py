@@ -43,7 +43,7 @@ def apply_inference(agent, given: dict[str, object]) -> dict[str, object]:
     its config and those its policy reads (``policy.apply_inference``) on the policy, and return each knob
     they read with the value now in effect (``{}`` for an agent without any, e.g. flow BC on the state
     policy)."""
-    knobs = tuple(getattr(agent, "inference_knobs", ()))
+    knobs = agent.inference_knobs
     updates = {k.split(".")[1]: v for k, v in given.items() if k in knobs}
     if updates:
         agent.cfg = replace(agent.cfg, **updates)
@@ -64,15 +64,15 @@ def check_trained_values(cfg, overrides: dict[str, object], checkpoint: Path) ->
 
     Raises:
         ConfigError: naming the key, both values, the checkpoint and the keys an evaluation can set.
-        CheckpointError: the checkpoint's ``config.json`` is not valid JSON (naming the file).
+        CheckpointError: the checkpoint's ``config.json`` is not valid JSON or not a format this code reads
+            (naming the file).
     """
-    fixed = [k for k in overrides if k.startswith("policy.") and k not in INFERENCE_KEYS + EXECUTION_KEYS]
-    path = Path(checkpoint) / "config.json"
-    if not fixed or not path.is_file():
-        return
-    from robot_rl.policies.checkpoint import read_config
+    from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
 
-    saved = read_config(path)
+    fixed = [k for k in overrides if k.startswith("policy.") and k not in INFERENCE_KEYS + EXECUTION_KEYS]
+    if not fixed or not (Path(checkpoint) / CONFIG_FILE).is_file():
+        return
+    saved = read_header(checkpoint).config
     for key in fixed:
         given = reduce(getattr, key.split("."), cfg)
         given = asdict(given) if is_dataclass(given) else given

@@ -106,7 +106,13 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
             on several instructions and the reward is not the success signal.
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
-    from robot_rl.policies.checkpoint import check_compatible, load_checkpoint, load_module_state
+    from robot_rl.policies.checkpoint import (
+        CONFIG_FILE,
+        MODEL_FILE,
+        check_compatible,
+        load_checkpoint,
+        load_module_state,
+    )
     from robot_rl.policies.factory import build_agent
 
     env_obs, action_dim, env_policy = env_shapes(cfg)
@@ -133,21 +139,22 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         return OnlineAgent(agent, config, demos.stats, obs_shapes, action_dim, 1, cfg.sac.gamma, demos)
 
     init = Path(cfg.online.init) if cfg.online.init else run.checkpoint("offline", seed)
-    if not (init / "config.json").is_file():
+    if not (init / CONFIG_FILE).is_file():
         raise ConfigError(
             f"online.init: no checkpoint at {init}; train one (robot-rl train --algo offline) or set "
             "--online.init=<checkpoint folder>"
         )
-    state_dicts, saved, stats = load_checkpoint(init)
+    ckpt = load_checkpoint(init)
+    saved, stats = ckpt.header, ckpt.stats
     try:
-        check_compatible(saved, env_obs, action_dim)
+        check_compatible(saved.config, env_obs, action_dim)
     except ValueError as err:
         env = f"env.tasks={list(cfg.env.tasks)}" if cfg.env.tasks else f"env {cfg.env.id!r}"
         raise ConfigError(f"online.init={init}: the checkpoint does not fit {env}: {err}") from err
-    if "policy" not in state_dicts:
-        raise ConfigError(f"online.init={init}: {init / 'model.safetensors'} has no 'policy' weights")
-    obs_shapes = {k: env_obs[k] for k in saved["obs_shapes"]}
-    policy_cfg = draccus.decode(PolicyConfig, saved.get("policy") or {})
+    if "policy" not in ckpt.weights:
+        raise ConfigError(f"online.init={init}: {init / MODEL_FILE} has no 'policy' weights")
+    obs_shapes = {k: env_obs[k] for k in saved.obs_shapes}
+    policy_cfg = saved.policy
     if policy_cfg.tasks and cfg.reward.mode != "success":
         raise ConfigError(
             f"online.init={init}: the policy is conditioned on {len(policy_cfg.tasks)} instructions "
@@ -156,7 +163,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         )
     algo = "bc" if method == "hg_dagger" else method
     # a checkpoint from before reward normalisation was trained on raw rewards
-    offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.get("offline") or {})})
+    offline = draccus.decode(OfflineRLConfig, {"reward_norm": "none", **(saved.config.get("offline") or {})})
     offline = replace(offline, method=method, **{k: getattr(cfg.offline, k) for k in _ONLINE_OVERRIDES})
     demos = _demos(
         cfg, run, sorted(obs_shapes), policy_cfg.horizon, offline.gamma, f"offline.gamma of {init}"
@@ -172,12 +179,10 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
         offline = replace(offline, reward_range=[float(rewards.min()), float(rewards.max())])
     algo_cfg = cfg.bc if algo == "bc" else offline
     agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
-    model_file = init / "model.safetensors"
-    for name, module in agent.modules().items():
-        if name in state_dicts:
-            load_module_state(module, state_dicts[name], f"{model_file} ({name})")
-    if algo != "bc" and "critic" in state_dicts and "target_critic" not in state_dicts:
-        load_module_state(agent.modules()["target_critic"], state_dicts["critic"], f"{model_file} (critic)")
+    modules = agent.modules()
+    ckpt.load_modules(modules, init, skip_missing=True)
+    if algo != "bc" and "critic" in ckpt.weights and "target_critic" not in ckpt.weights:
+        load_module_state(modules["target_critic"], ckpt.weights["critic"], f"{init / MODEL_FILE} (critic)")
     config = {
         **config_to_dict(replace(cfg, policy=policy_cfg, offline=offline)),
         "method": algo,

@@ -549,25 +549,25 @@ class Learner:
         save_resume(self.agent, self.dir / "learner_resume", state, self.config, self.stats)
 
     def _resume(self) -> None:
+        from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
         from robot_rl.training.resume import restore, resume_checkpoint
 
         path = resume_checkpoint(self.dir / "learner")
         if path is None:
             return
-        saved = json.loads((path / "config.json").read_text())
         state = json.loads((path / "learner_state.json").read_text())
         if state.get("format") != RUNTIME_FORMAT:
             raise ConfigError(
                 f"{path / 'learner_state.json'}: learner checkpoint format {state.get('format')!r}; this "
                 f"version reads format {RUNTIME_FORMAT}. Use another run_dir or delete {self.dir}"
             )
-        if saved.get("method") != self.config.get("method") or saved.get("obs_shapes") != self.config.get(
-            "obs_shapes"
-        ):
+        saved = read_header(path)
+        shapes = {k: tuple(v) for k, v in self.config["obs_shapes"].items()}
+        if saved.method != self.config["method"] or saved.obs_shapes != shapes:
             raise ConfigError(
-                f"{path / 'config.json'}: the learner checkpoint is for method {saved.get('method')!r} with "
-                f"observations {saved.get('obs_shapes')}, not {self.config.get('method')!r} with "
-                f"{self.config.get('obs_shapes')}. Use another run_dir or delete {self.dir}"
+                f"{path / CONFIG_FILE}: the learner checkpoint is for method {saved.method!r} with "
+                f"observations {saved.config['obs_shapes']}, not {self.config['method']!r} with "
+                f"{self.config['obs_shapes']}. Use another run_dir or delete {self.dir}"
             )
         restore(self.agent, path)
         self.updates, self.version = int(state["updates"]), int(state["version"])

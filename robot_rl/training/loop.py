@@ -1,10 +1,10 @@
 """The training loop shared by flow BC and chunked offline RL (``robot-rl train``), with resumable periodic
-checkpoints, checkpoint scoring and agent loading; the CLI, the pipeline and the benchmarks call it."""
+checkpoints and checkpoint scoring; the CLI, the pipeline and the benchmarks call it (agents are loaded
+with :func:`robot_rl.policies.load_agent`)."""
 
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -62,20 +62,24 @@ def train_agent(
     A final checkpoint already there, trained for fewer steps than the budget (``robot-rl train`` rerun
     with a larger ``--bc.steps``/``--offline.steps``), is trained further from its step count with fresh
     optimizers (:func:`robot_rl.training.resume.restore_trained`). Offline RL warm-starts its flow policy
-    from ``init_from``. An agent with ``prepare(data, seed)`` (RECAP) runs it once its modules are loaded
-    (it fits its value unless restored, and labels the training frames). ``on_features`` is called once
-    the dataset is loaded with the columns the policy uses and ignores (also saved as the checkpoint
-    config's ``features``). Returns the last logged metrics
-    (plus the final validation metrics).
+    from ``init_from``. The method's registry entry (:mod:`robot_rl.algos.registry`) says which label
+    columns it reads and whether its batches carry per-prefix targets. The agent's
+    :meth:`~robot_rl.algos.base.Agent.prepare` runs once its modules are loaded (RECAP fits its value
+    unless restored, and labels the training frames); an agent with a ``critic`` is also scored on its
+    calibration. ``on_features`` is called once the dataset is loaded with the columns the policy uses and
+    ignores (also saved as the checkpoint config's ``features``). Returns the last logged metrics (plus the
+    final validation metrics).
     """
+    from robot_rl.algos.registry import algorithm
     from robot_rl.data.training.loader import batches
     from robot_rl.policies.checkpoint import save_checkpoint
-    from robot_rl.policies.factory import build_agent, warm_start_from_bc
+    from robot_rl.policies.factory import build_agent_from_config, warm_start_from_bc
 
     budget = cfg.bc if algo == "bc" else cfg.offline
+    method = algorithm(_method(cfg, algo))
     data = _training_set(cfg, run, algo)
-    if algo == "offline" and cfg.offline.method == "recap":
-        data.feature_use.read_labels([keys.SUCCESS])  # episode success labels (RecapAgent.prepare)
+    if method.labels:
+        data.feature_use.read_labels(list(method.labels))
     if on_features is not None:
         on_features(data.feature_use)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
@@ -83,10 +87,10 @@ def train_agent(
     cfg = replace(cfg, policy=_with_instruction(policy_cfg, data.tasks, data.dataset.root))
     if algo != "bc":
         cfg = replace(cfg, offline=resolve_reward_range(cfg.offline, data.train.sampler.rewards))
-        data.train.sampler.prefixes = _method(cfg, algo) == "corft"  # CO-RFT's per-prefix targets
+        data.train.sampler.prefixes = method.prefix_targets
     torch.manual_seed(seed)
-    agent = build_agent(
-        _method(cfg, algo), cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
+    agent = build_agent_from_config(
+        method.name, cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
     )
     final_dir = run.checkpoint(algo, seed)
     resume_to = resume_dir(final_dir)
@@ -109,7 +113,9 @@ def train_agent(
     metrics: dict[str, float] = {}
     config = {
         **config_to_dict(cfg),
-        "method": _method(cfg, algo),
+        "method": method.name,
+        "obs_shapes": {k: list(v) for k, v in data.obs_shapes.items()},
+        "action_dim": data.action_dim,
         "seed": seed,
         "obs_keys": data.obs_keys,
         "features": data.feature_use.to_json(),
@@ -117,8 +123,9 @@ def train_agent(
         "fps": data.fps,
     }
     log, val_log = _CsvLog(log_path, append=start > 0), _CsvLog(val_path, append=start > 0)
-    if hasattr(agent, "prepare"):  # RECAP: fit its value (unless restored) and label the training frames
-        print(f"prepare {algo} seed {seed}: {agent.prepare(data, seed)}", flush=True)
+    prepared = agent.prepare(data, seed)
+    if prepared is not None:
+        print(f"prepare {algo} seed {seed}: {prepared}", flush=True)
     agent.train()
     stream = batches(data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers)
     try:
@@ -136,7 +143,7 @@ def train_agent(
             if data.val is not None and ((step + 1) % cfg.data.val_every == 0 or last):
                 val = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
                 row = {"step": step + 1, **val.metrics}
-                if hasattr(agent, "critic"):  # critic calibration: Q of recorded chunks vs. their MC returns
+                if agent.critic is not None:  # critic calibration: Q of recorded chunks vs. their MC returns
                     row.update(q_calibration(agent, data, data.val, cfg.data.val_max_frames, cfg.device))
                 val_log.write(row)
             if (step + 1) % cfg.checkpoint_every == 0 and not last:
@@ -146,9 +153,7 @@ def train_agent(
         val_log.close()
         del stream  # stops DataLoader workers
     agent.eval()
-    save_checkpoint(
-        final_dir, agent.modules(), config, data.stats, obs_shapes=data.obs_shapes, action_dim=data.action_dim
-    )
+    save_checkpoint(final_dir, agent.modules(), config, data.stats)
     remove_resume(final_dir)
     plot_training(log_path, val_path if data.val is not None else None, log_path.with_suffix(".png"))
     if data.val is not None:
@@ -224,17 +229,16 @@ def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> 
     writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises ConfigError without validation episodes."""
     if not cfg.data.val_episodes:
         raise ConfigError("open-loop scoring needs held-out episodes: set data.val_episodes")
+    from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
+
     checkpoint = run.checkpoint(algo, seed)
-    if not (checkpoint / "config.json").is_file():
+    if not (checkpoint / CONFIG_FILE).is_file():
         raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")
-    saved = json.loads((checkpoint / "config.json").read_text())
+    saved = read_header(checkpoint)
     # the checkpoint's horizon and action inputs, whatever the config says
-    policy = replace(
-        cfg.policy,
-        horizon=saved["policy"]["horizon"],
-        action_reference=saved["policy"].get("action_reference", ""),
-    )
-    data = replace(cfg.data, horizon_s=0.0, prev_action=saved.get("data", {}).get("prev_action", False))
+    policy = replace(cfg.policy, horizon=saved.policy.horizon, action_reference=saved.policy.action_reference)
+    prev_action = (saved.config.get("data") or {}).get("prev_action", False)
+    data = replace(cfg.data, horizon_s=0.0, prev_action=prev_action)
     cfg = replace(cfg, policy=policy, data=data)
     data = _training_set(cfg, run, algo)
     return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed)
@@ -242,7 +246,9 @@ def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> 
 
 def _score_checkpoint(cfg: PipelineConfig, data, checkpoint: Path, out: Path, seed: int) -> dict[str, float]:
     """Reload the saved checkpoint (as a user would) and score it open loop on the validation episodes."""
-    agent, _ = load_agent(checkpoint, cfg.device, seed=seed)
+    from robot_rl.policies.factory import load_agent
+
+    agent, _ = load_agent(checkpoint, cfg.device, evaluate=True, seed=seed)
     result = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
     names = data.dataset.features[keys.ACTION].get("names")
     flat_names = names[0] if names and isinstance(names[0], list) else names
@@ -293,26 +299,3 @@ def _truncate_log(path: Path, step: int) -> None:
         r for r in rows if r.endswith("\n") and r.count(",") == fields and int(r.split(",", 1)[0]) <= step
     ]
     path.write_text(header + "".join(kept))
-
-
-def load_agent(path: Path, device: str = "cpu", seed: int = 0, space=None):
-    """Rebuild a trained agent from a checkpoint folder; returns (agent in eval mode, observation keys).
-
-    ``space``: optional ``(observation space, action space)`` of the env it will act in (a gymnasium Dict
-    and Box); their shapes are checked against the checkpoint's.
-
-    Raises FileNotFoundError naming the missing checkpoint file, CheckpointError naming a corrupt file or a
-    key whose shape differs between the env and the checkpoint.
-    """
-    from robot_rl.policies.factory import load_agent as _load
-
-    torch.manual_seed(seed)
-    shapes, action_dim = None, None
-    if space is not None:
-        shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
-        action_dim = int(space[1].shape[0])
-    agent, config, _ = _load(path, device=device, obs_shapes=shapes, action_dim=action_dim)
-    agent.eval()
-    if hasattr(agent, "deterministic"):  # SAC: evaluate the mean action, not exploration samples
-        agent.deterministic = True
-    return agent, list(config["obs_keys"])

@@ -30,10 +30,16 @@ def _previous(resume_dir: Path) -> Path:
     return resume_dir.with_name(resume_dir.name + ".old")
 
 
-def save_resume(agent, path: Path, state: dict, config, stats) -> None:
+def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
     """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
     ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after.
-    Raises OSError naming ``path`` (the temporary folder removed) when writing fails."""
+    ``config``: the checkpoint's config dict (``method``, ``obs_shapes`` and ``action_dim`` included).
+
+    Raises:
+        OSError: naming ``path`` (the temporary folder removed) when writing fails.
+        CheckpointError: ``config`` lacks the header's keys
+            (:func:`robot_rl.policies.checkpoint.save_checkpoint`).
+    """
     from robot_rl.policies.checkpoint import save_checkpoint
 
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
@@ -55,12 +61,11 @@ def save_resume(agent, path: Path, state: dict, config, stats) -> None:
 
 def restore(agent, path: Path) -> dict:
     """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
-    from robot_rl.policies.checkpoint import load_checkpoint, load_extra_state, load_module_state
+    from robot_rl.policies.checkpoint import load_checkpoint
 
-    state, _, _ = load_checkpoint(path)
-    for name, module in agent.modules().items():
-        load_module_state(module, state.get(name, {}), f"{path / 'model.safetensors'} ({name})")
-    agent.load_optimizer_state(load_extra_state(path))
+    ckpt = load_checkpoint(path, extra_state=True)
+    ckpt.load_modules(agent.modules(), path)
+    agent.load_optimizer_state(ckpt.extra_state)
     return json.loads((path / "learner_state.json").read_text())
 
 
@@ -73,12 +78,15 @@ def remove_resume(final_dir: Path) -> None:
 
 def trained_steps(final_dir: Path, algo: str) -> int | None:
     """How many steps the final checkpoint ``final_dir`` of ``algo`` ('bc' or an offline method) was
-    trained for (its config's ``bc.steps`` / ``offline.steps``); None without a complete checkpoint."""
-    config = final_dir / "config.json"
-    if not (final_dir / "model.safetensors").is_file() or not config.is_file():
+    trained for (its config's ``bc.steps`` / ``offline.steps``); None without a complete checkpoint.
+
+    Raises:
+        CheckpointError: its config.json is corrupt or of a format this code does not read."""
+    from robot_rl.policies.checkpoint import CONFIG_FILE, MODEL_FILE, read_header
+
+    if not (final_dir / MODEL_FILE).is_file() or not (final_dir / CONFIG_FILE).is_file():
         return None
-    saved = json.loads(config.read_text())
-    return int(saved["bc" if algo == "bc" else "offline"]["steps"])
+    return int(read_header(final_dir).config["bc" if algo == "bc" else "offline"]["steps"])
 
 
 def restore_trained(agent, final_dir: Path) -> None:
@@ -86,8 +94,6 @@ def restore_trained(agent, final_dir: Path) -> None:
     optimizers start afresh (a final checkpoint keeps no optimizer state).
 
     Raises CheckpointError naming the file when a module's tensors do not fit the agent."""
-    from robot_rl.policies.checkpoint import load_checkpoint, load_module_state
+    from robot_rl.policies.checkpoint import load_checkpoint
 
-    state, _, _ = load_checkpoint(final_dir)
-    for name, module in agent.modules().items():
-        load_module_state(module, state.get(name, {}), f"{final_dir / 'model.safetensors'} ({name})")
+    load_checkpoint(final_dir).load_modules(agent.modules(), final_dir)
