@@ -11,10 +11,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import get_args
 
 import numpy as np
 
-EXECUTIONS = ("open_loop", "temporal_ensemble")
+from robot_rl.config import Execution
+
+EXECUTIONS: tuple[str, ...] = get_args(Execution)
 BOX_TOLERANCE = 1e-6  # as the envs' check_action: float32 rounding of an action on the box's edge
 
 

@@ -10,19 +10,20 @@ normalised action box (``policies/action_norm.py``), not to [-1, 1].
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 import torch
 from torch import nn
 
 from robot_rl.algos.base import check_finite
 from robot_rl.algos.mlp import build_mlp
-from robot_rl.config import PolicyConfig
+from robot_rl.config import Normalization, PolicyConfig
 from robot_rl.data.normalize import FeatureStats
 
 from .action_norm import ActionNormalization
 from .encoders import ObservationEncoder
 
-NORMALIZATIONS = ("quantile", "mean_std")
+NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 
 
 class FlowChunkPolicy(ActionNormalization, nn.Module):

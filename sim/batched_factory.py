@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
-from robot_rl.config import EnvConfig
+from robot_rl.config import Backend, EnvConfig
 from robot_rl.sim.batched import BatchedEnv
 
-BACKENDS = ("gym_vector", "mujoco_cpu", "maniskill")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 
 
 def make_batched_env(

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.algos.protocols import Obs
+from robot_rl.config import CriticAgg
 
-AGGREGATIONS = ("mean", "min", "min_random2")
+AGGREGATIONS: tuple[str, ...] = get_args(CriticAgg)
 
 
 class EnsembleLinear(nn.Module):

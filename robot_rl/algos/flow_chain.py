@@ -39,14 +39,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import get_args
 
 import torch
 from torch import nn
 
 from robot_rl.algos.mlp import build_mlp
+from robot_rl.config import ChainLogprob, PPOMethod
 
-METHODS = ("flow_noise", "flow_sde")
-REDUCTIONS = ("mean", "sum")
+METHODS: tuple[str, ...] = get_args(PPOMethod)
+REDUCTIONS: tuple[str, ...] = get_args(ChainLogprob)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 

@@ -3,9 +3,13 @@ Chunking"; ALGORITHMS.md §3). Pure functions on tensors."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import torch
 
-REWARD_NORMS = ("max", "scale", "none")
+from robot_rl.config import RewardNorm, TerminalChunks
+
+REWARD_NORMS: tuple[str, ...] = get_args(RewardNorm)
 
 
 def reward_affine(norm: str, reward_range) -> tuple[float, float]:
@@ -75,7 +79,7 @@ def masked_critic_loss(q: torch.Tensor, target: torch.Tensor, valid_last: torch.
     return ((q - target.unsqueeze(0)) ** 2 * valid_last.to(q.dtype).unsqueeze(0)).mean()
 
 
-TERMINAL_CHUNKS = ("drop", "keep")
+TERMINAL_CHUNKS: tuple[str, ...] = get_args(TerminalChunks)
 
 
 def critic_weight(batch: dict, terminal_chunks: str = "drop") -> torch.Tensor:

@@ -7,9 +7,13 @@ progress curve exactly. ALGORITHMS.md §9 (VLAC; Robo-Dopamine).
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 
-NEGATIVE_RULES = ("scale", "mix")
+from robot_rl.config import NegativeRule
+
+NEGATIVE_RULES: tuple[str, ...] = get_args(NegativeRule)
 
 
 def reconstruct_progress(deltas: np.ndarray, rule: str = "scale") -> np.ndarray:

@@ -7,12 +7,13 @@ imported lazily, so the base and trainable modules never import them and nothing
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
-from robot_rl.config import ConfigError, CriticConfig
+from robot_rl.config import ConfigError, CriticConfig, CriticKind
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.trainable import META_FILE, TrainableCritic, read_checkpoint
 
-CRITIC_KINDS = ("compact", "vlm")
+CRITIC_KINDS: tuple[str, ...] = get_args(CriticKind)
 
 
 def build_critic(cfg: CriticConfig, state_dim: int, device: str = "cpu") -> TrainableCritic:

@@ -20,15 +20,16 @@ conditions hold here:
 from __future__ import annotations
 
 import warnings
+from typing import get_args
 
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.config import PipelineConfig, RewardConfig
+from robot_rl.config import PipelineConfig, RewardConfig, RewardMode
 from robot_rl.rewards.base import CriticScoreError, ProgressCritic
 from robot_rl.rewards.progress import vlac_step
 
-REWARD_MODES = ("success", "shaped", "critic")
+REWARD_MODES: tuple[str, ...] = get_args(RewardMode)
 
 
 def check_mode(cfg: RewardConfig) -> None:

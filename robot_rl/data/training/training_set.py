@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.config import ConfigError, DataConfig
+from robot_rl.config import ConfigError, DataConfig, DataReward, FrameCache
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
@@ -24,8 +25,8 @@ from robot_rl.data.training.features import FeatureUse, as_input_column, extra_i
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
 from robot_rl.data.training.sampler import ChunkSampler
 
-REWARD_MODES = ("dataset", "episode_end")
-FRAME_CACHES = ("auto", "memory", "zarr", "none")
+REWARD_MODES: tuple[str, ...] = get_args(DataReward)
+FRAME_CACHES: tuple[str, ...] = get_args(FrameCache)
 
 
 def horizon_from_seconds(horizon_s: float, fps: int, default: int, tolerance_s: float = 1e-4) -> int:
