@@ -62,7 +62,7 @@ FrameCache = Literal["auto", "memory", "zarr", "none"]
 CriticKind = Literal["compact", "vlm"]
 NegativeRule = Literal["scale", "mix"]
 RewardMode = Literal["success", "shaped", "critic"]
-InterventionDevice = Literal["none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui"]
+InterventionDeviceName = Literal["none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui"]
 OnlineMethod = Literal["qc", "qc_fql", "sac", "hg_dagger"]
 Runtime = Literal["local", "ray"]
 PPOMethod = Literal["flow_noise", "flow_sde"]
@@ -1025,7 +1025,7 @@ class InterventionConfig:
     browser's main CPU cost.
     """
 
-    device: InterventionDevice = "none"
+    device: InterventionDeviceName = "none"
     stall_steps: int = bounded(8, ge=1)
     stall_distance_m: float = bounded(0.005, ge=0)
     drift_distance_m: float = bounded(0.15, gt=0)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 
-from robot_rl.config import InterventionConfig
+from robot_rl.config import InterventionConfig, InterventionDeviceName
 from robot_rl.runtime.intervention import InterventionDevice
 
-DEVICES = ("none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui")
+DEVICES: tuple[str, ...] = get_args(InterventionDeviceName)
 
 
 def make_device(
