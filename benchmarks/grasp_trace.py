@@ -75,7 +75,8 @@ def main() -> None:
     p.add_argument("--max-episode-steps", type=int, default=60)
     args = p.parse_args()
     torch.set_num_threads(1)
-    agent, config, _ = load_agent(args.checkpoint)
+    agent, header = load_agent(args.checkpoint)
+    config = header.config
     agent.eval()
     env = make_env(
         EnvConfig(

@@ -81,10 +81,8 @@ class ServedPolicy:
         from robot_rl.data.prev_action import prev_action_start
         from robot_rl.policies.factory import load_agent
 
-        agent, config, _ = load_agent(checkpoint, device=device)
-        agent.eval()
-        if hasattr(agent, "deterministic"):  # SAC: the mean action, as in eval
-            agent.deterministic = True
+        agent, header = load_agent(checkpoint, device=device, evaluate=True)  # SAC: the mean action
+        config = header.config
         keys = config.get("obs_keys") or sorted(config["obs_shapes"])
         policy_cfg = config.get("policy") or {}
         spec = PolicySpec(

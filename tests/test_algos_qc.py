@@ -9,7 +9,7 @@ from robot_rl.algos import FlowBC, QCAgent, batch_to_torch, best_of_n
 from robot_rl.algos.qc import best_of_n_target
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.keys import STATE
-from robot_rl.policies import build_agent, build_policy
+from robot_rl.policies import build_agent, build_agent_from_config, build_policy
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
@@ -141,9 +141,9 @@ def test_build_agent_from_pipeline_config():
     from robot_rl.config import PipelineConfig
 
     cfg = PipelineConfig(policy=PCFG, offline=OCFG)
-    agent = build_agent("qc", cfg, SIM_OBS_SHAPES, D, fake_stats(), device="cpu")
+    agent = build_agent_from_config("qc", cfg, SIM_OBS_SHAPES, D, fake_stats(), device="cpu")
     assert isinstance(agent, QCAgent) and agent.cfg.best_of_n == 8
-    assert isinstance(build_agent("bc", cfg, SIM_OBS_SHAPES, D, fake_stats()), FlowBC)
+    assert isinstance(build_agent_from_config("bc", cfg, SIM_OBS_SHAPES, D, fake_stats()), FlowBC)
 
 
 def test_unknown_method():

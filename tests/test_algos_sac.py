@@ -161,8 +161,8 @@ def test_save_load_round_trip_identical_deterministic_actions(tmp_path):
     save_agent(
         tmp_path / "ckpt", agent, config_to_dict(cfg), stats, SIM_OBS_SHAPES, D, include_optimizer=True
     )
-    loaded, config, _ = load_agent(tmp_path / "ckpt", load_optimizer=True)
-    assert isinstance(loaded, SACAgent) and config["method"] == "sac"
+    loaded, header = load_agent(tmp_path / "ckpt", load_optimizer=True)
+    assert isinstance(loaded, SACAgent) and header.method == "sac"
     assert loaded.critic.num_critics == 3 and loaded.cfg == cfg.sac
     torch.testing.assert_close(loaded.temperature.log_alpha, agent.temperature.log_alpha)
     obs = fake_obs(7, seed=5)

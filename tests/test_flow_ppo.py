@@ -238,8 +238,8 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
     result = train_ppo(cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc", on_log=rows.append)
     assert result["env_steps"] >= 60 and result["episodes"] >= 4  # 8-step episodes ended
     assert all(math.isfinite(r["approx_kl"]) and 0 <= r["clip_frac"] <= 1 for r in rows)
-    loaded, saved, _ = load_agent(RunDir(cfg.run_dir).checkpoint("ppo_flow_noise", 0))
-    assert isinstance(loaded, FlowPPOAgent) and saved["method"] == "ppo"
+    loaded, saved = load_agent(RunDir(cfg.run_dir).checkpoint("ppo_flow_noise", 0))
+    assert isinstance(loaded, FlowPPOAgent) and saved.method == "ppo"
     assert set(loaded.modules()) == {"policy", "value", "noise_head"}
     changed = [
         not torch.equal(a, b)

@@ -56,7 +56,7 @@ def test_round_trip_equals_in_process_policy(server, checkpoint):
     """Same observation and seed -> the in-process chunk. Within 1e-5, not bit-equal: the server runs torch
     with 1 thread and the test process with its default, and the matmul reduction order may differ."""
     remote = RemotePolicy(server.address, token=TOKEN, timeout_s=10.0)
-    agent, _, _ = load_agent(checkpoint)
+    agent, _ = load_agent(checkpoint)
     agent.eval()
     for seed in (0, 7):
         obs = _obs(seed)

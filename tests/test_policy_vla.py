@@ -421,7 +421,7 @@ def test_serve_a_vla_checkpoint_with_any_instruction(vlm, tmp_path):
     agent = build_agent_from_config("bc", cfg, SHAPES, D, _stats())
     config = {**config_to_dict(cfg), "obs_keys": sorted(SHAPES)}
     path = save_agent(tmp_path / "bc_seed0", agent, config, _stats(), SHAPES, D)
-    served, _, _ = load_agent(path)
+    served, _ = load_agent(path)
     served.eval()
     obs = {k: v[0].numpy() for k, v in _obs(1).items()}
     server = Server(path)

@@ -127,7 +127,7 @@ def test_eval_through_the_policy_server_feeds_the_previous_executed_action(tmp_p
 
     from online_setup import CODE
 
-    from robot_rl.training.loop import load_agent
+    from robot_rl.policies import load_agent
 
     vec = make_rollout_vec_env(EnvConfig(num_envs=1, max_episode_steps=20))
     space = (vec.single_observation_space, vec.single_action_space)
@@ -151,7 +151,7 @@ def test_eval_through_the_policy_server_feeds_the_previous_executed_action(tmp_p
         served.terminate()
         served.communicate(timeout=30)
     assert "server" in named and len(episodes) == 2
-    agent, _ = load_agent(tmp_path / "ckpt")
+    agent, _ = load_agent(tmp_path / "ckpt", evaluate=True, seed=0)
     for ep in episodes:
         expected = _expected(agent, obs_keys, ep.frames, space[1].low, space[1].high)
         np.testing.assert_allclose(ep.frames[keys.ACTION], expected, atol=1e-5)

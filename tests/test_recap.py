@@ -193,7 +193,7 @@ def test_train_and_eval_recap_from_the_cli(tiny_offline_run, tmp_path):
     # the train report lists next.success, RECAP's episode success label, as read (not ignored)
     assert "next.success" in config["features"]["targets"]
     assert "next.success" not in config["features"]["ignored"]
-    agent, _, _ = load_agent(ckpt)
+    agent, _ = load_agent(ckpt)
     assert type(agent).__name__ == "RECAPAgent" and float(agent.value.fitted) == 1.0
     # a restored agent (resume, or a larger budget) relabels with its saved value instead of refitting it
     cfg = load_config(None, args)

@@ -175,7 +175,7 @@ def test_ppo_trains_one_policy_on_a_multitask_batch(tmp_path, monkeypatch, capsy
     assert seen
     for given in seen:  # env i's chunks always carry tasks[i % 2]'s instruction
         assert list(given) == instructions * 2
-    loaded, _, _ = load_agent(run.checkpoint("ppo_flow_noise", 0))
+    loaded, _ = load_agent(run.checkpoint("ppo_flow_noise", 0))
     assert loaded.policy.cfg.tasks == instructions
 
 

@@ -19,8 +19,8 @@ from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.data.training.frames import ZarrFrameCache
 from robot_rl.data.training.loader import batches
 from robot_rl.data.training.training_set import TrainingSet, horizon_from_seconds
+from robot_rl.policies import load_agent
 from robot_rl.policies.encoders import UnknownTaskError
-from robot_rl.training.loop import load_agent
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
 G1 = FIXTURES / "g1_pick_bottle_v30"
@@ -106,8 +106,8 @@ def test_train_bc_on_g1_then_reload_and_predict_chunks(tmp_path, version):
     assert main(["open-loop", "--seed", "0", *args[5:]]) == 0  # same checkpoint, same numbers
     assert json.loads(rescored.read_text())["val_action_mae"] == pytest.approx(report["val_action_mae"])
 
-    agent, obs_keys = load_agent(run / "checkpoints" / "bc_seed0")
-    assert obs_keys == ["observation.state", "observation.images.cam_high"]
+    agent, header = load_agent(run / "checkpoints" / "bc_seed0", evaluate=True, seed=0)
+    assert header.obs_keys == ["observation.state", "observation.images.cam_high"]
     data = g1_set(tmp_path, "none")
     batch = batch_to_torch(data.batch(data.train, np.array([0, 400, 1700])))
     chunks = agent.act(batch["observations"])
@@ -154,8 +154,8 @@ def test_two_camera_dataset_trains_bc_and_offline_rl(tmp_path):
     args += ["--bc.steps=3", "--offline.steps=3", "--bc.batch_size=8", "--offline.batch_size=8", *TINY]
     args += ["--offline.best_of_n=2", "--data.val_episodes=[2]", "--data.val_every=3"]
     assert main(args) == 0
-    agent, obs_keys = load_agent(run / "checkpoints" / "offline_seed0")
-    assert obs_keys == ["observation.state", "observation.images.left", "observation.images.right"]
+    agent, header = load_agent(run / "checkpoints" / "offline_seed0", evaluate=True, seed=0)
+    assert header.obs_keys == ["observation.state", "observation.images.left", "observation.images.right"]
     assert json.loads((run / "open_loop" / "offline_seed0.json").read_text())["frames_scored"] == 14
     # rewards 0/1 in the data: reward_range is filled from it and saved; the val log holds Q against MC
     saved = json.loads((run / "checkpoints" / "offline_seed0" / "config.json").read_text())

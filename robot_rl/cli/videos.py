@@ -9,11 +9,11 @@ import numpy as np
 from robot_rl.cli.envs import EVAL_SEED_OFFSET, action_bounds
 from robot_rl.config import PipelineConfig
 from robot_rl.data.lerobot.video import encode_video
+from robot_rl.policies.factory import load_agent
 from robot_rl.rollout import RecordedEpisode, Rollout
 from robot_rl.run_dir import RunDir
 from robot_rl.single_env import SingleEnvVector
 from robot_rl.sources import AgentSource
-from robot_rl.training.loop import load_agent
 
 
 def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "offline")) -> list[Path]:
@@ -37,7 +37,8 @@ def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "o
     try:
         low, high = action_bounds(env.single_action_space)
         for method in methods:
-            agent, obs_keys = load_agent(run.checkpoint(method, seed), cfg.device, seed=seed)
+            agent, header = load_agent(run.checkpoint(method, seed), cfg.device, evaluate=True, seed=seed)
+            obs_keys = header.obs_keys
             p = cfg.policy
             source = AgentSource(
                 agent, obs_keys, low, high, cfg.device, p.execution, p.ensemble_decay, seed=seed

@@ -324,7 +324,8 @@ class Actor:
             self._cache(folder, spec, blob, version, with_spec=self.source is None)
             self.version = version
         if self.source is None and (folder / MODEL_FILE).is_file():
-            agent, config, _ = load_agent(folder, device=self.cfg.device)
+            agent, header = load_agent(folder, device=self.cfg.device)
+            config = header.config
             agent.train()  # stochastic action sampling for exploration where the agent has it
             self.tasks = list((config.get("policy") or {}).get("tasks") or [])
             self.version = int(json.loads((folder / "version.json").read_text())["version"])

@@ -57,11 +57,11 @@ def build_ppo_agent(cfg: PipelineConfig, init: Path):
     import draccus
 
     from robot_rl.config import PolicyConfig
-    from robot_rl.policies.checkpoint import load_checkpoint, require_shapes
+    from robot_rl.policies.checkpoint import load_checkpoint
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
-    _, config, stats = load_checkpoint(init)
-    require_shapes(config)
+    ckpt = load_checkpoint(init)
+    config, stats = ckpt.header.config, ckpt.stats
     policy_cfg = draccus.decode(PolicyConfig, config.get("policy") or {})
     shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
     agent = build_agent(
