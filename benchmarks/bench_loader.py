@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, nargs=2, default=[96, 128], metavar=("H", "W"))
     parser.add_argument("--repeats", type=int, default=3, help="interleaved LeRobot / robot_rl rounds")
     parser.add_argument("--lerobot-python", default="/tmp/lerobot044/bin/python")
-    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="DataLoader workers per round")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2], help="DataLoader workers per row")
     parser.add_argument("--rounds-only", action="store_true", help="skip the rows after the rounds")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench_loader_"))
@@ -196,11 +196,11 @@ def main() -> None:
             video, key, timestamps, video.train.rows[rng.integers(0, len(video.train.rows), args.batch_size)]
         )
     print(f"plain decode-every-sample loop, {res}: {frames / (time.perf_counter() - t0):8.1f} frames/s")
-    for workers in (0, 2):
+    for workers in args.workers:
         print(f"robot_rl video {res}, {workers} workers: {rate(video, workers):8.1f} frames/s")
     for mode in ("zarr", "memory"):
         data, setup = build(mode, args.size)
-        for workers in (0, 2) if mode != "memory" else (0,):
+        for workers in [w for w in args.workers if mode != "memory" or w == 0]:  # memory: in process only
             got = rate(data, workers)
             print(f"robot_rl {mode} {res}, {workers} workers: {got:8.1f} frames/s (set-up {setup:.1f} s)")
     print(f"load {load()} at end")

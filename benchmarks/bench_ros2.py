@@ -178,7 +178,9 @@ def main() -> None:
     if args.respond:
         respond(*(int(v) for v in args.respond[:4]), args.respond[4])
         return
-    domain = 150 + os.getpid() % 70
+    # at most 101 (ROS 2's advice on Linux): higher ids put DDS ports in the ephemeral range, where other
+    # processes' port-0 sockets can take them (tests/ros2_helpers.py)
+    domain = 1 + os.getpid() % 101
     print(f"load average at start: {os.getloadavg()[0]:.2f} (cpu cores: {os.cpu_count()})")
     print(
         f"{'rate':>5} {'cams':>4} {'HxW':>8} | {'in-proc p50':>11} {'p99':>7} | {'transport':>10}"

@@ -11,6 +11,7 @@ physics steps over wall time (1.00 = real time) and its overruns (backlogs over 
 
     python benchmarks/bench_sim_server.py                           # 10 Hz, 100 steps, front camera 64 px
     python benchmarks/bench_sim_server.py --hz 30 --steps 300 --camera ""
+    python benchmarks/bench_sim_server.py --cases "drop 5%"                # one server case
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--camera", default="front", help="'' for no camera")
     parser.add_argument("--size", type=int, default=64)
+    parser.add_argument(
+        "--cases", nargs="+", default=list(CASES), choices=list(CASES), help="server cases to run"
+    )
     args = parser.parse_args()
 
     base = in_process(args.steps, args.camera, args.size)
@@ -138,8 +142,8 @@ def main() -> None:
     head = ("case".ljust(30), "call   ", " p50 ms", " p99 ms", "  x p50", "lost", "realtime", "overruns")
     print(" | ".join(head))
     rows = [("in-process", base, 0, float("nan"), 0)]
-    for name, faults in CASES.items():
-        out = served(faults, args.steps, args.hz, args.camera, args.size)
+    for name in args.cases:
+        out = served(CASES[name], args.steps, args.hz, args.camera, args.size)
         rows.append((name, out["times"], out["lost"], out["realtime"], out["overruns"]))
     for name, times, lost, realtime, overruns in rows:
         for op, values in times.items():
