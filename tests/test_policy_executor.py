@@ -77,11 +77,11 @@ def test_a_chunk_of_another_action_dim_or_outside_the_box_is_never_executed(tiny
     from robot_rl.algos.base import NonFiniteChunkError
     from robot_rl.cli.errors import explain
     from robot_rl.config import EnvConfig
+    from robot_rl.policies import load_agent
     from robot_rl.policies.checkpoint import read_config
     from robot_rl.policies.executor import AsyncChunkExecutor, ChunkError
     from robot_rl.sim import make_env
     from robot_rl.sources import AgentSource
-    from robot_rl.training.loop import load_agent
 
     env = make_env(EnvConfig())  # the Panda task: [dx, dy, dz] within +-0.03 m, gripper in [0, 1]
     low, high = env.action_space.low, env.action_space.high
@@ -110,7 +110,8 @@ def test_a_chunk_of_another_action_dim_or_outside_the_box_is_never_executed(tiny
     env.close()
     # the safety filter in front of the executors: a checkpoint for another action space
     checkpoint = tiny_offline_run / "checkpoints" / "bc_seed0"
-    agent, obs_keys = load_agent(checkpoint)
+    agent, header = load_agent(checkpoint, evaluate=True, seed=0)
+    obs_keys = header.obs_keys
     source = AgentSource(agent, obs_keys, low[:3], high[:3])
     shapes = read_config(checkpoint / "config.json")["obs_shapes"]
     obs = {k: np.zeros((1, *shapes[k]), np.float32) for k in obs_keys}

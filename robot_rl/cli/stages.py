@@ -293,11 +293,10 @@ def _check_same_eval(stage: str, done: dict, conditions: dict, inference: dict) 
 
 
 def _trained_fps(checkpoint) -> float | None:
-    """The fps of the dataset a checkpoint was trained on (its config's ``fps``), None if unknown."""
-    import json
+    """The fps of the dataset a checkpoint was trained on (its header's ``fps``), None if unknown."""
+    from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
 
-    config = checkpoint / "config.json"
-    return json.loads(config.read_text()).get("fps") if config.is_file() else None
+    return read_header(checkpoint).fps if (checkpoint / CONFIG_FILE).is_file() else None
 
 
 def pipeline(cfg: PipelineConfig) -> dict:
