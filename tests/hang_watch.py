@@ -12,7 +12,8 @@ pytest-timeout's limit never reported a test. Two holes are closed here:
 - **Session deadline** (the xdist controller): with ``ROBOT_RL_TEST_DEADLINE`` (Unix seconds; ``.ci/run``
   sets it a few minutes before CI's limit), a thread prints the tests still running and for how long, how
   many have finished, and how long the run and the install before it took; it then asks every worker for
-  its threads' stacks (SIGUSR1, registered with faulthandler) and ends the run with exit status 3.
+  its threads' stacks (SIGUSR1, registered with faulthandler) and ends the run with exit status
+  :data:`DEADLINE_STATUS`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+DEADLINE_STATUS = 86
+"""Exit status of a session ended at its deadline: none of pytest's own (0-5: 3 is an internal error, which
+``.ci/run`` must not report as a hang) nor ``timeout``'s (124-137)."""
 
 BACKSTOP_S = float(os.environ.get("ROBOT_RL_TEST_BACKSTOP_S", "120"))
 """Seconds past a test's pytest-timeout limit before the worker is ended (``ROBOT_RL_TEST_BACKSTOP_S``)."""
@@ -121,7 +126,7 @@ class _DeadlineWatch:
             + f"; {finished} tests finished; still running:",
             *(f"[deadline]   {nodeid} (for {now - began:.0f} s)" for nodeid, began in running),
             "[deadline] the stacks follow (each worker's, or this process's without workers), then this"
-            " summary again; the run ends with exit status 3",
+            f" summary again; the run ends with exit status {DEADLINE_STATUS}",
         ]
         summary = ("\n".join(lines) + "\n").encode()
         os.write(self.stderr, summary)
@@ -135,7 +140,7 @@ class _DeadlineWatch:
         for pid in workers:
             _signal(pid, signal.SIGKILL)
         sys.stdout.flush()
-        os._exit(3)
+        os._exit(DEADLINE_STATUS)
 
 
 def _children(pid: int) -> list[int]:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hang_watch import DEADLINE_STATUS
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +56,7 @@ def test_the_session_deadline_names_the_running_test_and_its_stack(tmp_path):
     source = "import time\n\ndef test_fast():\n    pass\n\ndef test_sleeps_in_c():\n    time.sleep(90)\n"
     run, took = _session(tmp_path, source, ROBOT_RL_TEST_DEADLINE=str(time.time() + 8))
     out = run.stdout + run.stderr
-    assert run.returncode == 3, out
+    assert run.returncode == DEADLINE_STATUS, out
     assert took < 60
     assert "test_stuck.py::test_sleeps_in_c (for " in out
     assert "1 tests finished" in out
@@ -81,6 +82,6 @@ def test_without_workers_the_deadline_dumps_the_session_itself(tmp_path):
     source = "import time\n\ndef test_sleeps_in_c():\n    time.sleep(90)\n"
     run, _ = _session(tmp_path, source, workers=0, ROBOT_RL_TEST_DEADLINE=str(time.time() + 5))
     out = run.stdout + run.stderr
-    assert run.returncode == 3, out
+    assert run.returncode == DEADLINE_STATUS, out
     assert "test_stuck.py::test_sleeps_in_c (for " in out
     assert 'test_stuck.py", line 4 in test_sleeps_in_c' in out
