@@ -261,7 +261,7 @@ def run(tiny_offline_run, tmp_path) -> Path:
 
 def test_bench_online_then_compare_evals_on_its_evaluations(run, tmp_path):
     """bench_online's online QC run and held-out evaluation, then compare_evals on the evaluation files it
-    wrote (the way the README's online table was pooled)."""
+    wrote (the way docs/results.md's online table was pooled)."""
     out_dir = tmp_path / "online"
     tiny = ["--env.num_envs=1", "--data.num_workers=0", "--online.batch_size=32", "--online.publish_every=5"]
     tiny += ["--online.checkpoint_every=20", "--online.log_every_s=0.5", "--online.max_env_steps_ahead=0"]
