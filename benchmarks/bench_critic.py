@@ -26,7 +26,7 @@ import torch
 from bench_policy import latency_ms
 from torch_bench import torch_parser
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.rewards.compact import CompactProgressCritic
 from robot_rl.rewards.remote import RemoteCritic
 
@@ -102,7 +102,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     threads = torch.get_num_threads()
-    critic = CompactProgressCritic(CriticConfig(cameras=["front"], image_size=SIZE))
+    critic = CompactProgressCritic(RewardModelConfig(cameras=["front"], image_size=SIZE))
     rows: list[tuple[str, float, float, str]] = []  # (case, ms per call, ms per pair, note)
     for batch in (1, 64):
         obs = pairs(batch)

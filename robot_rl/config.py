@@ -59,7 +59,7 @@ TerminalChunks = Literal["drop", "keep"]
 EvalSplit = Literal["validation", "test"]
 DataReward = Literal["dataset", "episode_end"]
 FrameCache = Literal["auto", "memory", "zarr", "none"]
-CriticKind = Literal["compact", "vlm"]
+RewardModelKind = Literal["compact", "vlm"]
 NegativeRule = Literal["scale", "mix"]
 RewardMode = Literal["success", "shaped", "critic"]
 InterventionDeviceName = Literal["none", "sim_human", "keyboard", "gamepad", "spacemouse", "gui"]
@@ -903,8 +903,10 @@ class DataConfig:
 
 
 @dataclass
-class CriticConfig:
-    """Progress critic (ALGORITHMS.md §9): what it is, what it reads, and how it is trained.
+class RewardModelConfig:
+    """The progress critic, a reward model (ALGORITHMS.md §9; section ``reward_model``, ``robot-rl critic``):
+    what it is, what it reads, and how it is trained. Not the Q-critic of offline and online RL
+    (``offline.critic_*``, ``sac.critic_*``).
 
     ``kind``: ``compact`` (small CNN + MiniLM task embedding, CPU-fast) or ``vlm`` (a Hugging Face
     vision-language model with a progress/done head, LoRA-tunable). ``model``: for ``vlm`` the model id or
@@ -925,7 +927,7 @@ class CriticConfig:
     frame at most (``zmq.MAXMSGSIZE``: a peer sending more is disconnected before the frame is buffered).
     """
 
-    kind: CriticKind = "compact"
+    kind: RewardModelKind = "compact"
     model: str = ""
     checkpoint: str = ""
     cameras: list[str] = field(default_factory=lambda: ["front"])
@@ -945,7 +947,7 @@ class CriticConfig:
     serve_max_pairs: int = bounded(1024, ge=1)
     serve_max_message_mb: float = bounded(64.0, gt=0)
 
-    def validate(self, at: str = "critic.") -> list[str]:
+    def validate(self, at: str = "reward_model.") -> list[str]:
         """The pair shares ``mismatch_frac + stagnation_frac + failed_frac`` sum to at most 1; named under
         ``at``."""
         fracs = (self.mismatch_frac, self.stagnation_frac, self.failed_frac)
@@ -1240,7 +1242,7 @@ class PipelineConfig:
     corft: CORFTConfig = field(default_factory=CORFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     online: OnlineConfig = field(default_factory=OnlineConfig)
     sac: SACConfig = field(default_factory=SACConfig)
@@ -1365,6 +1367,7 @@ def load_config(
     for key, value in parse_overrides(overrides or []).items():
         _set_dotted(tree, key, value)
     where = f"{path}: " if path is not None else ""
+    _refuse_renamed_sections(tree, cls, where)
     try:
         cfg = draccus.decode(cls, tree)
     except draccus.utils.DecodingError as err:
@@ -1375,8 +1378,26 @@ def load_config(
     return cfg
 
 
+RENAMED_SECTIONS: dict[str, str] = {"critic": "reward_model"}
+"""Sections that have a new name: a key under the old one is an error naming the new one."""
+
 ALIASES: dict[str, str] = {"policy.vlm": "policy.vla.vlm"}
 """Command-line spellings of config keys: ``--policy.vlm=<id or path>`` sets ``policy.vla.vlm``."""
+
+
+def _refuse_renamed_sections(tree: dict, cls: type, where: str) -> None:
+    """Raise ConfigError naming the new section for a key under a section of :data:`RENAMED_SECTIONS`
+    (``critic`` is now ``reward_model``), when ``cls`` has the new section and not the old one."""
+    names = {f.name for f in fields(cls)}
+    for old, new in RENAMED_SECTIONS.items():
+        if old in tree and new in names and old not in names:
+            sub = tree[old]
+            key = next(iter(sub)) if isinstance(sub, dict) and sub else ""
+            dotted = f"{old}.{key}" if key else old
+            raise ConfigError(
+                f"{where}{dotted}: the {old} section is now {new}; write "
+                f"{dotted.replace(old, new, 1)} (--{new}.<key>=... or {new}: in a YAML file)"
+            )
 
 
 def parse_overrides(args: list[str]) -> dict[str, object]:

@@ -269,6 +269,13 @@ def test_invalid_online_address_names_the_key(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_the_old_critic_section_names_reward_model(tmp_path):
+    proc = _cli("critic", "train", f"--run_dir={tmp_path}", "--critic.steps=5")
+    assert proc.returncode == 2
+    _error_line(proc, "config error", "critic.steps", "now reward_model", "reward_model.steps")
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
 def test_missing_wandb_names_the_pip_install(tmp_path):
     proc = _cli("online", f"--run_dir={tmp_path}", *TINY, "--online.wandb=true")

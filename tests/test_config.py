@@ -100,3 +100,17 @@ def test_threads_share_the_cores_among_processes():
     assert thread_count(3, processes=8) == 3
     with pytest.raises(ValueError, match="threads must be >= 0"):
         thread_count(-1)
+
+
+def test_the_old_critic_section_is_one_error_naming_reward_model(tmp_path):
+    """The progress critic's section is ``reward_model`` (``critic`` also named the Q-critic of
+    ``offline.critic_*``); the old key, in a file or on the command line, names its new spelling."""
+    path = tmp_path / "old.yaml"
+    path.write_text("critic:\n  steps: 10\n")
+    with pytest.raises(
+        ConfigError, match=r"old\.yaml: critic\.steps: the critic section is now reward_model"
+    ):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"critic\.checkpoint: .* write reward_model\.checkpoint"):
+        load_config(None, ["--critic.checkpoint=/tmp/c"])
+    assert load_config(None, ["--reward_model.steps=10"]).reward_model.steps == 10

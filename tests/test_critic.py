@@ -148,7 +148,7 @@ def sim_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("critic_run")
     common = [f"--run_dir={run}", "--env.cameras=[front]", "--collect.num_episodes=24", "--env.num_envs=2"]
     assert main(["collect", *common]) == 0
-    critic_args = [*common, "--critic.steps=400", "--data.val_episodes=[20,21,22,23]"]
+    critic_args = [*common, "--reward_model.steps=400", "--data.val_episodes=[20,21,22,23]"]
     assert main(["critic", "train", *critic_args]) == 0
     return run, critic_args
 
@@ -277,10 +277,13 @@ class _NanCritic(ProgressCritic):
 
 
 def test_critic_cli_errors(tmp_path, capsys):
-    assert main(["critic", "eval", f"--critic.checkpoint={tmp_path / 'none'}", f"--run_dir={tmp_path}"]) == 1
+    assert (
+        main(["critic", "eval", f"--reward_model.checkpoint={tmp_path / 'none'}", f"--run_dir={tmp_path}"])
+        == 1
+    )
     assert "not a critic checkpoint" in capsys.readouterr().err
-    assert main(["critic", "train", "--critic.kind=gpt", f"--run_dir={tmp_path}"]) in (1, 2)
-    assert main(["critic", "train", "--critic.colour=red"]) == 2
+    assert main(["critic", "train", "--reward_model.kind=gpt", f"--run_dir={tmp_path}"]) in (1, 2)
+    assert main(["critic", "train", "--reward_model.colour=red"]) == 2
 
 
 def test_episode_progress_batches_line_up():
@@ -314,7 +317,7 @@ def test_pair_sampler_failed_pairs_and_slow_demos():
     """Failed-episode pairs target (delta 0, done 0) from frames at or after failed_from x length, with short
     gaps among them (episode scoring chains neighbouring frames); a failed_from outside [0, 1) is refused;
     success_max_steps drops slow successful demos from the time-progress labels."""
-    from robot_rl.config import CriticConfig
+    from robot_rl.config import RewardModelConfig
     from robot_rl.rewards.episodes import CriticEpisode
     from robot_rl.rewards.pairs import PairSampler
 
@@ -323,20 +326,20 @@ def test_pair_sampler_failed_pairs_and_slow_demos():
         return CriticEpisode(index, {keys.STATE: frames}, "pick up the cube", success_step)
 
     episodes = [episode(0, 20, 19), episode(1, 60, None)]
-    cfg = CriticConfig(mismatch_frac=0.0, stagnation_frac=0.0, failed_frac=0.99, failed_from=0.25)
+    cfg = RewardModelConfig(mismatch_frac=0.0, stagnation_frac=0.0, failed_frac=0.99, failed_from=0.25)
     batch = PairSampler(episodes, cfg).sample(2000, np.random.default_rng(0))
     failed = batch.delta == 0.0  # ordered pairs of the success have nonzero hops
     t_i, t_j = batch.obs_i[keys.STATE][failed, 0], batch.obs_j[keys.STATE][failed, 0]
     assert failed.mean() > 0.9 and (batch.done[failed] == 0).all()
     assert t_i.min() >= 15 and t_j.min() >= 15 and max(t_i.max(), t_j.max()) <= 59
     assert (np.abs(t_j - t_i) <= 3).mean() > 0.4 and (t_j < t_i).mean() > 0.3
-    with pytest.raises(ValueError, match="critic.failed_from"):
-        PairSampler(episodes, CriticConfig(failed_from=1.0))
+    with pytest.raises(ValueError, match="reward_model.failed_from"):
+        PairSampler(episodes, RewardModelConfig(failed_from=1.0))
     # success_max_steps keeps slow demos out of the time labels; with none left the error names the key
     slow = [*episodes, episode(2, 45, 44)]
-    assert len(PairSampler(slow, CriticConfig(success_max_steps=30)).success) == 1
-    with pytest.raises(ValueError, match="critic.success_max_steps=15"):
-        PairSampler(slow, CriticConfig(success_max_steps=15))
+    assert len(PairSampler(slow, RewardModelConfig(success_max_steps=30)).success) == 1
+    with pytest.raises(ValueError, match="reward_model.success_max_steps=15"):
+        PairSampler(slow, RewardModelConfig(success_max_steps=15))
 
 
 @pytest.mark.slow

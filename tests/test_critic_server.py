@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import zmq
 
-from robot_rl.config import ConfigError, CriticConfig
+from robot_rl.config import ConfigError, RewardModelConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.compact import CompactProgressCritic
 from robot_rl.rewards.registry import load_critic
@@ -77,7 +77,7 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("critic") / "critic"
-    CompactProgressCritic(CriticConfig(cameras=["front"], image_size=SIZE)).save(path)
+    CompactProgressCritic(RewardModelConfig(cameras=["front"], image_size=SIZE)).save(path)
     return path
 
 

@@ -331,14 +331,14 @@ def live(alone, tiny_offline_run, tmp_path_factory, browser, request):
     in the take-over test's key-latency loop: the time limit ended the episode mid-loop and no later key
     was applied."""
     pytest.importorskip("sentence_transformers")
-    from robot_rl.config import CriticConfig
+    from robot_rl.config import RewardModelConfig
     from robot_rl.rewards.compact import CompactProgressCritic
 
     _LIVE_RUN["failed"] = request.session.testsfailed
     tmp = tmp_path_factory.mktemp("gui_live")
     run = copy_run(tiny_offline_run, tmp / "run")
     torch.manual_seed(5)
-    CompactProgressCritic(CriticConfig(cameras=["front"])).save(tmp / "critic")
+    CompactProgressCritic(RewardModelConfig(cameras=["front"])).save(tmp / "critic")
     args = overrides(
         run,
         f"--online.address={free_address()}",
@@ -351,7 +351,7 @@ def live(alone, tiny_offline_run, tmp_path_factory, browser, request):
         "--env.control_hz=20",
         "--env.max_episode_steps=400",  # 20 s; a take-over below (~40-150 steps under load) fits in one
         "--reward.mode=critic",
-        f"--critic.checkpoint={tmp / 'critic'}",
+        f"--reward_model.checkpoint={tmp / 'critic'}",
         "--intervention.device=gui",
         "--intervention.gui_port=0",
         f"--intervention.gui_token={TOKEN}",

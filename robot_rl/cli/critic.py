@@ -35,8 +35,12 @@ def dataset_root(cfg: PipelineConfig) -> Path:
 
 
 def checkpoint_dir(cfg: PipelineConfig) -> Path:
-    """``critic.checkpoint``, or ``<run_dir>/critic``."""
-    return Path(cfg.critic.checkpoint) if cfg.critic.checkpoint else RunDir(cfg.run_dir).root / "critic"
+    """``reward_model.checkpoint``, or ``<run_dir>/critic``."""
+    return (
+        Path(cfg.reward_model.checkpoint)
+        if cfg.reward_model.checkpoint
+        else RunDir(cfg.run_dir).root / "critic"
+    )
 
 
 def _success_mode(cfg: PipelineConfig) -> str:
@@ -67,22 +71,22 @@ def train(cfg: PipelineConfig) -> dict:
 
     root = dataset_root(cfg)
     train_eps, val_eps = split_episodes(cfg, LeRobotDataset(root).num_episodes)
-    state_key = keys.STATE if cfg.critic.use_state else None
-    image_keys = [keys.image_key(c) for c in cfg.critic.cameras]
+    state_key = keys.STATE if cfg.reward_model.use_state else None
+    image_keys = [keys.image_key(c) for c in cfg.reward_model.cameras]
     start = time.time()
     episodes = list(
-        iter_episodes(root, image_keys, cfg.critic.image_size, state_key, train_eps, _success_mode(cfg))
+        iter_episodes(root, image_keys, cfg.reward_model.image_size, state_key, train_eps, _success_mode(cfg))
     )
     state_dim = episodes[0].frames[state_key].shape[1] if state_key else 0
-    critic = build_critic(cfg.critic, state_dim, cfg.device)
+    critic = build_critic(cfg.reward_model, state_dim, cfg.device)
     if state_key and hasattr(critic, "fit_state_stats"):
         critic.fit_state_stats(np.concatenate([e.frames[state_key] for e in episodes]))
     try:
-        sampler = PairSampler(episodes, cfg.critic)
+        sampler = PairSampler(episodes, cfg.reward_model)
     except ValueError as err:
         raise ConfigError(f"{root}: {err}") from err
-    with progress(total=cfg.critic.steps, desc="train critic", unit="step") as bar:
-        log = train_critic(critic, sampler, cfg.critic.steps, progress=bar.update)
+    with progress(total=cfg.reward_model.steps, desc="train critic", unit="step") as bar:
+        log = train_critic(critic, sampler, cfg.reward_model.steps, progress=bar.update)
     out = checkpoint_dir(cfg)
     critic.save(out)
     write_json_atomic(out / "train_log.json", log)
@@ -106,7 +110,7 @@ def evaluate(
         episodes = list(cfg.data.val_episodes) or None
     eps = list(critic_episodes(critic, root, episodes, _success_mode(cfg)))
     start = time.time()
-    result = score_episodes(critic, eps, cfg.critic.rule)
+    result = score_episodes(critic, eps, cfg.reward_model.rule)
     out_dir = out_dir or checkpoint_dir(cfg) / f"eval_{root.name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "eval.json", result)
@@ -138,7 +142,7 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
             output,
             cfg.reward,
             shaping_gamma(cfg, "offline"),
-            cfg.critic.rule,
+            cfg.reward_model.rule,
             overwrite,
             bar.update,
             shaping_gamma_key(cfg, "offline"),
@@ -150,7 +154,8 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
 
 def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float) -> None:
     """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server), with the keys
-    of ``security.keys`` and the limits ``critic.serve_max_pairs`` and ``critic.serve_max_message_mb``."""
+    of ``security.keys`` and the limits ``reward_model.serve_max_pairs`` and
+    ``reward_model.serve_max_message_mb``."""
     from robot_rl.rewards.server import serve_checkpoint
 
     serve_checkpoint(
@@ -160,6 +165,6 @@ def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float)
         max_batch,
         max_wait_ms,
         cfg.security.keys,
-        cfg.critic.serve_max_pairs,
-        cfg.critic.serve_max_message_mb,
+        cfg.reward_model.serve_max_pairs,
+        cfg.reward_model.serve_max_message_mb,
     )

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl import keys
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.rewards.base import CriticOutput
 from robot_rl.rewards.pairs import PairBatch
 from robot_rl.rewards.text import TextEmbedder
@@ -95,7 +95,7 @@ class CompactProgressCritic(TrainableCritic):
 
     kind = "compact"
 
-    def __init__(self, cfg: CriticConfig, state_dim: int = 0, device: str = "cpu") -> None:
+    def __init__(self, cfg: RewardModelConfig, state_dim: int = 0, device: str = "cpu") -> None:
         self.cfg, self.device = cfg, device
         self.image_keys = tuple(keys.image_key(c) for c in cfg.cameras)
         self.image_size = (cfg.image_size, cfg.image_size)
@@ -157,7 +157,11 @@ class CompactProgressCritic(TrainableCritic):
 
     @classmethod
     def from_checkpoint(
-        cls, meta: dict[str, Any], cfg: CriticConfig, weights: dict[str, torch.Tensor], device: str = "cpu"
+        cls,
+        meta: dict[str, Any],
+        cfg: RewardModelConfig,
+        weights: dict[str, torch.Tensor],
+        device: str = "cpu",
     ) -> CompactProgressCritic:
         """Rebuild from ``critic.json`` fields and ``model.safetensors`` weights (registry.load_critic)."""
         critic = cls(cfg, state_dim=int(meta.get("state_dim", 0)), device=device)

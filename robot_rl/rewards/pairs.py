@@ -1,6 +1,6 @@
 """Training pairs for a progress critic: time-progress targets plus VLAC-style negatives.
 
-A batch mixes (shares from ``CriticConfig``):
+A batch mixes (shares from ``RewardModelConfig``):
   - ordered pairs (o_i, o_j) from one successful episode, half of them reversed (j < i), with the
     Robo-Dopamine hop of the time-progress labels as target (ALGORITHMS.md §9); gaps are short (1-3
     frames, what episode scoring sees) or uniform over the episode, half each;
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.rewards.episodes import CriticEpisode
 from robot_rl.rewards.progress import hop_labels, time_progress
 
@@ -56,13 +56,13 @@ class PairSampler:
     """Draws ``PairBatch``es from decoded episodes; a batch is a function of the generator passed in.
 
     Raises:
-        ValueError: no successful episode (within ``critic.success_max_steps`` when set) to learn progress
-            from, or ``critic.failed_from`` outside [0, 1).
+        ValueError: no successful episode (within ``reward_model.success_max_steps`` when set) to learn
+            progress from, or ``reward_model.failed_from`` outside [0, 1).
     """
 
-    def __init__(self, episodes: list[CriticEpisode], cfg: CriticConfig) -> None:
+    def __init__(self, episodes: list[CriticEpisode], cfg: RewardModelConfig) -> None:
         if not 0.0 <= cfg.failed_from < 1.0:
-            raise ValueError(f"critic.failed_from must be in [0, 1), got {cfg.failed_from}")
+            raise ValueError(f"reward_model.failed_from must be in [0, 1), got {cfg.failed_from}")
         self.cfg = cfg
         limit = cfg.success_max_steps or None
         self.success = [
@@ -74,7 +74,7 @@ class PairSampler:
         if not self.success:
             raise ValueError(
                 "no successful episode with 2+ frames"
-                + (f" that succeeds within critic.success_max_steps={limit}" if limit else "")
+                + (f" that succeeds within reward_model.success_max_steps={limit}" if limit else "")
                 + ": a progress critic needs demos that succeed"
             )
         self.progress = [time_progress(e.length, e.success_step) for e in self.success]

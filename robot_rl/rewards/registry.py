@@ -9,18 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
-from robot_rl.config import ConfigError, CriticConfig, CriticKind
+from robot_rl.config import ConfigError, RewardModelConfig, RewardModelKind
 from robot_rl.rewards.base import CriticInputError
 from robot_rl.rewards.trainable import META_FILE, TrainableCritic, read_checkpoint
 
-CRITIC_KINDS: tuple[str, ...] = get_args(CriticKind)
+CRITIC_KINDS: tuple[str, ...] = get_args(RewardModelKind)
 
 
-def build_critic(cfg: CriticConfig, state_dim: int, device: str = "cpu") -> TrainableCritic:
+def build_critic(cfg: RewardModelConfig, state_dim: int, device: str = "cpu") -> TrainableCritic:
     """A fresh critic of ``cfg.kind``; ``state_dim`` is the proprio state size it reads (0 = images only).
 
     Raises:
-        ConfigError: unknown kind, or ``vlm`` without ``critic.model``.
+        ConfigError: unknown kind, or ``vlm`` without ``reward_model.model``.
     """
     if cfg.kind == "compact":
         from robot_rl.rewards.compact import CompactProgressCritic
@@ -28,11 +28,11 @@ def build_critic(cfg: CriticConfig, state_dim: int, device: str = "cpu") -> Trai
         return CompactProgressCritic(cfg, state_dim=state_dim, device=device)
     if cfg.kind == "vlm":
         if not cfg.model:
-            raise ConfigError("critic.model: a vlm critic needs a Hugging Face model id or local path")
+            raise ConfigError("reward_model.model: a vlm critic needs a Hugging Face model id or local path")
         from robot_rl.rewards.vlm import VLMProgressCritic
 
         return VLMProgressCritic.from_pretrained(cfg.model, cfg, device=device)
-    raise ConfigError(f"critic.kind={cfg.kind!r}; expected one of {CRITIC_KINDS}")
+    raise ConfigError(f"reward_model.kind={cfg.kind!r}; expected one of {CRITIC_KINDS}")
 
 
 def load_critic(path: str | Path, device: str = "cpu") -> TrainableCritic:

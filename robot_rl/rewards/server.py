@@ -230,7 +230,7 @@ class _Server:
         if len(tasks) > self.max_pairs:
             raise CriticInputError(
                 f"{len(tasks)} pairs in one request; this server scores at most {self.max_pairs} per "
-                "request (critic.serve_max_pairs): split it"
+                "request (reward_model.serve_max_pairs): split it"
             )
         obs_i = {k: obs_i[k] for k in self.keys}
         obs_j = {k: obs_j[k] for k in self.keys}

@@ -1,6 +1,6 @@
 """Critics with torch weights: the training loss contract, checkpoint folders and the training loop.
 
-Checkpoint folder (no pickle): ``critic.json`` (kind, CriticConfig, what the critic reads, and any
+Checkpoint folder (no pickle): ``critic.json`` (kind, RewardModelConfig, what the critic reads, and any
 kind-specific fields) and ``model.safetensors`` (the trainable weights). ``load_critic`` dispatches on
 ``kind``.
 """
@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.data.lerobot.layout import staged_destination
 from robot_rl.rewards.base import CriticInputError, ProgressCritic
 from robot_rl.rewards.pairs import PairBatch, PairSampler
@@ -32,7 +32,7 @@ class TrainableCritic(ProgressCritic):
     """A ``ProgressCritic`` whose ``module`` is trained with ``loss`` and saved as a checkpoint folder."""
 
     kind: str
-    cfg: CriticConfig
+    cfg: RewardModelConfig
     module: nn.Module
 
     @abstractmethod
@@ -74,7 +74,7 @@ class TrainableCritic(ProgressCritic):
         return path
 
 
-def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], CriticConfig, dict[str, torch.Tensor]]:
+def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], RewardModelConfig, dict[str, torch.Tensor]]:
     """(meta, config, weights) of a critic checkpoint folder.
 
     Raises:
@@ -88,7 +88,7 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], CriticConfig, dic
         )
     try:
         meta = json.loads(meta_file.read_text())
-        cfg = CriticConfig(**meta["config"])
+        cfg = RewardModelConfig(**meta["config"])
         weights = load_file(str(path / WEIGHTS_FILE))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise CriticInputError(f"{path}: unreadable critic checkpoint: {err}") from err

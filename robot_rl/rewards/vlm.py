@@ -3,13 +3,13 @@
 The VLM sees o_i's images, then o_j's (one image per camera per frame), and the question "how much closer
 to completing the task is the second image?". A small head on the final hidden state of the last prompt
 token gives the progress delta (tanh, [-1, 1]) and the done logit (sigmoid, [0, 1]). With
-``CriticConfig.lora_rank > 0`` LoRA adapters on the language model's attention projections are trained
+``RewardModelConfig.lora_rank > 0`` LoRA adapters on the language model's attention projections are trained
 with the head; with 0 only the head is (the VLM stays frozen). A checkpoint holds the head and the LoRA
 weights only; the base VLM is re-loaded from its id or folder, offline.
 
 Use: ``hf download HuggingFaceTB/SmolVLM-256M-Instruct`` once on a machine with network (copy the HF cache
-over if needed), then ``robot-rl critic train --critic.kind=vlm
---critic.model=HuggingFaceTB/SmolVLM-256M-Instruct --data.path=<dataset>``.
+over if needed), then ``robot-rl critic train --reward_model.kind=vlm
+--reward_model.model=HuggingFaceTB/SmolVLM-256M-Instruct --data.path=<dataset>``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import CriticConfig
+from robot_rl.config import RewardModelConfig
 from robot_rl.keys import image_key
 from robot_rl.rewards.base import CriticInputError, CriticOutput
 from robot_rl.rewards.pairs import PairBatch
@@ -57,7 +57,9 @@ class VLMProgressCritic(TrainableCritic):
 
     kind = "vlm"
 
-    def __init__(self, vlm: nn.Module, processor: Any, cfg: CriticConfig, model: str, device: str) -> None:
+    def __init__(
+        self, vlm: nn.Module, processor: Any, cfg: RewardModelConfig, model: str, device: str
+    ) -> None:
         self.cfg, self.model_ref, self.device, self.processor = cfg, model, torch.device(device), processor
         self.image_keys = tuple(image_key(c) for c in cfg.cameras)
         self.image_size = (cfg.image_size, cfg.image_size)
@@ -83,7 +85,7 @@ class VLMProgressCritic(TrainableCritic):
 
     @classmethod
     def from_pretrained(
-        cls, model: str, cfg: CriticConfig, device: str = "cpu", local_files_only: bool = True
+        cls, model: str, cfg: RewardModelConfig, device: str = "cpu", local_files_only: bool = True
     ) -> VLMProgressCritic:
         """Load the VLM ``model`` (hub id or local folder) and put a fresh head (and LoRA) on it.
 
@@ -98,7 +100,7 @@ class VLMProgressCritic(TrainableCritic):
 
         if not model:
             raise CriticInputError(
-                "critic.model is empty: set --critic.model=<hub id or folder>, e.g. "
+                "reward_model.model is empty: set --reward_model.model=<hub id or folder>, e.g. "
                 "HuggingFaceTB/SmolVLM-256M-Instruct (download it first with `hf download <id>`)"
             )
         dtype = torch.float32 if str(device).startswith("cpu") else torch.bfloat16
@@ -128,7 +130,11 @@ class VLMProgressCritic(TrainableCritic):
 
     @classmethod
     def from_checkpoint(
-        cls, meta: dict[str, Any], cfg: CriticConfig, weights: dict[str, torch.Tensor], device: str = "cpu"
+        cls,
+        meta: dict[str, Any],
+        cfg: RewardModelConfig,
+        weights: dict[str, torch.Tensor],
+        device: str = "cpu",
     ) -> VLMProgressCritic:
         """Re-load the base VLM named in ``meta["model"]`` (offline), then the saved head and LoRA weights.
 
@@ -230,5 +236,5 @@ def _unavailable(model: str, err: Exception) -> str:
         "in the Hugging Face cache, and robot_rl never downloads weights at run time. On a machine with "
         f"network run `hf download {model}` (or `huggingface-cli download {model}`), copy the cache "
         "(~/.cache/huggingface/hub, or $HF_HOME) to this machine, or pass a local folder saved with "
-        f"save_pretrained as --critic.model=/path/to/model ({err})"
+        f"save_pretrained as --reward_model.model=/path/to/model ({err})"
     )
