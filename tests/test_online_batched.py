@@ -12,6 +12,7 @@ import pytest
 from online_setup import CODE, copy_run, free_address, overrides, replay_on_single_env
 
 from robot_rl import keys
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, Actor
@@ -96,7 +97,7 @@ def _run_until_unplugged(run, device):
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
     learner = Learner(cfg, 0, progress=False)
     server = LearnerServer(learner, cfg.online.address).start()
-    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     actor.device = device
     try:
         with pytest.raises(DeviceError, match="disconnected"):
@@ -167,11 +168,11 @@ def test_the_human_drives_env_0_and_the_other_env_runs_the_policy(tiny_offline_r
         replay_on_single_env(cfg.env, int(seeds[index]), frames, labelled=index == 0)
     # a restarted actor goes on with each env's seeds; one with another N is refused, naming the key
     link = ZmqLearnerLink(server.address)
-    again = BatchedActor(cfg, 0, 0, link)
+    again = BatchedActor(cfg, 0, 0, link, build_actor_parts(cfg, 0))
     assert again._episodes_per_env() == [2, 1]
     again.env.close()
     three = overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED, "--online.envs_per_actor=3")
-    wider = BatchedActor(load_config(None, three), 0, 0, link)
+    wider = BatchedActor(load_config(None, three), 0, 0, link, build_actor_parts(load_config(None, three), 0))
     with pytest.raises(ValueError, match="another online.envs_per_actor than 3"):
         wider._episodes_per_env()
     wider.env.close()
@@ -206,7 +207,7 @@ def _stop_at_the_second_check(run, device):
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
     learner = Learner(cfg, 0, progress=False)
     server = LearnerServer(learner, cfg.online.address).start()
-    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     if actor.device is not None:
         actor.device.close()  # the config's simulated human, replaced
     actor.device = device

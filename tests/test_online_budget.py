@@ -11,6 +11,7 @@ import pytest
 from online_setup import copy_run, free_address, overrides, wait_for
 
 from robot_rl import keys
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.config import ConfigError, load_config
 from robot_rl.runtime.leases import ActorLease, Leases
 
@@ -90,7 +91,9 @@ def test_actors_stop_at_the_budget_with_the_learner_up(tiny_offline_run, tmp_pat
         *batched,
     )
     try:
-        actor = actor_class(learner.cfg)(learner.cfg, 0, 0, ZmqLearnerLink(server.address))
+        actor = actor_class(learner.cfg)(
+            learner.cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(learner.cfg, 0)
+        )
         actor.run()
     finally:
         server.close()
@@ -112,14 +115,20 @@ def test_with_the_learner_down_an_actor_spends_its_lease_then_waits_and_delivers
     learner, server = _served(
         run, "--online.env_steps=100", "--env.max_episode_steps=60", "--intervention.device=none", *timeouts
     )
-    first = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address))
+    first = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(learner.cfg, 0))
     first.sender.start()
     first._wait_for_policy()  # the weights and the lease (the whole budget: one actor, window 120)
     first.sender.closed.set()
     first.sender.join(timeout=5)
     assert first.lease.steps == 100
     server.close()  # the learner is down
-    actor = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=0.2, token=server.token))
+    actor = Actor(
+        learner.cfg,
+        0,
+        0,
+        ZmqLearnerLink(server.address, timeout_s=0.2, token=server.token),
+        build_actor_parts(learner.cfg, 0),
+    )
     done: dict = {}
     runner = threading.Thread(target=lambda: done.update(actor.run()), daemon=True)
     runner.start()  # on the cached weights and lease
@@ -150,7 +159,9 @@ def test_stale_weights_pause_the_actor_until_the_learner_is_back(tiny_offline_ru
     learner, server = _served(
         run, "--online.env_steps=2000", "--intervention.device=none", "--online.max_weight_age_s=1"
     )
-    actor = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=0.2))
+    actor = Actor(
+        learner.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=0.2), build_actor_parts(learner.cfg, 0)
+    )
     runner = threading.Thread(target=actor.run, daemon=True)
     runner.start()
     try:
@@ -193,7 +204,7 @@ def test_rejected_episodes_use_up_no_lease_and_the_run_still_ends(tiny_offline_r
         check(frames, where)
 
     learner.guard.check = reject_the_first
-    actor = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address))
+    actor = Actor(learner.cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(learner.cfg, 0))
     runner = threading.Thread(target=actor.run, daemon=True)
     runner.start()
     runner.join(timeout=180)

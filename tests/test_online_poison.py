@@ -16,6 +16,7 @@ import pytest
 from online_setup import copy_run, overrides, wait_for
 
 from robot_rl import keys
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.config import load_config
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.weights import NonFiniteWeightsError, agent_weights
@@ -269,7 +270,7 @@ def test_an_actor_whose_episodes_are_all_rejected_stops_and_the_run_ends(tiny_of
         "--online.max_env_steps_ahead=0",
     )
     try:
-        actor = Actor(learner.cfg, 0, 0, link)
+        actor = Actor(learner.cfg, 0, 0, link, build_actor_parts(learner.cfg, 0))
         out: dict = {}
 
         def act() -> None:

@@ -18,6 +18,7 @@ import torch
 from online_setup import CODE, committed_episodes, copy_run, free_address, overrides, toy_episode, wait_for
 
 from robot_rl import keys
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
@@ -215,7 +216,7 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
     """Issue 4 through issue 3's reward hook: the env renders a camera for the progress critic only; the
     state policy's replay never holds it, and the learner's rewards come from the critic alone."""
     pytest.importorskip("sentence_transformers")
-    from robot_rl.config import CriticConfig
+    from robot_rl.config import RewardModelConfig
     from robot_rl.rewards.compact import CompactProgressCritic
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
@@ -223,14 +224,14 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
     # an untrained critic whose deltas are positive: an unseeded one may score every step as no progress
     # (VLAC keeps progress at 0 under negative deltas, so every reward would be 0)
     torch.manual_seed(5)
-    CompactProgressCritic(CriticConfig(cameras=["front"])).save(critic_dir)  # untrained: rewards ~ noise
+    CompactProgressCritic(RewardModelConfig(cameras=["front"])).save(critic_dir)  # untrained: rewards ~ noise
     args = overrides(
         run,
         "--online.env_steps=60",
         "--env.cameras=[front]",
         "--reward.mode=critic",
         "--reward.critic_done=true",
-        f"--critic.checkpoint={critic_dir}",
+        f"--reward_model.checkpoint={critic_dir}",
         f"--online.address={free_address()}",
     )
     done = _cli("online", *args)
@@ -311,7 +312,7 @@ def _learner_and_actor(run: Path, *extra: str, connect: bool = True):
     learner = Learner(cfg, 0, progress=False)
     server = LearnerServer(learner, cfg.online.address).start()
     link = ZmqLearnerLink(server.address)
-    actor = Actor(cfg, 0, 0, link)
+    actor = Actor(cfg, 0, 0, link, build_actor_parts(cfg, 0))
     if connect:  # else Actor.run connects
         actor.sender.start()
         actor._wait_for_policy()
@@ -359,7 +360,9 @@ def test_nan_policy_output_is_never_sent(tiny_offline_run, tmp_path):
 
         model = actor.dir / "policy" / "model.safetensors"
         save_file({k: torch.full_like(v, float("nan")) for k, v in load_file(model).items()}, model)
-        broken = Actor(actor.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=2.0))
+        broken = Actor(
+            actor.cfg, 0, 0, ZmqLearnerLink(server.address, timeout_s=2.0), build_actor_parts(actor.cfg, 0)
+        )
         broken.sender.have = learner.version  # its cache is current: the NaN policy is the one it runs
         with pytest.raises(PolicyFaultError, match="3 episodes in a row"):
             broken.run()
@@ -452,7 +455,7 @@ def test_actor_whose_log_was_lost_stops_with_a_clear_error(tiny_offline_run, tmp
         actor.sender.closed.set()
         actor.sender.join(5)
         shutil.rmtree(actor.dir / "episodes")  # the actor's log is gone, the learner holds its episode
-        again = Actor(actor.cfg, 0, 0, actor.link)
+        again = Actor(actor.cfg, 0, 0, actor.link, build_actor_parts(actor.cfg, 0))
         # The link's handshake, run in this thread until the learner answers (a slow answer on a loaded
         # machine is retried; `again.run()` could finish its tiny budget acting on before the answer came).
         give_up = threading.Timer(120, again.sender.closed.set)  # without the check it would loop on

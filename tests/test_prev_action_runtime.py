@@ -12,6 +12,7 @@ import torch
 from online_setup import free_address, overrides
 
 from robot_rl import keys
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.cli.envs import make_rollout_vec_env
 from robot_rl.config import (
     BCConfig,
@@ -100,7 +101,9 @@ def test_actor_feeds_the_previous_executed_action_including_the_humans(tmp_path)
             "--env.max_episode_steps=60",
         ),
     )
-    actor = Actor(cfg, 0, 0, ZmqLearnerLink(free_address(), timeout_s=0.2))  # no learner: cached weights
+    actor = Actor(
+        cfg, 0, 0, ZmqLearnerLink(free_address(), timeout_s=0.2), build_actor_parts(cfg, 0)
+    )  # no learner: cached weights
     try:
         space = (actor.env.observation_space, actor.env.action_space)
         obs_keys = _save_prev_action_policy(actor._policy_dir(), space)

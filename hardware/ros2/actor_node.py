@@ -26,6 +26,7 @@ import logging
 import sys
 import threading
 import time
+from functools import partial
 
 from robot_rl.hardware.ros2 import msgs
 
@@ -45,25 +46,22 @@ PARAMETERS: dict = {
 STATUS_TOPIC = "/robot_rl/actor/status"
 
 
-def ros_actor_class(prefix: str, timeout_s: float):
-    """An :class:`~robot_rl.runtime.actor.Actor` whose intervention device is ``intervention_node``'s
-    topics under ``prefix`` (empty: the plain Actor, with the config's ``intervention.device``)."""
-    from robot_rl.runtime.actor import Actor
+def ros_actor_build(prefix: str, timeout_s: float):
+    """The actor's parts builder (:func:`robot_rl.actor_build.build_actor_parts`) with its intervention
+    device on ``intervention_node``'s topics under ``prefix`` (an empty prefix: the config's
+    ``intervention.device``)."""
+    from robot_rl.actor_build import build_actor_parts
 
     if not prefix:
-        return Actor
+        return build_actor_parts
+    return partial(build_actor_parts, device=partial(_ros_device, prefix, timeout_s))
 
-    class RosActor(Actor):
-        """The runtime's actor, its human input from ROS 2 topics."""
 
-        def _device(self):
-            from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
+def _ros_device(prefix: str, timeout_s: float, cfg, low, high, actor_id: int, task_id: str):
+    """:class:`~robot_rl.hardware.ros2.intervention_device.RosInterventionDevice` on ``prefix``'s topics."""
+    from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
 
-            return RosInterventionDevice(
-                self.cfg.env.robot.ros2, prefix, self.low, self.high, self.cfg.intervention.scale, timeout_s
-            )
-
-    return RosActor
+    return RosInterventionDevice(cfg.env.robot.ros2, prefix, low, high, cfg.intervention.scale, timeout_s)
 
 
 class _Status(threading.Thread):
@@ -148,17 +146,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(cfg, p: dict, status: _Status) -> int:
     """Run the actor as the runtime does (:func:`robot_rl.runtime.local.run_actor`); 0 when done."""
+    from robot_rl.runtime.batched_actor import actor_class
     from robot_rl.runtime.local import run_actor
 
-    base = ros_actor_class(p["intervention_prefix"], p["intervention_timeout_s"])
+    build = ros_actor_build(p["intervention_prefix"], p["intervention_timeout_s"])
 
-    class Reported(base):
+    class Reported(actor_class(cfg)):
         def __init__(self, *a, **kw) -> None:
             super().__init__(*a, **kw)
             status.actor, status.state = self, "acting"
 
     t0 = time.monotonic()
-    counters = run_actor(cfg, p["seed"], p["actor_id"], actor_cls=Reported)
+    counters = run_actor(cfg, p["seed"], p["actor_id"], actor_cls=Reported, build=build)
     status.state = "done"
     print(f"actor_node done in {time.monotonic() - t0:.1f} s: {json.dumps(counters)}", flush=True)
     return 0

@@ -62,7 +62,9 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     if args.role != "all":
         preflight(cfg, args.role)
     if args.role == "actor":
-        return run_actor(cfg, seed, args.actor_id, args.parent_pid)
+        from robot_rl.actor_build import build_actor_parts
+
+        return run_actor(cfg, seed, args.actor_id, args.parent_pid, build=build_actor_parts)
     if args.role == "learner":
         return run_learner(cfg, seed)
     return online(cfg, seed)
@@ -142,9 +144,10 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
         gui, cfg = start_gui(cfg, seed)
     try:
         if cfg.online.runtime == "ray":
+            from robot_rl.actor_build import build_actor_parts
             from robot_rl.runtime.ray_backend import run_ray
 
-            summary = run_ray(cfg, seed)
+            summary = run_ray(cfg, seed, build_actor_parts)
         else:
             from robot_rl.runtime.local import run_local
 

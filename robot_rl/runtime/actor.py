@@ -37,8 +37,10 @@ from robot_rl import keys
 from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.rollout import step_frame
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.actor_claim import log_id
+from robot_rl.runtime.actor_parts import ActorParts
 from robot_rl.runtime.episode_edits import label_values
 from robot_rl.runtime.intervention import DeviceError, start_episode
 from robot_rl.runtime.leases import ActorLease
@@ -195,11 +197,9 @@ class Actor:
 
     Args:
         link: the learner link (ZeroMQ or Ray); bound to this actor's episode log id (``actor_claim``).
+        parts: its env and intervention device, built at the edge (:mod:`robot_rl.runtime.actor_parts`);
+            the actor closes them when :meth:`run` ends.
         parent_pid: when given, the actor stops once that process is gone (it was started by it).
-
-    Raises:
-        robot_rl.runtime.intervention.DeviceError: the configured intervention device is unavailable.
-        ValueError: unknown ``intervention.device``.
     """
 
     def __init__(
@@ -208,13 +208,15 @@ class Actor:
         seed: int,
         actor_id: int,
         link: LearnerLink,
+        parts: ActorParts,
         parent_pid: int | None = None,
     ) -> None:
         self.cfg, self.seed, self.actor_id, self.link, self.parent_pid = cfg, seed, actor_id, link, parent_pid
         set_threads(cfg.threads, cfg.online.num_actors + 1)  # actors share the CPU with the learner
         self.dir = actor_folder(cfg, seed, actor_id)
         link.bind_client(log_id(self.dir))  # the learner knows this actor by its episode log
-        self.env, space, action_space = self._build_env()
+        self.env, space, action_space = parts.env, parts.observation_space, parts.action_space
+        self.task, self.robot = parts.task, parts.robot
         self.obs_keys = sorted(space)
         shapes = {k: tuple(int(d) for d in s.shape) for k, s in space.items()}
         self.low = action_space.low.astype(np.float32)
@@ -223,7 +225,7 @@ class Actor:
             self.dir / "episodes", episode_spec(shapes, len(self.low)), self._log_episode_spec(shapes)
         )
         self._log_lock = threading.Lock()
-        self.device = self._device()
+        self.device = parts.device
         self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
         self.live = LiveStats(actor_id, cfg.env.control_hz, edits_dir=self.dir.parent)
         self.versions: dict[int, int] = {}
@@ -242,56 +244,10 @@ class Actor:
     # -- wiring --------------------------------------------------------------------------------------
     num_envs = 1  # envs stepped as one batch (robot_rl.runtime.batched_actor: online.envs_per_actor)
 
-    def _build_env(self) -> tuple[Any, dict, Any]:
-        """The env (``cfg.env``, behind the reward hook), its observation spaces (key -> Box) and its
-        action space (Box (d,)); sets :attr:`task`."""
-        from robot_rl.sim import make_env
-
-        env = make_env(self.cfg.env)
-        self.task = getattr(env.unwrapped, "task", getattr(env, "task", ""))
-        env = self._reward_hook(env)
-        return env, env.observation_space.spaces, env.action_space
-
     @staticmethod
     def _log_episode_spec(shapes: dict[str, tuple[int, ...]]) -> dict:
         """Per-episode keys of the episode log: the final observation."""
         return final_spec(shapes)
-
-    def _robot(self):
-        """The robot the env drives (``env.robot``), or None in simulation."""
-        return getattr(self.env.unwrapped, "robot", None)
-
-    def _reward_hook(self, env):
-        """The reward the learner sees: the env's success signal, or a progress critic's (rewards)."""
-        if self.cfg.reward.mode == "success":
-            return env
-        from robot_rl.rewards.registry import load_critic
-        from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
-
-        critic_dir = self.cfg.critic.checkpoint or str(RunDir(self.cfg.run_dir).root / "critic")
-        gamma = shaping_gamma(self.cfg, "online")
-        return CriticRewardWrapper(
-            env, load_critic(critic_dir), self.cfg.reward, self.task, gamma, self.cfg.critic.rule
-        )
-
-    def _device(self):
-        if self.cfg.intervention.device == "none":
-            return None
-        from robot_rl.teleop import make_device
-
-        return make_device(
-            self.cfg.intervention,
-            self.low,
-            self.high,
-            actor_id=self.actor_id,
-            control_hz=self.cfg.env.control_hz,
-            task_id=self.device_task_id,
-        )
-
-    @property
-    def device_task_id(self) -> str:
-        """The task whose scripted human ``intervention.device=sim_human`` plays: ``env.id``."""
-        return self.cfg.env.id
 
     def num_logged(self) -> int:
         with self._log_lock:
@@ -595,16 +551,11 @@ class Actor:
     def _step_frame(
         self, obs, action, reward, terminated: bool, success: bool, intervened: bool, task_index: int
     ) -> dict:
-        """One recorded step: the observation it acted on (:attr:`obs_keys` of ``obs``), the episode's
-        ``task_index`` and what it did."""
-        step = {k: np.asarray(obs[k]) for k in self.obs_keys}
-        step[keys.TASK_INDEX] = np.int64(task_index)
-        step[keys.ACTION] = np.asarray(action, np.float32)
-        step[keys.REWARD] = np.float32(reward)
-        step[keys.DONE] = bool(terminated)
-        step[keys.SUCCESS] = bool(success)
-        step[keys.INTERVENTION] = bool(intervened)
-        return step
+        """One recorded step (:func:`robot_rl.rollout.step_frame`): the observation it acted on
+        (:attr:`obs_keys` of ``obs``), the episode's ``task_index`` and what it did."""
+        extra = {keys.TASK_INDEX: np.int64(task_index)}
+        obs = {k: obs[k] for k in self.obs_keys}
+        return step_frame(obs, action, reward, terminated, success, intervened, extra)
 
     def _frames(self, steps: list[dict[str, Any]], final_obs) -> dict[str, np.ndarray]:
         """An episode's frames: (T, ...) per step key and the final observation ``final.<key>`` (the state
@@ -630,7 +581,7 @@ class Actor:
             return err
         self._estopped = False
         log.warning("actor %d: e-stop reset; acting again", self.actor_id)
-        robot = self._robot()
+        robot = self.robot
         if hasattr(robot, "reset_estop"):
             robot.reset_estop()
         return None
@@ -638,7 +589,7 @@ class Actor:
     def _latch_robot(self) -> None:
         """Latch the robot's own e-stop at once when the env drives one that has it (``env.robot``: the
         safety layer ``SafeRobot.estop`` holds the arm within its watchdog period)."""
-        robot = self._robot()
+        robot = self.robot
         if hasattr(robot, "estop"):
             robot.estop("GUI e-stop")
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -69,44 +68,17 @@ def actor_class(cfg: PipelineConfig) -> type[Actor]:
 
 class BatchedActor(Actor):
     """Actor ``actor_id`` stepping ``cfg.online.envs_per_actor`` simulated envs as one batch (module
-    docstring); arguments and errors as :class:`~robot_rl.runtime.actor.Actor`.
-
-    Raises:
-        ValueError: the env is not a built-in simulated task (``env.backend=mujoco_cpu`` runs those only).
-    """
+    docstring); arguments as :class:`~robot_rl.runtime.actor.Actor`, with ``parts.env`` the N envs'
+    :class:`~robot_rl.sim.batched_rollout.RolloutView` (:func:`robot_rl.actor_build.build_actor_parts`)."""
 
     @property
     def num_envs(self) -> int:  # type: ignore[override]
         """N, the envs stepped as one batch (``online.envs_per_actor``)."""
         return self.cfg.online.envs_per_actor
 
-    def _build_env(self) -> tuple[Any, dict, Any]:
-        from robot_rl.sim import make_batched_env
-        from robot_rl.sim.batched_rollout import RolloutView
-
-        env_cfg = replace(self.cfg.env, tasks=self.task_ids) if self.cfg.env.tasks else self.cfg.env
-        env = RolloutView(make_batched_env(env_cfg, self.num_envs, backend="mujoco_cpu"))
-        self.task = env.env.task
-        return env, env.single_observation_space.spaces, env.single_action_space
-
-    @property
-    def task_ids(self) -> list[str]:
-        """``env.tasks`` rotated by the actor id: env i of actor k runs ``env.tasks[(k + i) % T]``, so the
-        device of actor k (on env 0) drives task ``k % T`` and T actors' devices cover every task."""
-        k = self.actor_id % len(self.cfg.env.tasks)
-        return list(self.cfg.env.tasks[k:]) + list(self.cfg.env.tasks[:k])
-
-    @property
-    def device_task_id(self) -> str:
-        """The task of env 0, which the device drives: ``env.id``, or this actor's first of ``env.tasks``."""
-        return self.task_ids[0] if self.cfg.env.tasks else self.cfg.env.id
-
     @staticmethod
     def _log_episode_spec(shapes: dict[str, tuple[int, ...]]) -> dict:
         return {**final_spec(shapes), ENV_INDEX_KEY: ((), np.int64), ENV_SEED_KEY: ((), np.int64)}
-
-    def _robot(self):
-        return None  # the batched simulator drives no robot
 
     # -- acting --------------------------------------------------------------------------------------
     def _act(self) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from robot_rl.config import PipelineConfig, save_config
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.actor_parts import ActorBuilder
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 from robot_rl.security import (
@@ -60,8 +61,12 @@ def run_actor(
     actor_id: int,
     parent_pid: int | None = None,
     actor_cls: type | None = None,
+    *,
+    build: ActorBuilder,
 ) -> dict:
     """Run actor ``actor_id`` against the learner at ``cfg.online.address``; returns its counters.
+    ``build(cfg, actor_id)``: its env and device (:mod:`robot_rl.runtime.actor_parts`), built once the
+    actor's folder is locked.
     ``actor_cls``: an :class:`~robot_rl.runtime.actor.Actor` subclass to run instead (``actor_node``'s);
     default: :func:`robot_rl.runtime.batched_actor.actor_class` (batched if ``online.envs_per_actor`` > 1).
     The actor's folder is locked while it runs (:mod:`robot_rl.runtime.actor_claim`). Without
@@ -87,7 +92,7 @@ def run_actor(
     with claim_folder(folder, actor_id):
         link = ZmqLearnerLink(cfg.online.address, keys=keys, token=folder.parent / TOKEN_FILE)
         try:
-            return actor_cls(cfg, seed, actor_id, link, parent_pid=parent_pid).run()
+            return actor_cls(cfg, seed, actor_id, link, build(cfg, actor_id), parent_pid=parent_pid).run()
         except PeerUnavailableError as err:
             missing = link.missing_token_file()
             if missing is None:

@@ -22,6 +22,7 @@ from typing import Any
 import draccus
 
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.runtime.actor_parts import ActorBuilder
 from robot_rl.transport import PeerUnavailableError, decode_arrays, encode_arrays
 
 
@@ -100,19 +101,20 @@ class _ActorWorker:
     """Ray actor body: one :class:`~robot_rl.runtime.actor.Actor` (batched for ``online.envs_per_actor`` > 1)
     talking to the learner actor."""
 
-    def __init__(self, cfg_tree: dict, seed: int, actor_id: int, learner) -> None:
-        self.args = (_decode_config(cfg_tree), seed, actor_id, RayLearnerLink(learner))
+    def __init__(self, cfg_tree: dict, seed: int, actor_id: int, learner, build) -> None:
+        self.args = (_decode_config(cfg_tree), seed, actor_id, RayLearnerLink(learner), build)
 
     def run(self) -> dict:
         from robot_rl.runtime.batched_actor import actor_class
 
-        cfg, seed, actor_id, link = self.args
-        return actor_class(cfg)(cfg, seed, actor_id, link).run()
+        cfg, seed, actor_id, link, build = self.args
+        return actor_class(cfg)(cfg, seed, actor_id, link, build(cfg, actor_id)).run()
 
 
-def run_ray(cfg: PipelineConfig, seed: int) -> dict:
+def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder) -> dict:
     """Train with one learner actor and ``cfg.online.num_actors`` actor actors; returns the learner's
-    summary plus each actor's counters.
+    summary plus each actor's counters. ``build``: the actors' env-and-device builder (picklable: each
+    worker builds its own with it).
 
     Raises:
         ConfigError: Ray is not installed.
@@ -131,7 +133,7 @@ def run_ray(cfg: PipelineConfig, seed: int) -> dict:
         tree = config_to_dict(cfg)
         learner = ray.remote(max_concurrency=16)(_LearnerActor).options(num_cpus=1).remote(tree, seed)
         worker = ray.remote(_ActorWorker).options(num_cpus=1)
-        actors = [worker.remote(tree, seed, k, learner) for k in range(cfg.online.num_actors)]
+        actors = [worker.remote(tree, seed, k, learner, build) for k in range(cfg.online.num_actors)]
         runs = [a.run.remote() for a in actors]
         summary = ray.get(learner.train.remote())
         counters = ray.get(runs)
