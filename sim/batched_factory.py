@@ -19,13 +19,15 @@ def make_batched_env(
     Args:
         cfg: the env config (``id``, rates, cameras, ``kwargs`` as for :func:`robot_rl.sim.make_env`).
         num_envs: N (default ``cfg.num_envs``).
-        backend: ``gym_vector``, ``mujoco_cpu`` or ``maniskill`` (ManiSkill3's own tasks, e.g.
-            ``PickCube-v1``).
+        backend: ``gym_vector``, ``mujoco_cpu``, ``maniskill`` (ManiSkill3's own tasks, e.g.
+            ``PickCube-v1``) or ``mjx`` (built-in tasks in MJX on JAX's device,
+            :mod:`robot_rl.sim.batched_mjx`).
         kwargs: backend options: ``asynchronous`` (gym_vector), ``num_threads`` (mujoco_cpu).
 
     Raises:
         ValueError: unknown backend, ``num_envs`` < 1, ``mujoco_cpu`` with a foreign id or a robot,
-            ``maniskill`` with a built-in id, or invalid env settings.
+            ``maniskill`` with a built-in id, ``mjx`` with a task or setting it does not run, or invalid env
+            settings.
         ImportError: the backend's packages are missing (names the pip install).
         RuntimeError: ``maniskill`` found no Vulkan driver.
     """
@@ -43,6 +45,10 @@ def make_batched_env(
         from robot_rl.sim.batched_maniskill import ManiSkillBatchedEnv
 
         return ManiSkillBatchedEnv(cfg, n, **kwargs)
+    if name == "mjx":
+        from robot_rl.sim.batched_mjx import MjxBatchedEnv
+
+        return MjxBatchedEnv(cfg, n, **kwargs)
     from robot_rl.sim.batched_mujoco import MujocoCpuBatchedEnv
 
     return MujocoCpuBatchedEnv(cfg, n, **kwargs)
