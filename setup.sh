@@ -33,7 +33,7 @@ lavapipe() {  # lavapipe DIR: Mesa >= 23's CPU Vulkan driver (ManiSkill's SAPIEN
 }
 [ -d .venv ] || python3 -m venv .venv
 extra=""
-[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla,ray,teleop,gui,ros,rclpy]"
+[ "${1:-}" = "test" ] && extra="[test,viz,critic,vla,ray,teleop,gui,ros,rclpy,mjx]"
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt -e ".${extra}"
 if [ "${1:-}" = "test" ]; then

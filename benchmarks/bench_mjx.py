@@ -24,7 +24,15 @@ releases the GIL); the ratio of MJX to each; and the largest joint-position diff
 and CPU (float64) after 10 control steps of env 0 with the same controls (a correctness check, not a
 speed figure).
 
-Two steps, because the accelerator machine has no robot_rl install:
+Full env (``--env``, issue 37): ``env.backend=mjx`` (:mod:`robot_rl.sim.batched_mjx`: IK, actuators,
+observations, reward, success and autoreset all in the jitted step) at each N, random actions, beside the
+``mujoco_cpu`` batched env (same task, ``controller=actuator``, a thread per core, N = 4 per thread) in the
+same run: env steps/s, the first step's time (compile) and the ratio. A size that fails (out of memory) is
+reported and the larger ones still tried, so the last row that ran is the largest that fits. Needs
+robot_rl importable (``gpu_offline.sh`` puts its folders on PYTHONPATH) with gymnasium and gym-hil:
+``python benchmarks/bench_mjx.py --env [--task ID] [--num-envs 1 1024 4096 16384] [--seconds S]``.
+
+Bare physics: two steps, because the accelerator machine has no robot_rl install:
 ``python benchmarks/bench_mjx.py --export DIR`` (here: compiles the scene with robot_rl and writes
 ``DIR/scene.mjb.gz`` + ``DIR/init.npz``), then ``python benchmarks/bench_mjx.py --models DIR
 [--num-envs 1 64 1024 4096] [--json PATH]`` (needs only ``mujoco``, ``mujoco-mjx`` and ``jax``; JAX picks
@@ -253,6 +261,74 @@ def table(results: dict) -> None:
             print(f"{variant}: max |qpos MJX - CPU| after 10 control steps {res['max_qpos_diff']:.2e}")
 
 
+def _time_env(env, seconds: float, seed: int = 0) -> tuple[float, float]:
+    """(first step's seconds, env steps/s over ``seconds``) of a batched env under uniform random actions."""
+    space = env.single_action_space
+    rng = np.random.default_rng(seed)
+    actions = rng.uniform(space.low, space.high, (8, env.num_envs, *space.shape)).astype(np.float32)
+    env.reset(seed=seed)
+    t0 = time.perf_counter()
+    env.step(actions[0])
+    first = time.perf_counter() - t0
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or n < 2:
+        env.step(actions[n % 8])
+        n += 1
+    return first, n * env.num_envs / (time.perf_counter() - start)
+
+
+def env_bench(task: str, sizes: list[int], seconds: float) -> dict:
+    """Full-env steps/s of ``env.backend=mjx`` per N and of ``mujoco_cpu`` (see the module docstring)."""
+    import jax
+
+    from robot_rl.sim.mjx_physics import configure_xla
+
+    configure_xla()
+    from robot_rl.config import EnvConfig
+    from robot_rl.sim.batched_factory import make_batched_env
+
+    cfg = EnvConfig(id=task, kwargs={"controller": "actuator"})
+    threads = os.cpu_count() or 1
+    print(f"jax {jax.__version__} on {jax.devices()}, mujoco {mujoco.__version__}, {task}", flush=True)
+    with make_batched_env(cfg, 4 * threads, backend="mujoco_cpu") as cpu:
+        cpu_first, cpu_rate = _time_env(cpu, seconds)
+    results = {
+        "device": str(jax.devices()[0]),
+        "task": task,
+        "cpu_threads": threads,
+        "cpu_num_envs": 4 * threads,
+    }
+    results.update(cpu_env_steps_s=cpu_rate, mjx=[])
+    print(json.dumps({"mujoco_cpu": cpu_rate}), flush=True)
+    for num in sizes:
+        row: dict = {"num_envs": num}
+        try:
+            with make_batched_env(cfg, num, backend="mjx") as env:
+                row["first_step_s"], row["env_steps_s"] = _time_env(env, seconds)
+        except Exception as e:  # one size failing (memory) must not lose the others
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        print(json.dumps(row), flush=True)
+        results["mjx"].append(row)
+    return results
+
+
+def env_table(results: dict) -> None:
+    print(f"full env {results['task']}: MJX on {results['device']}")
+    head = "{:<26} | {:>6} | {:>11} | {:>13} | {:>10}"
+    print(head.format("backend", "N", "env steps/s", "1st step s", "x mujoco_cpu"))
+    cpu = results["cpu_env_steps_s"]
+    name = f"mujoco_cpu {results['cpu_threads']} threads"
+    print(head.format(name, results["cpu_num_envs"], f"{cpu:.0f}", "-", "x1"))
+    for r in results["mjx"]:
+        if "error" in r:
+            print(head.format("mjx", r["num_envs"], "error", r["error"][:13], "-"))
+            continue
+        rate = r["env_steps_s"]
+        print(
+            head.format("mjx", r["num_envs"], f"{rate:.1f}", f"{r['first_step_s']:.1f}", f"x{rate / cpu:.3g}")
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", type=Path, help="write the scene variants to this folder and stop")
@@ -261,7 +337,16 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--no-check", action="store_true", help="skip the MJX-vs-CPU agreement check")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--env", action="store_true", help="time the full env.backend=mjx env instead")
+    parser.add_argument("--task", default="robot_rl/PandaPickCube-v0", help="--env: the built-in task")
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="--env: timed seconds per size")
     args = parser.parse_args()
+    if args.env:
+        results = env_bench(args.task, args.num_envs, args.seconds)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+        env_table(results)
+        return
     if args.export:
         export(args.export)
         return
