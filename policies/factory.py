@@ -88,12 +88,8 @@ class _Networks:
         encoder_factory: EncoderFactory | None,
         device: str | torch.device,
     ) -> None:
-        self.kind, self.horizon, self.hidden_dims = (
-            policy_cfg.kind,
-            policy_cfg.horizon,
-            policy_cfg.hidden_dims,
-        )
-        self.action_dim = action_dim
+        self.action_dim, self.horizon = action_dim, policy_cfg.horizon
+        self._kind, self._hidden_dims = policy_cfg.kind, policy_cfg.hidden_dims
         self._cfg, self._shapes, self._stats, self._device = policy_cfg, obs_shapes, stats, device
         self._factory = encoder_factory or default_encoder_factory(
             obs_shapes, stats, policy_cfg.image_features, policy_cfg.tasks
@@ -107,7 +103,7 @@ class _Networks:
         return self._policy
 
     def encoder(self, on_trunk: bool = False) -> nn.Module:
-        if on_trunk and self.kind == "vla":  # critic and one-step heads on the VLA trunk (stop-gradient)
+        if on_trunk and self._kind == "vla":  # critic and one-step heads on the VLA trunk (stop-gradient)
             from .vla.trunk import VLATrunkFeatures
 
             return VLATrunkFeatures(self.policy())
@@ -115,7 +111,7 @@ class _Networks:
 
     def one_step(self, on_trunk: bool = False) -> nn.Module:
         return self.place(
-            OneStepChunkPolicy(self.encoder(on_trunk), self.action_dim, self.horizon, self.hidden_dims)
+            OneStepChunkPolicy(self.encoder(on_trunk), self.action_dim, self.horizon, self._hidden_dims)
         )
 
     def gaussian_actor(self, hidden_dims: Sequence[int]) -> nn.Module:
@@ -133,7 +129,7 @@ class _Networks:
 
     def policy_width(self) -> int:
         policy = self.policy()
-        return policy.expert.width if self.kind == "vla" else policy.feature_dim
+        return policy.expert.width if self._kind == "vla" else policy.feature_dim
 
     def place(self, module: nn.Module) -> nn.Module:
         return module.to(self._device)

@@ -23,14 +23,10 @@ class Networks(Protocol):
     """The networks a builder may ask for; each call builds a fresh module (except :meth:`policy`) on the
     build's device, so the order of calls fixes the order of random initialisations."""
 
-    kind: str
-    """``policy.kind``: ``flow`` or ``vla``."""
     action_dim: int
     """d, the action dimension."""
     horizon: int
     """h, the chunk length (``policy.horizon``)."""
-    hidden_dims: list[int]
-    """``policy.hidden_dims`` (the one-step policy's MLP)."""
 
     def policy(self) -> FlowPolicy:
         """The flow chunk policy (built on the first call, the same module afterwards)."""
@@ -42,7 +38,8 @@ class Networks(Protocol):
         ...
 
     def one_step(self, on_trunk: bool = False) -> OneStepPolicy:
-        """The FQL one-step policy mu(s, z) (B, h, d) on a fresh encoder (see :meth:`encoder`)."""
+        """The FQL one-step policy mu(s, z) (B, h, d) on a fresh encoder (see :meth:`encoder`), an MLP of
+        ``policy.hidden_dims``."""
         ...
 
     def gaussian_actor(self, hidden_dims: Sequence[int]) -> nn.Module:

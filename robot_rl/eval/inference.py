@@ -48,9 +48,8 @@ def apply_inference(agent, given: dict[str, object]) -> dict[str, object]:
     if updates:
         agent.cfg = replace(agent.cfg, **updates)
     used = {k: getattr(agent.cfg, k.split(".")[1]) for k in knobs}
-    policy = getattr(agent, "policy", None)
-    if hasattr(policy, "apply_inference"):
-        used.update(policy.apply_inference(given))
+    if hasattr(agent.policy, "apply_inference"):  # a policy network with knobs of its own (the VLA)
+        used.update(agent.policy.apply_inference(given))
     return used
 
 
