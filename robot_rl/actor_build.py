@@ -60,7 +60,8 @@ def build_actor_parts(
 
         task_ids = actor_task_ids(cfg, actor_id) if cfg.env.tasks else [cfg.env.id]
         env_cfg = replace(cfg.env, tasks=task_ids) if cfg.env.tasks else cfg.env
-        env = RolloutView(make_batched_env(env_cfg, cfg.online.envs_per_actor, backend="mujoco_cpu"))
+        backend = "mjx" if cfg.env.backend == "mjx" else "mujoco_cpu"
+        env = RolloutView(make_batched_env(env_cfg, cfg.online.envs_per_actor, backend=backend))
         task, robot = env.env.task, None
         spaces, action_space = env.single_observation_space.spaces, env.single_action_space
     else:

@@ -1295,9 +1295,9 @@ class PipelineConfig:
         if not isinstance(n, int) or n <= 1:
             return []
         key, out = f"{at}online.envs_per_actor={n}", []
-        if self.env.backend != "mujoco_cpu":
+        if self.env.backend not in ("mujoco_cpu", "mjx"):
             out.append(
-                f"{key} needs env.backend=mujoco_cpu (the in-process batched simulator), "
+                f"{key} needs env.backend=mujoco_cpu or mjx (the in-process batched simulators), "
                 f"not env.backend={self.env.backend!r}"
             )
         if self.reward.mode != "success":
