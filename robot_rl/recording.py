@@ -22,6 +22,7 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.rollout import RecordedEpisode, Rollout
 from robot_rl.runtime.intervention import DeviceError, InterventionDevice
+from robot_rl.runtime.takeover import DEVICE_ERROR
 from robot_rl.single_env import SingleEnvVector
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def make_teleop(
 
 class _HoldSource:
     """The chunk source of a demo: h = 1 chunks of the hold action, which the device's action replaces
-    whenever the operator drives (:class:`~robot_rl.teleop.takeover.InterventionWrapper`). Hold: zero
+    whenever the operator drives (:class:`~robot_rl.runtime.takeover.InterventionWrapper`). Hold: zero
     motion, the gripper (the last dimension, when the env has one) where the operator last left it."""
 
     def __init__(self, low: np.ndarray, high: np.ndarray, has_gripper: bool) -> None:
@@ -136,7 +137,7 @@ class _HoldSource:
 def _demo_env(env, device: InterventionDevice, announce: Callable[[str], None] | None):
     """``env`` driven by ``device`` as the one env a :class:`~robot_rl.rollout.Rollout` steps, with the
     hold source; the caller keeps ``env`` (and closes it)."""
-    from robot_rl.teleop.takeover import InterventionWrapper
+    from robot_rl.runtime.takeover import InterventionWrapper
 
     vec = SingleEnvVector(InterventionWrapper(env, device, announce=announce))
     low, high = env.action_space.low, env.action_space.high
@@ -159,6 +160,8 @@ def _demo(vec, source: _HoldSource, seed: int) -> RecordedEpisode:
     done: list[RecordedEpisode] = []
     Rollout(vec, source).run([seed], done.append)
     ep = done[0]
+    if ep.final_info.get(DEVICE_ERROR) is not None:
+        raise ep.final_info[DEVICE_ERROR]  # the episode so far is not a clean demo
     if ep.steps:
         ep.frames[keys.INTERVENTION][:] = False  # the human drives every step of a demo
     return ep

@@ -66,8 +66,9 @@ class RecordedEpisode:
     executed ``action``, ``next.reward``, ``next.done`` (true termination only), ``next.success`` and
     ``complementary_info.is_intervention`` (empty with ``steps`` = 0 when a human ended it before any step).
     ``task``: the episode's instruction from the env's reset info ("" when the env gives none).
-    ``final_info``: the info of its last step, per env (e.g. a RobotEnv's ``robot_error``); ``label``: the
-    human's label that ended it, or None."""
+    ``final_obs``: the observation after its last executed step (unbatched); ``final_info``: the info of its
+    last step, per env (e.g. a RobotEnv's ``robot_error``); ``label``: the human's label that ended it, or
+    None; ``stopped_by``: the source's error that ended it (:class:`Rollout`'s ``stop_on``), or None."""
 
     env_seed: int
     frames: dict[str, np.ndarray]
@@ -76,8 +77,10 @@ class RecordedEpisode:
     steps: int
     success_step: int | None = None
     task: str = ""
+    final_obs: dict[str, np.ndarray] = field(default_factory=dict)
     final_info: dict[str, Any] = field(default_factory=dict)
     label: str | None = None
+    stopped_by: Exception | None = None
 
 
 def step_frame(
@@ -107,11 +110,17 @@ class _EnvSlot:
     seed: int | None = None
     task: str = ""
     queue: deque = field(default_factory=deque)
+    chunk_len: int = 0
     steps: list[dict[str, np.ndarray]] = field(default_factory=list)
 
 
 def _take(obs: dict[str, np.ndarray], idx) -> dict[str, np.ndarray]:
     return {k: v[idx] for k, v in obs.items()}
+
+
+def _copy(obs: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    """Sub-env ``i``'s observation, copied (the batch is overwritten when the env is reset)."""
+    return {k: np.array(v[i]) for k, v in obs.items()}
 
 
 def _set_tasks(slots: list[_EnvSlot], info: dict, mask: np.ndarray) -> None:
@@ -137,25 +146,59 @@ def _row(info: dict, i: int, n: int) -> dict[str, Any]:
     return {k: v[i] for k, v in rows.items() if not k.startswith("_")}
 
 
+@dataclass
+class StepReport:
+    """What :class:`Rollout` hands ``on_step`` after each executed step of a sub-env: ``obs`` the observation
+    after it (unbatched), the env's ``reward`` and ``info`` (this env's values), whether a human drove it,
+    the executed action's index in its chunk (-1 when the human drove) of ``chunk_len``, and the episode's
+    ``steps`` so far (1 after its first step)."""
+
+    obs: dict[str, np.ndarray]
+    reward: float
+    info: dict[str, Any]
+    intervened: bool
+    chunk_index: int
+    chunk_len: int
+    steps: int
+
+
 class Rollout:
     """Steps the N sub-envs of ``vec_env`` (DISABLED autoreset) with the chunks of ``source`` (module
-    docstring); one instance serves one :meth:`run`.
+    docstring).
 
     Args:
         vec_env: ``num_envs``, ``single_action_space`` (Box (d,)), ``reset(seed=[...], options={"reset_mask":
-            (N,) bool})`` and ``step(actions (N, d))`` as gymnasium's vector envs.
+            (N,) bool})`` and ``step(actions (N, d))`` as gymnasium's vector envs. Optional: ``takeover()``
+            -> (N,) bool, the envs whose next step a human decides (polled before the chunks are queried,
+            so no chunk is queried for them), and ``end(mask)``, told of episodes ``end_when`` ended.
         source: the :class:`ChunkSource`.
         idle_action: what a sub-env with no seed left steps (default: the middle of the action box); its
             results are ignored.
+        stop_on: exception types of the source that end the queried envs' episodes instead of propagating
+            (nothing of that query is executed; the episode keeps its steps and ``stopped_by``).
+        end_when: ``end_when(env_id, steps)`` after each executed step that did not end the episode: True
+            ends it there (truncated), e.g. a step limit.
+        on_step: ``on_step(env_id, StepReport)`` after each executed step.
     """
 
-    def __init__(self, vec_env, source: ChunkSource, idle_action: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        vec_env,
+        source: ChunkSource,
+        idle_action: np.ndarray | None = None,
+        *,
+        stop_on: tuple[type[Exception], ...] = (),
+        end_when: Callable[[int, int], bool] | None = None,
+        on_step: Callable[[int, StepReport], None] | None = None,
+    ) -> None:
         self.env, self.source = vec_env, source
         space = vec_env.single_action_space
         self.action_dim = int(space.shape[0])
         mid = ((space.low + space.high) / 2).astype(np.float32)
         self.idle_action = mid if idle_action is None else np.asarray(idle_action, np.float32)
+        self.stop_on, self.end_when, self.on_step = stop_on, end_when, on_step
         self._executed = getattr(source, "executed", None)
+        self._takeover = getattr(vec_env, "takeover", None)
 
     def run(
         self,
@@ -165,59 +208,41 @@ class Rollout:
     ) -> None:
         """Run one episode per seed of ``env_seeds`` (read lazily: a sub-env takes the next one when its
         episode has ended and ``on_episode`` has had it, so a generator may depend on what was recorded).
+        Nothing is reset when ``env_seeds`` is empty.
 
         Raises:
             ValueError: the source returned a chunk of the wrong shape or with NaN/inf values; the env itself
                 rejects out-of-range actions.
         """
-        num_envs = self.env.num_envs
+        n = self.env.num_envs
         pending = iter(env_seeds)
-        slots = [_EnvSlot() for _ in range(num_envs)]
-        first = [next(pending, None) for _ in range(num_envs)]
+        slots = [_EnvSlot() for _ in range(n)]
+        first = [next(pending, None) for _ in range(n)]
+        if all(s is None for s in first):
+            return
         obs, info = self.env.reset(seed=[s if s is not None else 0 for s in first])
-        _set_tasks(slots, info, np.ones(num_envs, bool))
+        _set_tasks(slots, info, np.ones(n, bool))
         self._with_task = "task" in info
         for i, seed in enumerate(first):
             slots[i].seed = seed
             if seed is not None:
                 self.source.reset(i, seed)
+
+        def end(i: int, final_obs: dict, final_info: dict, label=None, stopped_by=None) -> None:
+            on_episode(_finish(slots[i], final_obs, final_info, label, stopped_by))
+            if progress is not None:
+                progress(1)
+            slots[i] = _EnvSlot(seed=next(pending, None), task=slots[i].task)
+            reset_mask[i] = slots[i].seed is not None
+
         while any(s.seed is not None for s in slots):
-            self._fill(slots, obs)
-            actions = np.stack([s.queue.popleft() if s.seed is not None else self.idle_action for s in slots])
-            next_obs, reward, terminated, truncated, info = self.env.step(actions)
-            success = np.asarray(info.get("is_success", np.zeros(num_envs, bool)), dtype=bool)
-            intervened = _flag(info, INTERVENED, num_envs)
-            skipped = _flag(info, NOT_EXECUTED, num_envs)
-            reset_mask = np.zeros(num_envs, dtype=bool)
-            for i, slot in enumerate(slots):
-                if slot.seed is None:
-                    continue
-                label = None
-                if skipped[i]:
-                    label = info.get(HUMAN_LABEL, [None] * num_envs)[i]
-                    if label is not None and slot.steps:
-                        slot.steps[-1].update(label_values(label))
-                else:
-                    action = actions[i]
-                    if intervened[i]:
-                        action = np.asarray(info[HUMAN_ACTION][i], np.float32)
-                        slot.queue.clear()  # the human wins within this control step; the chunk is dropped
-                    if self._executed is not None:
-                        self._executed(i, action)
-                    frame = step_frame(
-                        _take(obs, i), action, reward[i], terminated[i], success[i], intervened[i]
-                    )
-                    slot.steps.append(frame)
-                    if not (terminated[i] or truncated[i]):
-                        continue
-                on_episode(_finish(slot, _row(info, i, num_envs), label))
-                if progress is not None:
-                    progress(1)
-                slot.seed = next(pending, None)
-                slot.queue.clear()
-                slot.steps = []
-                reset_mask[i] = slot.seed is not None
-            obs = next_obs
+            reset_mask = np.zeros(n, dtype=bool)
+            taken = np.asarray(self._takeover(), bool) if self._takeover is not None else np.zeros(n, bool)
+            stopped, err = self._fill(slots, obs, taken)
+            for i in stopped:
+                end(int(i), _copy(obs, i), {}, stopped_by=err)
+            if not stopped.size:
+                obs = self._step(slots, obs, end)
             if reset_mask.any():
                 seeds = [slot.seed if m else None for slot, m in zip(slots, reset_mask, strict=True)]
                 fresh, info = self.env.reset(seed=seeds, options={"reset_mask": reset_mask})
@@ -227,18 +252,74 @@ class Rollout:
                 for i in np.flatnonzero(reset_mask):
                     self.source.reset(int(i), slots[i].seed)
 
-    def _fill(self, slots: list[_EnvSlot], obs: dict[str, np.ndarray]) -> None:
-        """Query one chunk for every running sub-env whose queue is empty.
+    def _step(self, slots: list[_EnvSlot], obs: dict[str, np.ndarray], end) -> dict[str, np.ndarray]:
+        """One step of every sub-env; records the executed steps and ends the finished episodes (``end``).
+        Returns the observations after it."""
+        n = len(slots)
+        actions = np.stack(
+            [s.queue.popleft() if s.seed is not None and s.queue else self.idle_action for s in slots]
+        )
+        next_obs, reward, terminated, truncated, info = self.env.step(actions)
+        success = np.asarray(info.get("is_success", np.zeros(n, bool)), dtype=bool)
+        intervened = _flag(info, INTERVENED, n)
+        skipped = _flag(info, NOT_EXECUTED, n)
+        for i, slot in enumerate(slots):
+            if slot.seed is None:
+                continue
+            row = _row(info, i, n)
+            if skipped[i]:
+                label = row.get(HUMAN_LABEL)
+                if label is not None and slot.steps:
+                    slot.steps[-1].update(label_values(label))
+                end(i, _copy(next_obs, i), row, label=label)
+                continue
+            action = actions[i]
+            if intervened[i]:
+                action = np.asarray(info[HUMAN_ACTION][i], np.float32)
+                slot.queue.clear()  # the human wins within this control step; the chunk is dropped
+            if self._executed is not None:
+                self._executed(i, action)
+            slot.steps.append(
+                step_frame(_take(obs, i), action, reward[i], terminated[i], success[i], intervened[i])
+            )
+            if self.on_step is not None:
+                index = -1 if intervened[i] else slot.chunk_len - len(slot.queue) - 1
+                report = StepReport(
+                    _take(next_obs, i),
+                    reward[i],
+                    row,
+                    bool(intervened[i]),
+                    index,
+                    slot.chunk_len,
+                    len(slot.steps),
+                )
+                self.on_step(i, report)
+            limit = self.end_when is not None and self.end_when(i, len(slot.steps))
+            if limit and not (terminated[i] or truncated[i]) and hasattr(self.env, "end"):
+                self.env.end(np.arange(n) == i)
+            if terminated[i] or truncated[i] or limit:
+                end(i, _copy(next_obs, i), row)
+        return next_obs
+
+    def _fill(self, slots: list[_EnvSlot], obs: dict[str, np.ndarray], taken: np.ndarray):
+        """Query one chunk for every running sub-env whose queue is empty and whose next step no human
+        decides. Returns the queried env ids and the error when the source raised one of ``stop_on``, else
+        an empty array and None.
 
         Raises:
             ValueError: a chunk of the wrong shape or with NaN/inf values."""
-        need = np.array([i for i, s in enumerate(slots) if s.seed is not None and not s.queue], dtype=int)
+        need = np.array(
+            [i for i, s in enumerate(slots) if s.seed is not None and not s.queue and not taken[i]], dtype=int
+        )
         if not need.size:
-            return
+            return need[:0], None
         query = _take(obs, need)
         if self._with_task:
             query[keys.TASK] = np.array([slots[i].task for i in need], dtype=object)
-        chunks = np.asarray(self.source(query, need), dtype=np.float32)
+        try:
+            chunks = np.asarray(self.source(query, need), dtype=np.float32)
+        except self.stop_on as err:
+            return need, err
         if chunks.ndim != 3 or chunks.shape[0] != need.size or chunks.shape[2] != self.action_dim:
             raise ValueError(
                 f"chunk source returned shape {chunks.shape}; expected ({need.size}, h, {self.action_dim})"
@@ -247,6 +328,8 @@ class Rollout:
             raise ValueError("chunk source returned NaN/inf actions; refusing to send them to the env")
         for i, chunk in zip(need, chunks, strict=True):
             slots[i].queue.extend(chunk)
+            slots[i].chunk_len = len(chunk)
+        return need[:0], None
 
 
 def rollout(
@@ -262,7 +345,13 @@ def rollout(
     Rollout(vec_env, source, idle_action).run(env_seeds, on_episode, progress)
 
 
-def _finish(slot: _EnvSlot, final_info: dict[str, Any], label: str | None) -> RecordedEpisode:
+def _finish(
+    slot: _EnvSlot,
+    final_obs: dict[str, np.ndarray],
+    final_info: dict[str, Any],
+    label: str | None,
+    stopped_by: Exception | None,
+) -> RecordedEpisode:
     """The slot's episode; ``success``/``success_step`` from its (relabelled) frames' ``next.success``."""
     frames = {k: np.stack([s[k] for s in slot.steps]) for k in slot.steps[0]} if slot.steps else {}
     hits = np.flatnonzero(frames[keys.SUCCESS]) if frames else np.zeros(0, int)
@@ -274,6 +363,8 @@ def _finish(slot: _EnvSlot, final_info: dict[str, Any], label: str | None) -> Re
         steps=len(slot.steps),
         success_step=int(hits[0]) + 1 if hits.size else None,
         task=slot.task,
+        final_obs=final_obs,
         final_info=final_info,
         label=label,
+        stopped_by=stopped_by,
     )

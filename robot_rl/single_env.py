@@ -30,10 +30,10 @@ class SingleEnvVector:
     """``env`` as a vector env of ``num_envs`` = 1 with autoreset disabled.
 
     ``reset(seed=[s] or s, options=...)`` resets the env with seed ``s`` (``options["reset_mask"]``, if
-    given, must select it); ``step(actions (1, d))`` steps it with ``actions[0]``. Observations come back as
-    (1, ...) arrays, reward float32 (1,), terminated/truncated bool (1,) and every info value as a (1,)
-    object array (``info["task"]``: the episode's instruction, as a vector env's). The view owns ``env``
-    and closes it; ``env`` stays reachable as :attr:`env`.
+    given, must select it); ``step(actions (1, d))`` steps it with ``actions[0]``. Observations come back
+    as (1, ...) arrays, reward float64 (1,) (the env's value), terminated/truncated bool (1,) and every info
+    value as a (1,) object array (``info["task"]``: the episode's instruction, as a vector env's). The view
+    owns ``env`` and closes it; ``env`` stays reachable as :attr:`env`.
     """
 
     num_envs = 1
@@ -63,11 +63,17 @@ class SingleEnvVector:
         obs, reward, terminated, truncated, info = self.env.step(np.asarray(actions)[0])
         return (
             {k: np.asarray(v)[None] for k, v in obs.items()},
-            np.array([reward], np.float32),
+            np.array([reward], np.float64),
             np.array([bool(terminated)]),
             np.array([bool(truncated)]),
             _batched_info(info),
         )
+
+    def takeover(self) -> np.ndarray:
+        """(1,) bool: whether a human decides the env's next step (the env's ``takeover()``, e.g.
+        :class:`robot_rl.runtime.intervention.InterventionWrapper`'s; False for an env without one)."""
+        takeover = getattr(self.env, "takeover", None)
+        return np.array([bool(takeover()) if takeover is not None else False])
 
     def get_attr(self, name: str) -> list[Any]:
         """``[getattr(env.unwrapped, name)]`` (e.g. ``task``), as a vector env's ``get_attr``."""

@@ -14,9 +14,9 @@ from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.rollout import RecordedEpisode, Rollout
 from robot_rl.runtime.intervention import DeviceError, HumanInput
+from robot_rl.runtime.takeover import DEVICE_ERROR, InterventionWrapper
 from robot_rl.sim import make_env
 from robot_rl.single_env import SingleEnvVector
-from robot_rl.teleop.takeover import InterventionWrapper
 
 
 class _Script:
@@ -100,13 +100,24 @@ def test_a_label_before_any_step_gives_an_empty_episode_and_the_next_seed_runs()
     assert eps[1].steps == 0
 
 
-def test_a_nan_human_action_is_never_executed():
+def test_a_nan_human_action_is_never_executed_and_ends_the_episode_with_the_error():
     nan = np.array([np.nan, 0.0, 0.0, 1.0], np.float32)
-    with pytest.raises(DeviceError, match="NaN/inf"):
-        _run(_Script(drive={3}, action=nan), _Counting(np.zeros(4, np.float32)))
+    (ep,) = _run(_Script(drive={3}, action=nan), _Counting(np.zeros(4, np.float32)))
+    assert ep.steps == 2 and np.isfinite(ep.frames[keys.ACTION]).all()  # the steps before it are kept
+    assert isinstance(ep.final_info[DEVICE_ERROR], DeviceError) and "NaN/inf" in str(
+        ep.final_info[DEVICE_ERROR]
+    )
 
 
-ACTOR_SIDE = ("actor", "batched_actor", "actor_parts", "local", "ray_backend", "intervention")
+def test_no_chunk_is_queried_for_a_step_the_human_drives():
+    """The device is polled before the engine queries a chunk (takeover), so a human who drives from the
+    first step costs no policy query (a stochastic policy's draws stay those of the steps it acts)."""
+    source = _Counting(np.zeros(4, np.float32))
+    (ep,) = _run(_Script(drive={1, 2, 3}, action=np.zeros(4, np.float32), label_at=4), source)
+    assert ep.steps == 3 and ep.frames[keys.INTERVENTION].all() and source.queries == 0
+
+
+ACTOR_SIDE = ("actor", "batched_actor", "actor_parts", "local", "ray_backend", "intervention", "takeover")
 
 
 @pytest.mark.parametrize("module", ACTOR_SIDE)

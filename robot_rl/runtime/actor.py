@@ -1,6 +1,10 @@
 """The online actor: runs the policy on one env, lets a human take over, records episodes durably.
 
-Each control step (DESIGN.md §4, ALGORITHMS.md §5):
+Its env and device come from the edge (:mod:`robot_rl.runtime.actor_parts`); each episode runs on the
+rollout engine (:class:`robot_rl.rollout.Rollout`) with the device behind
+:class:`~robot_rl.runtime.takeover.InterventionWrapper`.
+
+Each control step (docs/design.md §4, docs/algorithms.md §5):
 1. the intervention device is polled; a human action wins at once and the rest of the current chunk is
    dropped, a human success/failure label ends the episode;
 2. otherwise the next action of the current chunk runs; a new chunk is queried when it is used up, and only
@@ -37,18 +41,19 @@ from robot_rl import keys
 from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
-from robot_rl.rollout import step_frame
+from robot_rl.rollout import RecordedEpisode, Rollout, StepReport, step_frame
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.actor_claim import log_id
 from robot_rl.runtime.actor_parts import ActorParts
-from robot_rl.runtime.episode_edits import label_values
-from robot_rl.runtime.intervention import DeviceError, start_episode
+from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.leases import ActorLease
 from robot_rl.runtime.link import ActorIdError, LearnerLink
 from robot_rl.runtime.live import LiveStats
 from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
+from robot_rl.runtime.takeover import DEVICE_ERROR, ESTOP, InterventionWrapper
+from robot_rl.single_env import SingleEnvVector
 from robot_rl.threads import set_threads
 from robot_rl.transport import PeerUnavailableError
 
@@ -632,86 +637,83 @@ class Actor:
     def _episode(
         self, env_seed: int, within_lease: bool = False
     ) -> tuple[dict[str, np.ndarray] | None, Exception | None]:
-        """One episode, truncated at ``max_steps`` and, when ``within_lease``, where the actor's lease ends
-        (:meth:`_lease_room`, re-read every step: a renewal extends it). Returns (frames or None if no step
-        ran, the DeviceError that ended it or None); frames hold (T, ...) per step key and the final
-        observation ``final.<key>`` (the state after the last executed step)."""
+        """One episode on the rollout engine (:class:`robot_rl.rollout.Rollout`; the device takes over
+        through :class:`~robot_rl.runtime.takeover.InterventionWrapper`), truncated at ``max_steps`` and,
+        when ``within_lease``, where the actor's lease ends (:meth:`_lease_room`, re-read every step: a
+        renewal extends it). Returns (frames or None if no step ran, the DeviceError that ended it or None);
+        frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
+        last executed step)."""
         from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
 
-        obs, info = self.env.reset(seed=env_seed)
-        instruction = info.get("task", self.task)  # drawn per episode by some tasks
-        task_index = self._task_index(instruction)
-        if self.device is not None:
-            start_episode(self.device, env_seed, instruction)
-        self.source.reset(0, env_seed)
-        queue: list[np.ndarray] = []
-        chunk_len = 0
-        steps: list[dict[str, Any]] = []
-        error = None
-        while True:
-            human = None
-            if self.device is not None:
-                try:
-                    human = self.device.poll(obs)
-                except DeviceError as err:
-                    log.error("actor %d: %s; stopping the episode safely", self.actor_id, err)
-                    error = err
-                    break
-                if human.stop:  # e-stop: nothing more is executed; run() waits for the reset
-                    self._estopped = True
-                    self._latch_robot()
-                    log.warning("actor %d: e-stop; episode ended after %d steps", self.actor_id, len(steps))
-                    break
-                if human.label is not None:
-                    if steps:  # the same rule as a recorded relabel (episode_edits)
-                        steps[-1].update(label_values(human.label))
-                    break
-            intervened = human is not None and human.action is not None
-            if intervened:
-                action = np.clip(np.asarray(human.action, np.float32), self.low, self.high)
-                if not np.isfinite(action).all():
-                    error = DeviceError("the intervention device sent a NaN/inf action; it was not executed")
-                    break
-                queue.clear()  # the human wins within this control step; the chunk is truncated
-            else:
-                if not queue:
-                    self._load_policy()  # between chunks: swap in newer weights
-                    self._throttle(len(steps))
-                    try:
-                        batch = {k: np.asarray(obs[k])[None] for k in self.obs_keys}
-                        chunk = self.source(self._policy_obs(batch, [task_index]), np.array([0]))
-                    except NonFiniteChunkError as err:  # never sent to the robot
-                        log.error("actor %d: %s; episode stopped safely", self.actor_id, err)
-                        self.counters["policy_nan_stops"] += 1
-                        break
-                    queue = list(chunk[0])
-                    chunk_len = len(queue)
-                action = queue.pop(0)
-            self.source.executed(0, action)
-            next_obs, reward, terminated, truncated, info = self.env.step(action)
-            self.counters["interventions"] += int(intervened)
-            success = info.get("is_success", False)
-            steps.append(self._step_frame(obs, action, reward, terminated, success, intervened, task_index))
-            obs = next_obs
+        env = self.env if self.device is None else InterventionWrapper(self.env, self.device, self.task)
+        policy = _ActorPolicy(self)
+
+        def end_when(env_id: int, steps: int) -> bool:
+            return steps >= self.max_steps or (within_lease and steps >= self._lease_room())
+
+        def on_step(env_id: int, step: StepReport) -> None:
+            policy.steps = step.steps
+            self.counters["interventions"] += int(step.intervened)
             if self.observe is not None:
-                chunk_index = -1 if intervened else chunk_len - len(queue) - 1
                 self.observe(
                     self.live.step(
-                        obs,
-                        len(steps),
-                        reward,
-                        info,
-                        intervened,
-                        chunk_index,
-                        chunk_len,
+                        step.obs,
+                        step.steps,
+                        step.reward,
+                        step.info,
+                        step.intervened,
+                        step.chunk_index,
+                        step.chunk_len,
                         self.version,
                         self.sender.latest,
                     )
                 )
-            if terminated or truncated or len(steps) >= self.max_steps:
-                break
-            if within_lease and len(steps) >= self._lease_room():
-                break
-        if not steps:
+
+        done: list[RecordedEpisode] = []
+        engine = Rollout(
+            SingleEnvVector(env), policy, stop_on=(NonFiniteChunkError,), end_when=end_when, on_step=on_step
+        )
+        engine.run([env_seed], done.append)
+        ep = done[0]
+        error = ep.final_info.get(DEVICE_ERROR)
+        if ep.final_info.get(ESTOP):  # nothing more is executed; run() waits for the reset
+            self._estopped = True
+            self._latch_robot()
+            log.warning("actor %d: e-stop; episode ended after %d steps", self.actor_id, ep.steps)
+        if error is not None:
+            log.error("actor %d: %s; stopping the episode safely", self.actor_id, error)
+        if ep.stopped_by is not None:  # never sent to the robot
+            log.error("actor %d: %s; episode stopped safely", self.actor_id, ep.stopped_by)
+            self.counters["policy_nan_stops"] += 1
+        if not ep.steps:
             return None, error
-        return self._frames(steps, obs), error
+        frames = dict(ep.frames)
+        frames[keys.TASK_INDEX] = np.full(ep.steps, self._task_index(ep.task or self.task), np.int64)
+        frames.update({keys.final_key(k): np.asarray(ep.final_obs[k]) for k in self.obs_keys})
+        return frames, error
+
+
+class _ActorPolicy:
+    """The single actor's chunk source for the engine: newer weights are swapped in before each query
+    (between chunks, never inside one), the ``online.max_env_steps_ahead`` throttle waits there, and the
+    policy reads the episode's instruction as the index into ``policy.tasks`` (:meth:`Actor._policy_obs`).
+    Resets and executed actions reach the actor's current source (``observation.prev_action``)."""
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor, self.steps = actor, 0  # steps: of the episode in flight (the throttle counts them)
+
+    def reset(self, env_id: int, env_seed: int) -> None:
+        self.actor.source.reset(env_id, env_seed)
+
+    def executed(self, env_id: int, action: np.ndarray) -> None:
+        self.actor.source.executed(env_id, action)
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        """Chunks (k, h, d) for ``obs`` (k, ...) of ``env_ids``; raises what the source raises (a NaN/inf
+        chunk: NonFiniteChunkError; an instruction the policy was not trained on: ValueError)."""
+        actor = self.actor
+        actor._load_policy()
+        actor._throttle(self.steps)
+        given = obs.get(keys.TASK, np.array([actor.task] * len(env_ids), dtype=object))
+        batch = {k: np.asarray(obs[k]) for k in actor.obs_keys}
+        return actor.source(actor._policy_obs(batch, [actor._task_index(str(t)) for t in given]), env_ids)
