@@ -1,7 +1,7 @@
 """The ``Camera`` interface (OpenCV/V4L2, RealSense, recorded video, the sim-backed robot's renders).
 
 A frame is RGB uint8 (H, W, 3) with the capture time in s (``time.monotonic()`` of the host), the form
-``observation.images.<cam>`` takes in environments and datasets (DESIGN.md §3).
+``observation.images.<cam>`` takes in environments and datasets (docs/design.md §3).
 """
 
 from __future__ import annotations

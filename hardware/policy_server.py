@@ -66,7 +66,7 @@ def model_id(checkpoint: str | Path) -> str:
 
 class ServedPolicy:
     """A loaded agent in eval mode and its :class:`PolicySpec`; :meth:`infer` maps one checked observation
-    to one chunk (h, d) float32 in robot units (``agent.act``, ALGORITHMS.md §2-4)."""
+    to one chunk (h, d) float32 in robot units (``agent.act``, docs/algorithms.md §2-4)."""
 
     def __init__(self, agent, spec: PolicySpec, device: str = "cpu") -> None:
         self.agent, self.spec, self.device = agent, spec, device

@@ -1,7 +1,7 @@
 """Action normalisation shared by the policies: robot units <-> the normalised space [-1, 1] policies act in.
 
 The maps are ``a_norm = (a - offset) / scale`` with (offset, scale) from the dataset's action statistics
-(``mean_std`` or ``quantile``: q01 -> -1, q99 -> +1; DESIGN.md §3). They are stored as buffers
+(``mean_std`` or ``quantile``: q01 -> -1, q99 -> +1; docs/design.md §3). They are stored as buffers
 ``action_offset`` and ``action_scale``, so a checkpoint carries them.
 
 Policies act inside the normalised image of the **action box** [low, high] (robot units), not inside

@@ -1,4 +1,4 @@
-"""Checkpoint folders (DESIGN.md §3), no pickle anywhere:
+"""Checkpoint folders (docs/design.md §3), no pickle anywhere:
 
 <path>/model.safetensors        every module's state dict, keys prefixed ``<module name>.``
 <path>/config.json              the header (:class:`CheckpointHeader`): the full config dict + ``method``,

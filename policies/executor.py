@@ -1,4 +1,4 @@
-"""Executing action chunks step by step: open loop (QC default, ALGORITHMS.md §3) or ACT-style temporal
+"""Executing action chunks step by step: open loop (QC default, docs/algorithms.md §3) or ACT-style temporal
 ensembling (Zhao et al. 2023, "Learning Fine-Grained Bimanual Manipulation ...": every step a new chunk is
 predicted and the actions that target the current step are averaged with weights ``exp(-m * i)``, i = 0
 for the oldest prediction) in :class:`ChunkExecutor`; open loop with the next chunk inferred while the

@@ -1,7 +1,7 @@
 """Wiring: build policies, critics and agents by method name, save them and rebuild them from a checkpoint.
 
 This is where ``robot_rl.policies`` (networks) meets ``robot_rl.algos`` (core algorithms), so the core
-never imports the policies package (DESIGN.md §2). Methods come from the algorithm registry
+never imports the policies package (docs/design.md §2). Methods come from the algorithm registry
 (:mod:`robot_rl.algos.registry`); this module gives their builders the networks (:class:`_Networks`).
 """
 

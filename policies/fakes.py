@@ -47,7 +47,7 @@ def fake_batch(
     action_dim: int = SIM_ACTION_DIM,
     seed: int | None = None,
 ) -> dict:
-    """A torch chunk batch (ALGORITHMS.md §1 layout) with random content; the last chunk step of every
+    """A torch chunk batch (docs/algorithms.md §1 layout) with random content; the last chunk step of every
     fourth sample is invalid."""
     g = torch.Generator().manual_seed(seed) if seed is not None else None
     valid = torch.ones(batch, horizon)

@@ -1,4 +1,4 @@
-"""Flow-matching action-chunk policy (ALGORITHMS.md §2; flow BC as in Park, Li & Levine 2025 "Flow
+"""Flow-matching action-chunk policy (docs/algorithms.md §2; flow BC as in Park, Li & Levine 2025 "Flow
 Q-Learning" and Li, Zhou & Levine 2025 "Q-chunking"). Convention: t=0 noise, t=1 data.
 
 Velocity MLP v_theta(feat(s), x_t, t) over the flattened chunk (h*d). Loss
@@ -89,7 +89,7 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
         valid: torch.Tensor | None = None,
         feat: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Masked flow-matching loss (ALGORITHMS.md §2).
+        """Masked flow-matching loss (docs/algorithms.md §2).
 
         Args:
             actions_norm: (B, h, d) normalised target chunk A.

@@ -1,5 +1,5 @@
 """Tanh-squashed Gaussian actor for SAC (Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and
-Applications"), as used by RLPD (Ball et al. 2023) and HIL-SERL (Luo et al. 2024); ALGORITHMS.md §5.
+Applications"), as used by RLPD (Ball et al. 2023) and HIL-SERL (Luo et al. 2024); docs/algorithms.md §5.
 
 The actor works on single-step actions (chunk h = 1) in the normalised action space [-1, 1], with the same
 action normalisation as the flow policy (``stats['action'].affine(PolicyConfig.normalization)``, stored as

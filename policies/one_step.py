@@ -1,5 +1,5 @@
 """FQL one-step policy mu_omega(s, z) on flattened action chunks (Park, Li & Levine 2025, "Flow
-Q-Learning", ALGORITHMS.md §4)."""
+Q-Learning", docs/algorithms.md §4)."""
 
 from __future__ import annotations
 

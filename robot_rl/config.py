@@ -655,7 +655,7 @@ class VLAConfig:
 
 @dataclass
 class PolicyConfig:
-    """Flow-matching action-chunk policy (ALGORITHMS.md §2).
+    """Flow-matching action-chunk policy (docs/algorithms.md §2).
 
     ``horizon`` is the chunk length h; ``flow_steps`` the Euler steps K. ``hidden_dims`` size the velocity
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
@@ -711,7 +711,8 @@ class BCConfig:
 
 @dataclass
 class OfflineRLConfig:
-    """Chunked offline RL (ALGORITHMS.md §3-4, §6-7). ``method`` is ``qc`` (best-of-N), ``qc_fql``, ``corft``
+    """Chunked offline RL (docs/algorithms.md §3-4, §6-7). ``method`` is ``qc`` (best-of-N), ``qc_fql``,
+    ``corft``
     (CO-RFT: per-prefix critic and TD3+BC actor, its own keys in :class:`CORFTConfig`; it uses every key
     here except ``best_of_n`` and ``fql_alpha``) or ``recap`` (advantage-conditioned flow policy, §7,
     hyper-parameters in :class:`RecapConfig`).
@@ -764,7 +765,7 @@ class OfflineRLConfig:
 
 @dataclass
 class RecapConfig:
-    """RECAP, advantage-conditioned flow policies (ALGORITHMS.md §7; ``offline.method=recap``;
+    """RECAP, advantage-conditioned flow policies (docs/algorithms.md §7; ``offline.method=recap``;
     :mod:`robot_rl.algos.recap`). ``offline.steps``/``batch_size`` set its policy budget; ``lr`` here is
     the policy's Adam rate (``offline.lr`` is not used by RECAP).
 
@@ -794,7 +795,7 @@ class RecapConfig:
 
 @dataclass
 class CORFTConfig:
-    """CO-RFT (ALGORITHMS.md §6, :mod:`robot_rl.algos.corft`; ``offline.method=corft``), on top of the
+    """CO-RFT (docs/algorithms.md §6, :mod:`robot_rl.algos.corft`; ``offline.method=corft``), on top of the
     ``offline`` keys. ``lambda_bc``: weight λ of the actor's ``‖π(s) − A_D‖²`` term next to the Q term
     normalised by mean |Q|. Default 2: on pick-cube (one seed, 500 steps, 50 eval episodes) TD3+BC's own
     value 0.4 never succeeded (0.00), 2 gave 0.92 and 10 gave 0.74 against BC's 0.48 — the best of three
@@ -904,7 +905,8 @@ class DataConfig:
 
 @dataclass
 class RewardModelConfig:
-    """The progress critic, a reward model (ALGORITHMS.md §9; section ``reward_model``, ``robot-rl critic``):
+    """The progress critic, a reward model (docs/algorithms.md §9; section ``reward_model``, ``robot-rl
+    critic``):
     what it is, what it reads, and how it is trained. Not the Q-critic of offline and online RL
     (``offline.critic_*``, ``sac.critic_*``).
 
@@ -977,7 +979,7 @@ class RewardConfig:
 
 @dataclass
 class SACConfig:
-    """The HIL-SERL online recipe as a baseline (ALGORITHMS.md §5; Luo et al. 2024, Ball et al. 2023):
+    """The HIL-SERL online recipe as a baseline (docs/algorithms.md §5; Luo et al. 2024, Ball et al. 2023):
     Gaussian tanh SAC on single-step actions (chunk h = 1), a LayerNorm critic ensemble of
     ``num_critics`` aggregated by ``critic_agg``, discount ``gamma``, temperature initialised to
     ``init_temperature`` and tuned towards ``target_entropy`` (0 = the default -|A|/2).
@@ -1005,7 +1007,7 @@ class SACConfig:
 
 @dataclass
 class InterventionConfig:
-    """Who can take over from the policy in the actor (ALGORITHMS.md §5; DESIGN.md §4).
+    """Who can take over from the policy in the actor (docs/algorithms.md §5; docs/design.md §4).
 
     ``device``: ``none``, ``sim_human`` (the scripted simulated human of the suite task ``env.id``:
     ``robot_rl.teleop.sim_human`` for the pick tasks, ``robot_rl.teleop.task_human`` for the others),
@@ -1042,7 +1044,7 @@ class InterventionConfig:
 
 @dataclass
 class OnlineConfig:
-    """Online RL with a human standing by: actors, a learner and RLPD buffers (ALGORITHMS.md §1, §3-5).
+    """Online RL with a human standing by: actors, a learner and RLPD buffers (docs/algorithms.md §1, §3-5).
 
     ``in_pipeline``: ``robot-rl pipeline`` runs this online stage (after offline RL, before evaluation)
     and evaluates its policy next to BC and offline RL. ``method``: ``qc`` / ``qc_fql`` (chunked RL with
@@ -1126,7 +1128,7 @@ class OnlineConfig:
 
 @dataclass
 class PPOConfig:
-    """Online PPO for flow policies, π_RL (ALGORITHMS.md §8; ``robot-rl ppo``;
+    """Online PPO for flow policies, π_RL (docs/algorithms.md §8; ``robot-rl ppo``;
     :mod:`robot_rl.algos.flow_ppo`).
 
     ``method``: ``flow_noise`` (a learned std in every denoising step, bounded to

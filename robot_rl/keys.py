@@ -1,4 +1,4 @@
-"""The field's feature keys, one place (LeRobot naming, DESIGN.md §3)."""
+"""The field's feature keys, one place (LeRobot naming, docs/design.md §3)."""
 
 STATE = "observation.state"
 ENV_STATE = "observation.environment_state"
@@ -18,7 +18,7 @@ TASK_INDEX = "task_index"
 
 # The observation after an episode's last step (gymnasium's ``final_obs``), kept once per episode in the
 # replay and episode logs as ``final.<observation key>``: a chunk that reaches a time-limit end bootstraps
-# from it (ALGORITHMS.md §1). LeRobot datasets have no row for it.
+# from it (docs/algorithms.md §1). LeRobot datasets have no row for it.
 FINAL_PREFIX = "final."
 
 # Each episode's origin, stored in the episodes metadata.

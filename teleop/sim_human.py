@@ -1,6 +1,6 @@
 """A scripted simulated human for ``robot_rl/PandaPickCube-v0`` and ``robot_rl/PandaPickColour-v0``: watches
 the observations, takes over from a stalling or drifting policy with the clean scripted expert, and hands
-back (DESIGN.md §4, ALGORITHMS.md §5).
+back (docs/design.md §4, docs/algorithms.md §5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A scripted simulated human for the suite's tasks beyond picking (place-in-bin, stack, push-to-target,
 open-drawer): watches the task's progress, takes over from a stalling or regressing policy with the task's
-clean scripted expert, finishes the manipulation it started and hands back (DESIGN.md §4, ALGORITHMS.md
+clean scripted expert, finishes the manipulation it started and hands back (docs/design.md §4,
+docs/algorithms.md
 §5). The pick tasks keep :class:`robot_rl.teleop.sim_human.SimulatedHuman`.
 """
 

@@ -1,4 +1,4 @@
-"""CO-RFT (ALGORITHMS.md §6): per-prefix targets by hand, the prefix critic, the Cal-QL term, the TD3+BC
+"""CO-RFT (docs/algorithms.md §6): per-prefix targets by hand, the prefix critic, the Cal-QL term, the TD3+BC
 actor's gradients, the sampler's per-prefix fields, the CLI train -> eval smoke, and bad input."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""QC-FQL agent (ALGORITHMS.md §4 on flattened chunks)."""
+"""QC-FQL agent (docs/algorithms.md §4 on flattened chunks)."""
 
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-"""QC best-of-N agent (ALGORITHMS.md §3(a)) and flow BC agent."""
+"""QC best-of-N agent (docs/algorithms.md §3(a)) and flow BC agent."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""SAC agent, the HIL-SERL recipe on single-step actions (ALGORITHMS.md §5)."""
+"""SAC agent, the HIL-SERL recipe on single-step actions (docs/algorithms.md §5)."""
 
 import math
 

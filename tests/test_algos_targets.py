@@ -1,4 +1,4 @@
-"""Q-chunking targets and critic loss against hand-computed numbers (ALGORITHMS.md §3)."""
+"""Q-chunking targets and critic loss against hand-computed numbers (docs/algorithms.md §3)."""
 
 import pytest
 import torch

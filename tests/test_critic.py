@@ -1,5 +1,5 @@
 """Progress critic: VLAC arithmetic, metrics, input checks, the compact critic trained on real sim demos,
-critic eval, dataset labelling and online shaping (ALGORITHMS.md §9)."""
+critic eval, dataset labelling and online shaping (docs/algorithms.md §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ChunkSampler: hand-computed chunked transitions at episode boundaries (ALGORITHMS.md §1)."""
+"""ChunkSampler: hand-computed chunked transitions at episode boundaries (docs/algorithms.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""π_RL flow PPO (ALGORITHMS.md §8): Flow-Noise / Flow-SDE chains, their log-probabilities, chunk GAE, the
+"""π_RL flow PPO (docs/algorithms.md §8): Flow-Noise / Flow-SDE chains, their log-probabilities, chunk GAE,
+the
 PPO surrogate, the batched-env loop and its bad inputs."""
 
 import math

@@ -1,5 +1,5 @@
 """The house has no back-edges: no import circles, nothing below ``robot_rl/cli/`` imports the CLI, and the
-core does not import ``sim``/``policies``/``hardware``/``teleop`` at module level (DESIGN.md §2)."""
+core does not import ``sim``/``policies``/``hardware``/``teleop`` at module level (docs/design.md §2)."""
 
 from __future__ import annotations
 

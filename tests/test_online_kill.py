@@ -1,5 +1,5 @@
 """Durability of online RL: SIGKILL real learner and actor processes mid-run, restart them, and count every
-recorded transition (DESIGN.md §4: after a crash both resume and no recorded transition is lost)."""
+recorded transition (docs/design.md §4: after a crash both resume and no recorded transition is lost)."""
 
 from __future__ import annotations
 

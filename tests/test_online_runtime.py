@@ -52,7 +52,7 @@ def test_replay_stores_each_episode_once_and_resumes(tmp_path):
 
 
 def test_replay_bootstraps_truncated_chunks_from_the_stored_final_observation(tmp_path):
-    """ALGORITHMS.md §1: a chunk reaching a time-limit end bootstraps from s_{t+h}, the state after the
+    """docs/algorithms.md §1: a chunk reaching a time-limit end bootstraps from s_{t+h}, the state after the
     last step, kept once per episode on disk, also after a learner restart; with h = 1 (SAC) the last
     step does not bootstrap from its own state."""
     replay = OnlineReplay(tmp_path / "r", {keys.STATE: (3,)}, 2, horizon=1, gamma=0.9)

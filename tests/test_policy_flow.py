@@ -1,4 +1,4 @@
-"""Flow chunk policy (ALGORITHMS.md §2) and observation encoder."""
+"""Flow chunk policy (docs/algorithms.md §2) and observation encoder."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""RECAP (ALGORITHMS.md §7): labels, distributional value, indicator conditioning, guidance, CLI smoke."""
+"""RECAP (docs/algorithms.md §7): labels, distributional value, indicator conditioning, guidance, CLI
+smoke."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ of its ``image_keys``; frames must have the critic's image size) and ``<prefix>/
 any content: a new episode starts, progress back to 0). At up to ``rate_hz``, once every camera has a new
 frame, the critic scores (previous frames, current frames, ``task``), exactly as the online reward wrapper
 does (:class:`~robot_rl.rewards.shaping.CriticRewardWrapper`): progress advances by the VLAC rule
-(``rule``, ALGORITHMS.md §9) from 0 at the first frames after start or reset.
+(``rule``, docs/algorithms.md §9) from 0 at the first frames after start or reset.
 
 Publishes ``<prefix>/progress`` (std_msgs/Float32, in [0, 1]) and ``<prefix>/done`` (std_msgs/Float32, the
 done head's probability in [0, 1]) for each scored pair (the first frames after a reset publish progress 0

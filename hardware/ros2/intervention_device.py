@@ -1,6 +1,6 @@
 """The actor's side of ``intervention_node``: its topics as an
 :class:`~robot_rl.runtime.intervention.InterventionDevice`, which the online actor polls each control step
-like any gamepad (``actor_node`` plugs it in; DESIGN.md §4: the human wins within one control step).
+like any gamepad (``actor_node`` plugs it in; docs/design.md §4: the human wins within one control step).
 
 Subscribes under ``prefix`` (:mod:`robot_rl.hardware.ros2.intervention_node` documents the topics):
 ``active`` (Bool) and ``twist`` (TwistStamped, unitless [-1, 1]) count while younger than ``timeout_s``

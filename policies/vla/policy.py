@@ -9,7 +9,8 @@ that attends to the VLM's per-layer KV cache: it is simpler, works with any ``Au
 without reaching into its attention layers, and keeps the one-VLM-pass-per-chunk property — the prefix is
 computed once (:meth:`VLAPolicy.encode`) and reused by all K Euler steps.
 
-Flow matching as :class:`~robot_rl.policies.flow.FlowChunkPolicy` (ALGORITHMS.md §2), whose loss and sampler
+Flow matching as :class:`~robot_rl.policies.flow.FlowChunkPolicy` (docs/algorithms.md §2), whose loss and
+sampler
 this class inherits unchanged: t = 0 noise, t = 1 data, loss ``E ||v(s, x_t, t) - (A - x_0)||^2`` masked by
 ``valid``, K Euler steps ``x <- x + v(s, x, k/K) / K``, clipped to the normalised action box, with the same
 :class:`~robot_rl.policies.action_norm.ActionNormalization`. Only the features differ: (B, L, W + 1)

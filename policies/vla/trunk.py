@@ -1,5 +1,5 @@
 """The VLA trunk as a critic's observation encoder: CO-RFT's "critic head on the VLA trunk" (Huang et al.
-2025; ALGORITHMS.md §6).
+2025; docs/algorithms.md §6).
 
 :class:`VLATrunkFeatures` runs the policy's own trunk (:meth:`VLAPolicy.encode`: the VLM pass and the
 expert's prefix projection) under no_grad and pools its prefix tokens into one vector

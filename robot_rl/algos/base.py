@@ -58,7 +58,7 @@ class Agent:
     optimizers: dict[str, torch.optim.Optimizer]
     policy: nn.Module
     critic: nn.Module | None = None
-    """The chunk critic Q(s, A) (ALGORITHMS.md §3), or None. Training scores its calibration against
+    """The chunk critic Q(s, A) (docs/algorithms.md §3), or None. Training scores its calibration against
     Monte-Carlo returns on held-out episodes (:func:`robot_rl.eval.q_values.q_calibration`, which also reads
     the agent's ``reward_affine``) when set."""
     deterministic: bool = False

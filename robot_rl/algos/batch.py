@@ -1,4 +1,4 @@
-"""Convert the chunk sampler's numpy batch (ALGORITHMS.md §1) to torch tensors on a device."""
+"""Convert the chunk sampler's numpy batch (docs/algorithms.md §1) to torch tensors on a device."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The built-in methods' builders and their registrations (:mod:`robot_rl.algos.registry`).
 
 Each builder takes :class:`~robot_rl.algos.registry.Networks` and its config sections and returns the agent
-(ALGORITHMS.md: flow BC §2, QC §3, QC-FQL §4, SAC §5, CO-RFT §6, RECAP §7, π_RL flow PPO §8). The order of
+(docs/algorithms.md: flow BC §2, QC §3, QC-FQL §4, SAC §5, CO-RFT §6, RECAP §7, π_RL flow PPO §8). The order
+of
 network calls is the order of random initialisations, so it is part of a seed's numbers.
 """
 

@@ -1,8 +1,9 @@
 """CO-RFT: chunked offline RL with a Q per chunk prefix and a TD3+BC actor (Huang et al. 2025, "CO-RFT:
 Efficient Fine-Tuning of Vision-Language-Action Models through Chunked Offline Reinforcement Learning";
-ALGORITHMS.md §6), built as the Q-chunking critic of §3 plus the flags below.
+docs/algorithms.md §6), built as the Q-chunking critic of §3 plus the flags below.
 
-What is verified and what is our reading. ALGORITHMS.md marks every CO-RFT loss [unverified] (reconstructed
+What is verified and what is our reading. docs/algorithms.md marks every CO-RFT loss [unverified]
+(reconstructed
 from the paper's text; no official code was available to us). Verified against code here is only what
 CO-RFT shares with QC/FQL: the chunked transition (§1), the ensemble LayerNorm critic and its Polyak target
 (§3), the one-step policy network (§4). Our reading, each behind a config key:

@@ -1,4 +1,4 @@
-"""Chunked critic ensemble Q_k(s, A) (Li, Zhou & Levine 2025, Q-chunking; ALGORITHMS.md §3).
+"""Chunked critic ensemble Q_k(s, A) (Li, Zhou & Levine 2025, Q-chunking; docs/algorithms.md §3).
 
 A LayerNorm MLP ensemble on concat(encoder(s), flattened normalised chunk). The K members are evaluated in
 one batched matmul per layer. The critic owns its own observation encoder (passed in).

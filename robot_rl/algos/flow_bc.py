@@ -1,4 +1,4 @@
-"""Flow-matching behaviour cloning (ALGORITHMS.md §2; Park, Li & Levine 2025 FQL / Li et al. 2025 QC flow
+"""Flow-matching behaviour cloning (docs/algorithms.md §2; Park, Li & Levine 2025 FQL / Li et al. 2025 QC flow
 BC loss): minimise ``E ||v_theta(s, x_t, t) - (A - x_0)||^2`` with Adam."""
 
 from __future__ import annotations

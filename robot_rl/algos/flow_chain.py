@@ -1,5 +1,5 @@
 """Stochastic denoising chains of a flow policy and their exact log-probabilities, for π_RL's PPO
-(ALGORITHMS.md §8; Chen et al. 2025, "πRL: Online RL Fine-tuning for Flow-based Vision-Language-Action
+(docs/algorithms.md §8; Chen et al. 2025, "πRL: Online RL Fine-tuning for Flow-based Vision-Language-Action
 Models", arXiv 2510.25889; RLinf's ``openpi_action_model.py``, ``sample_mean_var_val``).
 
 **Time conventions.** This stack integrates the flow from noise at τ = 0 to data at τ = 1 with

@@ -1,4 +1,4 @@
-"""π_RL: PPO for flow policies over action chunks (ALGORITHMS.md §8; Chen et al. 2025, "πRL: Online RL
+"""π_RL: PPO for flow policies over action chunks (docs/algorithms.md §8; Chen et al. 2025, "πRL: Online RL
 Fine-tuning for Flow-based Vision-Language-Action Models", arXiv 2510.25889; code: RLinf).
 
 - The chunk is one PPO action. Its likelihood is the denoising chain's (:mod:`robot_rl.algos.flow_chain`:

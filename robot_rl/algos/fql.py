@@ -1,5 +1,5 @@
 """QC-FQL: flow Q-learning (Park, Li & Levine 2025, "Flow Q-Learning") on flattened action chunks, with the
-Q-chunking backup (Li, Zhou & Levine 2025). ALGORITHMS.md §3(b) and §4.
+Q-chunking backup (Li, Zhou & Levine 2025). docs/algorithms.md §3(b) and §4.
 
 Actor loss: ``L_BC(theta) + alpha * E_z ||mu_omega(s, z) - ODE_theta(s, z)||^2 - E_z[mean_k Q_k(s, mu)]``,
 the Q term scaled by ``1 / mean|Q|`` (stop-gradient) when ``normalize_q_loss``. ODE_theta is the K-step

@@ -1,5 +1,5 @@
 """Shared plumbing of the agents that act with a one-step policy μ_ω(s, z) distilled or trained next to a
-behaviour flow: QC-FQL (Park, Li & Levine 2025, ALGORITHMS.md §4) and CO-RFT (Huang et al. 2025, §6).
+behaviour flow: QC-FQL (Park, Li & Levine 2025, docs/algorithms.md §4) and CO-RFT (Huang et al. 2025, §6).
 
 Both hold the behaviour flow, an ensemble chunk critic with its Polyak target (§3), μ_ω, one Adam over the
 flow and μ_ω's trainable parameters and one over the critic, and act with ``clip(μ_ω(s, z))``, z ~ N(0, I).

@@ -1,6 +1,6 @@
 """Structural interfaces the algorithms rely on; ``robot_rl.policies`` implements them.
 
-The core (``robot_rl.algos``) never imports ``robot_rl.policies`` at module level (DESIGN.md §2); agents
+The core (``robot_rl.algos``) never imports ``robot_rl.policies`` at module level (docs/design.md §2); agents
 receive policy, encoder and critic modules as constructor arguments and use only these methods.
 """
 
@@ -22,7 +22,7 @@ class ObsEncoder(Protocol):
 
 
 class FlowPolicy(Protocol):
-    """A flow-matching chunk policy (ALGORITHMS.md §2) in normalised action space [-1, 1]."""
+    """A flow-matching chunk policy (docs/algorithms.md §2) in normalised action space [-1, 1]."""
 
     horizon: int
     action_dim: int

@@ -1,5 +1,5 @@
 """QC: Q-chunking with best-of-N policy extraction (Li, Zhou & Levine 2025, "Reinforcement Learning with
-Action Chunking"; ALGORITHMS.md §3(a)).
+Action Chunking"; docs/algorithms.md §3(a)).
 
 Critic target: ``y = R_t^(h) + gamma^h * mask * agg_k Qbar_k(s_{t+h}, A')`` with
 ``A' = argmax_{A_i ~ pi_flow(s_{t+h}), i<N} agg Q_phi(s_{t+h}, A_i)``: the **online** critic picks A' and
@@ -57,7 +57,7 @@ def best_of_n_target(
     """QC's bootstrap value at s' = s_{t+h}: ``agg Qbar(s', A')`` with ``A' = argmax_i agg Q_phi(s', A_i)``.
 
     The online ``critic`` selects among ``n`` flow samples and ``target_critic`` evaluates the selected
-    chunk (ALGORITHMS.md §3; QC ``acfql.py``). ``noise``: optional (B, n, h, d). Returns (B,) float32.
+    chunk (docs/algorithms.md §3; QC ``acfql.py``). ``noise``: optional (B, n, h, d). Returns (B,) float32.
     """
     chunks, _ = best_of_n(policy, critic, next_obs, n, noise)
     return target_critic.q_agg(target_critic(next_obs, chunks))

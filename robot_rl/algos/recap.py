@@ -1,4 +1,5 @@
-"""RECAP: advantage-conditioned flow policies (ALGORITHMS.md §7; Physical Intelligence 2025, "π*0.6: a VLA
+"""RECAP: advantage-conditioned flow policies (docs/algorithms.md §7; Physical Intelligence 2025, "π*0.6: a
+VLA
 that learns from experience", RECAP; RLinf's reimplementation).
 
 Offline, one pass of the paper's loop "collect → refit V → relabel → retrain" on a fixed dataset
@@ -142,7 +143,8 @@ def sample_guided(
     noise: torch.Tensor,
     beta: float,
 ) -> torch.Tensor:
-    """K Euler steps (ALGORITHMS.md §2, t = 0 noise) of the guided velocity: feat (B, ...), noise (B, h*d)
+    """K Euler steps (docs/algorithms.md §2, t = 0 noise) of the guided velocity: feat (B, ...), noise (B,
+    h*d)
     -> chunks (B, h*d) clipped to the normalised action box."""
     x = noise
     k_steps = policy.flow_steps

@@ -1,4 +1,4 @@
-"""RECAP's labels on a dataset of episodes (ALGORITHMS.md §7; Physical Intelligence 2025, "π*0.6: a VLA
+"""RECAP's labels on a dataset of episodes (docs/algorithms.md §7; Physical Intelligence 2025, "π*0.6: a VLA
 that learns from experience", RECAP): per-step rewards, per-task normalised Monte-Carlo returns, their value
 bins, the N-step advantage and the advantage indicator. Plain numpy over flat per-frame arrays whose
 episodes are contiguous (the layout of :class:`robot_rl.data.training.sampler.ChunkSampler`).

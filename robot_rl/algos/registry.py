@@ -4,7 +4,7 @@ what its training needs from the data.
 Adding an algorithm is one new file (the agent, a subclass of :class:`robot_rl.algos.base.Agent`, and its
 builder) plus one :func:`register` line in :mod:`robot_rl.algos.builtin`. A builder receives
 :class:`Networks` (the observation encoders and policy networks, built by ``robot_rl.policies.factory``)
-and the method's config sections, so the core never imports ``robot_rl.policies`` (DESIGN.md §2).
+and the method's config sections, so the core never imports ``robot_rl.policies`` (docs/design.md §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""SAC with a LayerNorm critic ensemble: the RLPD / HIL-SERL online recipe as a baseline (ALGORITHMS.md §5).
+"""SAC with a LayerNorm critic ensemble: the RLPD / HIL-SERL online recipe as a baseline (docs/algorithms.md
+§5).
 
 References: Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications" (SAC, learned temperature);
 Ball et al. 2023, "Efficient Online Reinforcement Learning with Offline Data" (RLPD: LayerNorm critic
@@ -6,7 +7,8 @@ ensemble, symmetric sampling); Luo et al. 2024, "Precise and Dexterous Robotic M
 Human-in-the-Loop Reinforcement Learning" (HIL-SERL: 2 critics with min, gamma 0.97, temperature 0.01,
 target entropy -|A|/2, one extra critic-only update per full update).
 
-Single-step actions: the chunk length is h = 1, batches (ALGORITHMS.md §1) carry ``actions`` (B, 1, d) float32
+Single-step actions: the chunk length is h = 1, batches (docs/algorithms.md §1) carry ``actions`` (B, 1, d)
+float32
 in robot units, ``rewards`` (B,), ``masks`` (B,), ``valid`` (B, 1). Everything below is in the normalised
 action space [-1, 1] of the actor (same normalisation as the flow policy). With a ~ pi(.|s) a tanh-Gaussian,
 alpha = exp(log_alpha) and K critics:

@@ -1,5 +1,5 @@
 """Q-chunking backup targets and losses (Li, Zhou & Levine 2025, "Reinforcement Learning with Action
-Chunking"; ALGORITHMS.md §3). Pure functions on tensors."""
+Chunking"; docs/algorithms.md §3). Pure functions on tensors."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def normalize_chunk_rewards(
 def qc_target(
     rewards: torch.Tensor, masks: torch.Tensor, next_q: torch.Tensor, gamma: float, horizon: int
 ) -> torch.Tensor:
-    """Chunked TD target ``y = R_t^(h) + gamma^h * mask * Qbar(s_{t+h}, A')`` (ALGORITHMS.md §3).
+    """Chunked TD target ``y = R_t^(h) + gamma^h * mask * Qbar(s_{t+h}, A')`` (docs/algorithms.md §3).
 
     Args:
         rewards: (B,) float32, the discounted chunk reward sum_{i<h} gamma^i r_{t+i}.
@@ -113,7 +113,7 @@ def critic_td_step(
     affine: tuple[float, float] = (0.0, 1.0),
     terminal_chunks: str = "drop",
 ):
-    """One gradient step of the Q-chunking critic (ALGORITHMS.md §3).
+    """One gradient step of the Q-chunking critic (docs/algorithms.md §3).
 
     y = R'_t^(h) + γ^h·mask·next_q (no gradient), with R' the chunk reward under the per-step map
     ``affine = (shift, scale)`` (:func:`reward_affine`); loss = w·(Q_k(s_t, A_t) − y)² averaged over the
@@ -134,7 +134,7 @@ def critic_td_step(
 def prefix_targets(
     step_rewards: torch.Tensor, step_dones: torch.Tensor, next_q: torch.Tensor, gamma: float
 ) -> torch.Tensor:
-    """CO-RFT per-prefix TD targets (Huang et al. 2025; ALGORITHMS.md §6, [unverified] there).
+    """CO-RFT per-prefix TD targets (Huang et al. 2025; docs/algorithms.md §6, [unverified] there).
 
     For prefix length k = 1..h (column k − 1):
     ``y_k = Σ_{i<k} γ^i r_{t+i} + γ^k · mask_k · Qbar(s_{t+k}, π(s_{t+k}))`` with

@@ -1,4 +1,5 @@
-"""``robot-rl ppo``: BC checkpoint -> online PPO for flow policies (π_RL, ALGORITHMS.md §8) in the batched
+"""``robot-rl ppo``: BC checkpoint -> online PPO for flow policies (π_RL, docs/algorithms.md §8) in the
+batched
 simulator -> evaluation of both, for one training seed.
 
 With ``ppo.init`` empty the start is the run's own BC checkpoint: demos are collected (built-in task,

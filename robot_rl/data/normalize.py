@@ -4,7 +4,7 @@ The quantiles are those LeRobot's ``compute_stats`` writes (``DEFAULT_QUANTILES`
 0.99, keys ``q01`` .. ``q99``). q10/q50/q90 are optional when reading: files written before they existed
 (robot_rl's older datasets and checkpoints, LeRobot's older stats) lack them.
 
-Policies work in normalised action space [-1, 1] (DESIGN.md §3); the statistics travel with every
+Policies work in normalised action space [-1, 1] (docs/design.md §3); the statistics travel with every
 checkpoint as ``normalization.json``.
 """
 

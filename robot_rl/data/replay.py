@@ -1,4 +1,4 @@
-"""Disk-backed, append-only replay buffer on zarr 3 (DESIGN.md §4: the replay buffer persists to zarr).
+"""Disk-backed, append-only replay buffer on zarr 3 (docs/design.md §4: the replay buffer persists to zarr).
 
 Layout under ``path`` (a zarr v3 group): one array per per-frame key, shape (capacity, *shape), chunked
 along frames; ``_episode_ends`` int64 (episode capacity,) with each episode's exclusive end frame;

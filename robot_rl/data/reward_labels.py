@@ -2,7 +2,7 @@
 learner that reads it.
 
 Potential-based shaping F_t = gamma * Phi(s_{t+1}) - Phi(s_t) keeps the optimal policy only when gamma is
-the learner's own discount (Ng, Harada & Russell 1999; ALGORITHMS.md §9). A labelled dataset is written
+the learner's own discount (Ng, Harada & Russell 1999; docs/algorithms.md §9). A labelled dataset is written
 with one gamma (``offline.gamma`` at labelling time), but may be read by a learner with another (online SAC's
 ``sac.gamma``). ``robot-rl label`` therefore writes ``meta/reward_labels.json``: the gamma and the config
 key it came from, the reward mode and scale, the progress column and the critic it came from.

@@ -1,5 +1,5 @@
 """Inference-time knobs of a trained agent that an evaluation may change: RECAP's guidance weight
-``recap.cfg_beta`` (ALGORITHMS.md §7), QC's best-of-N sample count ``offline.best_of_n`` (§3) and the VLA
+``recap.cfg_beta`` (docs/algorithms.md §7), QC's best-of-N sample count ``offline.best_of_n`` (§3) and the VLA
 policy's ``policy.vla.compile`` (torch.compile of its flow steps).
 
 Precedence: a checkpoint acts with the values it was trained with (its saved config), unless the command

@@ -4,7 +4,7 @@ datasets, as in LeRobot's and openpi's validation).
 
 Metrics, in the dataset's action units (rad, m, or normalised hand joints), over valid chunk steps only:
 ``val_action_mae`` mean |â − a|, ``val_action_rmse`` sqrt(mean (â − a)²), ``val_first_action_mae`` the first
-step of each chunk only, and ``val_bc_loss`` the flow-matching loss (ALGORITHMS.md §2) at fixed noise.
+step of each chunk only, and ``val_bc_loss`` the flow-matching loss (docs/algorithms.md §2) at fixed noise.
 For scale, ``val_hold_action_mae`` is the MAE of the no-learning baseline that repeats the previously
 recorded action a[t−1] over the whole chunk (a[t] at an episode's first frame).
 """

@@ -1,4 +1,4 @@
-"""The progress-critic interface every reward model implements (ALGORITHMS.md §9).
+"""The progress-critic interface every reward model implements (docs/algorithms.md §9).
 
 A critic compares two observations of the same episode under a task instruction and returns how much
 closer to completion the second is (a VLAC progress delta in [-1, 1]) and the probability that the task is

@@ -1,6 +1,6 @@
 """The compact progress critic: a small CNN per camera plus a frozen MiniLM task embedding, CPU-fast.
 
-It is a VLAC-style pairwise critic (ALGORITHMS.md §9) sized to score every control step of the simulated
+It is a VLAC-style pairwise critic (docs/algorithms.md §9) sized to score every control step of the simulated
 task on a CPU: the delta head sees both frames' features, their difference and the task; the done head
 sees the second frame and the task. Trained on ``PairBatch``es (time-progress hops plus negatives).
 """

@@ -1,5 +1,6 @@
 """``robot-rl critic eval``: VOC on held-out successful demos, VOC and negative-delta rate on failed,
-reversed and wrong-task episodes, done-detection AUC, and a plot of progress curves (ALGORITHMS.md §9)."""
+reversed and wrong-task episodes, done-detection AUC, and a plot of progress curves (docs/algorithms.md
+§9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Critic evaluation metrics: VOC (GVL), negative-delta rate and done-detection AUC (ALGORITHMS.md §9)."""
+"""Critic evaluation metrics: VOC (GVL), negative-delta rate and done-detection AUC (docs/algorithms.md
+§9)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A batch mixes (shares from ``RewardModelConfig``):
   - ordered pairs (o_i, o_j) from one successful episode, half of them reversed (j < i), with the
-    Robo-Dopamine hop of the time-progress labels as target (ALGORITHMS.md §9); gaps are short (1-3
+    Robo-Dopamine hop of the time-progress labels as target (docs/algorithms.md §9); gaps are short (1-3
     frames, what episode scoring sees) or uniform over the episode, half each;
   - mismatched task text: a successful pair scored under another instruction -> delta 0, done 0;
   - stagnation: a frame paired with itself -> delta 0;

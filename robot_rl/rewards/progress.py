@@ -2,7 +2,7 @@
 
 The two are inverses. A hop label says how much of the *remaining* distance (forward) or of the *covered*
 distance (backward) a pair moves; reconstructing values from hops with the VLAC rules recovers the
-progress curve exactly. ALGORITHMS.md §9 (VLAC; Robo-Dopamine).
+progress curve exactly. docs/algorithms.md §9 (VLAC; Robo-Dopamine).
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ NEGATIVE_RULES: tuple[str, ...] = get_args(NegativeRule)
 def reconstruct_progress(deltas: np.ndarray, rule: str = "scale") -> np.ndarray:
     """Per-frame progress V (T,) in [0, 1] from the T-1 pairwise deltas c_t = critic(o_{t-1}, o_t).
 
-    VLAC reconstruction (ALGORITHMS.md §9), V_0 = 0:
+    VLAC reconstruction (docs/algorithms.md §9), V_0 = 0:
       - c > 0: V <- V + (1 - V) * c  (a share of the remaining distance);
       - c < 0, ``rule='scale'``: V <- V * (1 + c)  (a share of the covered distance);
       - c < 0, ``rule='mix'`` and V > 0.5: V <- V + c / 2, the mean of the 'scale' update and the
-        forward-style update V + (1 - V) * c. ALGORITHMS.md names the mix rule without stating it; this is
+        forward-style update V + (1 - V) * c. docs/algorithms.md names the mix rule without stating it; this
+        is
         our choice. It forgives a single bad delta late in an episode more than 'scale' does.
 
     Args:
@@ -59,7 +60,7 @@ def vlac_step(v: float, c: float, rule: str = "scale") -> float:
 def hop_labels(progress_i: np.ndarray, progress_j: np.ndarray) -> np.ndarray:
     """Training target c for the pair (o_i, o_j) from true progress values, in [-1, 1].
 
-    Robo-Dopamine hop (ALGORITHMS.md §9) with Φ = progress, Φ(s_goal) = 1 and Φ(s_0) = 0:
+    Robo-Dopamine hop (docs/algorithms.md §9) with Φ = progress, Φ(s_goal) = 1 and Φ(s_0) = 0:
     c = (p_j - p_i) / (1 - p_i) when p_j >= p_i, and (p_j - p_i) / p_i when p_j < p_i. Pairs that cannot
     move (p_i = 1 forward, p_i = 0 backward) get 0. ``reconstruct_progress`` with rule 'scale' inverts it.
 

@@ -2,13 +2,13 @@
 (a gymnasium wrapper around any environment, so any actor gets it).
 
 Shaping F_t = gamma * Phi(s_{t+1}) - Phi(s_t) with Phi the critic's progress is policy-invariant (Ng,
-Harada & Russell 1999, Theorem 1); Robo-Dopamine uses it for the same reason (ALGORITHMS.md §9). Progress
+Harada & Russell 1999, Theorem 1); Robo-Dopamine uses it for the same reason (docs/algorithms.md §9). Progress
 itself is never added to the reward: a policy would learn to hover in high-progress states. Ng's two
 conditions hold here:
 
 - **gamma is the learner's own discount** (:func:`shaping_gamma`). With another gamma' every step earns an
   extra (gamma' - gamma) * Phi(s'), a reward for hovering near the goal. For the chunked backup of
-  Q-chunking (ALGORITHMS.md §1, §3) the per-step gamma is still the right one: the chunk reward
+  Q-chunking (docs/algorithms.md §1, §3) the per-step gamma is still the right one: the chunk reward
   R_t^(h) = sum_{i<h} gamma^i r_{t+i} of shaped steps carries sum_{i<h} gamma^i F_{t+i} =
   gamma^h Phi(s_{t+h}) - Phi(s_t), exactly potential-based shaping of the h-step problem whose discount is
   the gamma^h of the backup. So no h-step correction is needed, only the same gamma.

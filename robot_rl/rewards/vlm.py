@@ -1,4 +1,4 @@
-"""VLAC-style progress critic on a Hugging Face vision-language model (ALGORITHMS.md §9).
+"""VLAC-style progress critic on a Hugging Face vision-language model (docs/algorithms.md §9).
 
 The VLM sees o_i's images, then o_j's (one image per camera per frame), and the question "how much closer
 to completing the task is the second image?". A small head on the final hidden state of the last prompt

@@ -1,1 +1,1 @@
-"""Online RL runtime: actors, a learner, weight sync, interventions and durable replay (DESIGN.md §4)."""
+"""Online RL runtime: actors, a learner, weight sync, interventions and durable replay (docs/design.md §4)."""

@@ -1,6 +1,6 @@
 """Which agent the online learner trains, where it starts from, and the demonstrations it keeps using.
 
-- ``qc`` / ``qc_fql``: the chunked agent of ALGORITHMS.md §3-4, every module the init checkpoint holds
+- ``qc`` / ``qc_fql``: the chunked agent of docs/algorithms.md §3-4, every module the init checkpoint holds
   loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
   starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
   ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section. The reward

@@ -1,6 +1,7 @@
 """The batched online actor: ``online.envs_per_actor`` = N > 1 simulated envs stepped as one batch.
 
-Same contract as :class:`~robot_rl.runtime.actor.Actor` (DESIGN.md §4, ALGORITHMS.md §5): each finished
+Same contract as :class:`~robot_rl.runtime.actor.Actor` (docs/design.md §4, docs/algorithms.md §5): each
+finished
 episode is appended to the actor's zarr log with its own final observation (the state after its last
 executed step) and pushed to the learner as one episode, so the learner's env-step count, its UTD limit
 (``updates <= utd_ratio * (env steps - warmup_steps)``) and the ``online.env_steps`` budget count the

@@ -1,7 +1,8 @@
 """Human interventions: what an input device reports each control step, and the arbiter that lets it win.
 
-DESIGN.md §4: a human intervention always wins over the policy; the arbiter switches to the human's action
-within one control step and truncates the current chunk. ALGORITHMS.md §5: executed human actions are
+docs/design.md §4: a human intervention always wins over the policy; the arbiter switches to the human's
+action
+within one control step and truncates the current chunk. docs/algorithms.md §5: executed human actions are
 recorded with ``complementary_info.is_intervention`` and intervened steps feed both replay buffers.
 """
 

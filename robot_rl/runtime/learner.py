@@ -1,6 +1,6 @@
 """The online learner: ingests actors' episodes, trains on RLPD batches, publishes weights, checkpoints.
 
-ALGORITHMS.md §3-5. The agent is the chunked QC agent (best-of-N or FQL extraction) warm-started from the
+docs/algorithms.md §3-5. The agent is the chunked QC agent (best-of-N or FQL extraction) warm-started from the
 offline checkpoint, the HIL-SERL SAC recipe, or HG-DAgger (flow BC on demos plus the human-driven steps
 of interventions). One update consumes ``agent.batches_per_update`` independently drawn RLPD batches
 (SAC: one per critic step). The learner keeps ``updates <= utd_ratio * max(0, online env steps -

@@ -16,7 +16,7 @@ answered by the learner:
 
 ``status`` is ``{env_steps, updates, allowed_env_steps, caught_up, stop}`` (``caught_up``: the learner has
 made every update its UTD ratio allows for the steps it holds). Nothing is pickled: headers are JSON,
-arrays safetensors (DESIGN.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
+arrays safetensors (docs/design.md §4). The Ray backend (:mod:`robot_rl.runtime.ray_backend`) carries the same
 operations as Ray actor calls. The learner checks every argument before acting on it
 (:mod:`robot_rl.runtime.messages`); with CURVE keys (:mod:`robot_rl.security`) the server also checks that
 the actor id of hello, push and bye is the one the client's key is bound to.

@@ -1,4 +1,5 @@
-"""Online-run metrics (DESIGN.md §3 names) and where they go: console, CSV, TensorBoard, optionally wandb.
+"""Online-run metrics (docs/design.md §3 names) and where they go: console, CSV, TensorBoard, optionally
+wandb.
 
 Per recorded episode the actor reports ``success``, ``terminal``, ``steps``, ``intervention_steps``,
 ``return``, ``cycle_time_s`` (s to success, None on failure) and the weight ``version`` it acted with. The

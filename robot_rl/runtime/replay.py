@@ -4,13 +4,13 @@ Every episode an actor records is appended once to a :class:`~robot_rl.data.repl
 with two extra per-frame keys, ``runtime.actor`` and ``runtime.actor_episode``. Because a buffer append
 is atomic, what the learner has acknowledged to each actor is read back from the buffer itself after a
 crash: an episode is either in the buffer and acknowledged, or neither, so a resent episode is never
-stored twice and none is lost (DESIGN.md §4).
+stored twice and none is lost (docs/design.md §4).
 
-Sampling follows RLPD (Ball et al. 2023, "Efficient Online RL with Offline Data"; ALGORITHMS.md §5):
+Sampling follows RLPD (Ball et al. 2023, "Efficient Online RL with Offline Data"; docs/algorithms.md §5):
 each batch takes ``demo_fraction`` of its chunks from the prior buffer (the demonstration dataset plus
 every held online step a human drove) and the rest from all held online steps: the newest
 ``online.replay_capacity`` env steps, kept in memory by :mod:`robot_rl.runtime.replay_memory`. Chunks
-are the chunked transitions of ALGORITHMS.md §1.
+are the chunked transitions of docs/algorithms.md §1.
 
 Operators' recorded edits (:mod:`robot_rl.runtime.episode_edits`) are applied to the held steps, never to
 the disk: a relabelled episode's last step carries the label's ``next.success`` / ``next.done`` /
@@ -62,7 +62,7 @@ def episode_spec(obs_shapes: dict[str, tuple[int, ...]], action_dim: int) -> dic
 def final_spec(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
     """Per-episode spec of a recorded online episode: the final observation ``final.<key>`` (the state
     after the last step) of every observation key, which a chunk reaching a time-limit end bootstraps
-    from (ALGORITHMS.md §1)."""
+    from (docs/algorithms.md §1)."""
     return {
         keys.final_key(k): (tuple(s), np.uint8 if keys.is_image_key(k) else np.float32)
         for k, s in obs_shapes.items()

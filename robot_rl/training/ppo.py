@@ -1,4 +1,5 @@
-"""The π_RL PPO loop (ALGORITHMS.md §8; :mod:`robot_rl.algos.flow_ppo`): roll out N batched envs one action
+"""The π_RL PPO loop (docs/algorithms.md §8; :mod:`robot_rl.algos.flow_ppo`): roll out N batched envs one
+action
 chunk at a time, compute chunk-level GAE, run PPO epochs over minibatches, repeat until ``ppo.env_steps``
 control steps have been executed; warm-started from a BC checkpoint and saved in the checkpoint format of
 every other agent (``method: ppo``), so ``robot-rl eval`` and the policy server load it unchanged.

@@ -1,5 +1,5 @@
 """Resumable training checkpoints: written atomically, so a run killed at any moment continues from the
-last one (offline training and the online learner both use them; DESIGN.md §4)."""
+last one (offline training and the online learner both use them; docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 default features, data and episodes-metadata columns, info.json and stats.json, atomic file writes and
 staged dataset folders, and parquet I/O that reports failures as DatasetError naming the file.
 
-Format semantics follow LeRobot's v3.0 and v2.1 layouts (ANCHORS.md, "Dataset v3.0"); nothing here is
+Format semantics follow LeRobot's v3.0 and v2.1 layouts (LeRobot 0.4.4's
+``lerobot/datasets/v30`` format and its dataset docs); nothing here is
 LeRobot code.
 """
 

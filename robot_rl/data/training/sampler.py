@@ -1,4 +1,4 @@
-"""Chunked-transition sampler (ALGORITHMS.md §1, following Q-chunking's (QC, Li, Zhou & Levine 2025)
+"""Chunked-transition sampler (docs/algorithms.md §1, following Q-chunking's (QC, Li, Zhou & Levine 2025)
 sequence sampling).
 
 For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
@@ -16,7 +16,7 @@ For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
   has no row for it) would bootstrap from the wrong state, so it is left out of the critic loss; one that
   ends in a true termination needs no next state.
 
-With ``prefixes`` (CO-RFT's per-prefix targets, ALGORITHMS.md §6) ``get`` also returns, for k = 1..h at
+With ``prefixes`` (CO-RFT's per-prefix targets, docs/algorithms.md §6) ``get`` also returns, for k = 1..h at
 index k − 1: ``step_rewards`` r[q_{k−1}]·valid, ``step_dones`` done[q_{k−1}]·valid, ``prefix_observations``
 s[t + k] (the episode's final observation or the clamped last row past the end, as ``next_observations``),
 ``prefix_critic_valid`` valid[k−1]·(s[t + k] recorded or a termination among the first k steps), and the

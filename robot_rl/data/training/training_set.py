@@ -2,7 +2,7 @@
 store, a train/validation split by episode, normalisation statistics from the training episodes only, and
 the action horizon mapped from seconds to frames.
 
-Batches follow ALGORITHMS.md §1 (see :class:`robot_rl.data.training.sampler.ChunkSampler`); camera frames
+Batches follow docs/algorithms.md §1 (see :class:`robot_rl.data.training.sampler.ChunkSampler`); camera frames
 at t and at the next-observation row are fetched from the store for exactly the rows in the batch.
 """
 
@@ -63,7 +63,7 @@ class TrainingSet:
         cfg: :class:`robot_rl.config.DataConfig` (cameras, image size, horizon in seconds, validation
             episodes, reward mode, frame cache).
         horizon: default chunk length h when ``cfg.horizon_s`` is 0.
-        gamma: discount for the chunked reward (ALGORITHMS.md §1), the learner's. Critic-labelled rewards
+        gamma: discount for the chunked reward (docs/algorithms.md §1), the learner's. Critic-labelled rewards
             (``robot-rl label``) shaped with another discount are reshaped with it when ``for_rl``
             (:func:`robot_rl.data.reward_labels.match_learner_gamma`).
         cache_dir: folder for the zarr frame cache when ``cfg.cache_dir`` is empty.
@@ -254,7 +254,8 @@ class TrainingSet:
         return self.store is None or isinstance(self.store, MemoryFrames)
 
     def batch(self, split: Split, indices: np.ndarray) -> dict:
-        """Chunked transitions at ``indices`` (B,) of ``split`` (ALGORITHMS.md §1): the sampler's numpy batch
+        """Chunked transitions at ``indices`` (B,) of ``split`` (docs/algorithms.md §1): the sampler's numpy
+        batch
         with each camera's frames (B, H, W, 3) uint8 added to ``observations``, and to ``next_observations``
         when ``for_rl`` (for BC the camera keys of ``next_observations`` are absent). A multi-task dataset
         adds ``task`` (B,) object array of instruction strings to both. ``index`` (B,) int64 is ``indices``
