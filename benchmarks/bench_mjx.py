@@ -341,6 +341,11 @@ def main() -> None:
     parser.add_argument("--task", default="robot_rl/PandaPickCube-v0", help="--env: the built-in task")
     parser.add_argument("--seconds", type=float, default=SECONDS, help="--env: timed seconds per size")
     args = parser.parse_args()
+    # XLA CPU fusion emitters make MJX 25-300x slower (robot_rl.sim.mjx_physics.XLA_CPU_FLAG; GPUs ignore it)
+    if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (
+            f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_use_fusion_emitters=false".strip()
+        )
     if args.env:
         results = env_bench(args.task, args.num_envs, args.seconds)
         if args.json:
