@@ -23,6 +23,32 @@ def pytest_unconfigure(config):
     hang_watch.unconfigure(config)
 
 
+# The costliest test files, costliest first (seconds of one full `pytest -q` run on the 2-core CI machine,
+# from its --durations and per-file serial runs, 2026-11-28). They go first so that the two xdist workers
+# (--dist loadfile, --no-loadscope-reorder) never end the run with one of them still in a long file and
+# the other idle: xdist's default order (most tests first) handed out the long two-test files last.
+HEAVY_FIRST = (
+    "test_benchmarks_run.py",
+    "test_robot_env_stages.py",
+    "test_sim_maniskill.py",
+    "test_critic.py",
+    "test_ros2_policy_kill.py",
+    "test_pipeline_smoke.py",
+    "test_ros2_stock_pipeline.py",
+    "test_online_runtime.py",
+    "test_online_vla.py",
+    "test_online_outage.py",
+    "test_resume_kill.py",
+    "test_deploy_eval.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    """Run the files in ``HEAVY_FIRST`` first, in its order; every file's tests keep their own order."""
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item):
     """Backstop for pytest-timeout (``hang_watch``): a test still running ``BACKSTOP_S`` past its limit has
@@ -47,9 +73,8 @@ def _session_lock(tmp_path_factory, exclusive: bool):
     """A lock shared by the xdist workers of this test session (files in its base temp folder): many
     holders in shared mode, or one in exclusive mode. A turnstile gives the exclusive taker precedence:
     once it waits, no new shared holder gets in, so it waits only for the tests already running."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    with open(Path(root) / "turnstile.lock", "a") as turnstile, open(Path(root) / "tests.lock", "a") as lock:
+    root = _session_root(tmp_path_factory)
+    with open(root / "turnstile.lock", "a") as turnstile, open(root / "tests.lock", "a") as lock:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -91,13 +116,33 @@ def _not_beside_an_alone_module(request, tmp_path_factory):
         yield
 
 
+def _session_root(tmp_path_factory) -> Path:
+    """The base temp folder the xdist workers of this test session share (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return Path(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
 @pytest.fixture(scope="session")
 def tiny_offline_run(tmp_path_factory):
-    """A run dir with 6 demos and tiny BC + QC checkpoints (built once per test session)."""
+    """A run dir with 6 demos and tiny BC + QC checkpoints, built once per test session and shared by the
+    xdist workers: the first worker to need it builds it under a file lock, the other waits and reuses it
+    (each worker built its own before: collect plus BC and QC training, twice). Tests read it or copy it
+    (``online_setup.copy_run``), never write into it. A build that failed is cleared and redone by the next
+    taker; ``tiny_offline_run.built`` beside it marks a complete one."""
     from online_setup import build_offline_run
 
-    root = tmp_path_factory.mktemp("tiny_offline_run")
-    build_offline_run(root)
+    root = _session_root(tmp_path_factory) / "tiny_offline_run"
+    built = root.with_name("tiny_offline_run.built")
+    with open(root.with_name("tiny_offline_run.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not built.is_file():
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir()
+                build_offline_run(root)
+                built.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return root
 
 
