@@ -4,6 +4,7 @@ critic eval, dataset labelling and online shaping (docs/algorithms.md §9)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -185,14 +186,23 @@ def test_critic_checkpoint_round_trip_and_eval_cli(sim_run, capsys):
     assert (run / "critic" / "eval_dataset" / "eval.json").is_file()
 
 
+@pytest.fixture(scope="module")
+def labelled(sim_run, tmp_path_factory):
+    """The demo dataset labelled by the trained critic (shaped, offline.gamma = 0.9), once for the module's
+    tests (they read it, or copy it before changing it)."""
+    run, args = sim_run
+    out = tmp_path_factory.mktemp("labelled") / "labelled"
+    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--offline.gamma=0.9"]) == 0
+    return out
+
+
 @pytest.mark.slow
-def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
+def test_label_writes_progress_and_shaped_rewards(sim_run, labelled, tmp_path):
     from robot_rl.data.lerobot.reader import LeRobotDataset
     from robot_rl.data.lerobot.validate import validate_dataset
 
     run, args = sim_run
-    out = tmp_path / "labelled"
-    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--offline.gamma=0.9"]) == 0
+    out = labelled
     assert validate_dataset(out) == []
     src, dst = LeRobotDataset(run / "dataset").load_tabular(), LeRobotDataset(out).load_tabular()
     eps = dst[keys.EPISODE_INDEX]
@@ -204,8 +214,10 @@ def test_label_writes_progress_and_shaped_rewards(sim_run, tmp_path):
         expect = src[keys.REWARD][rows].reshape(-1) + shaping_terms(phi, 0.9, ended)
         np.testing.assert_allclose(dst[keys.REWARD][rows].reshape(-1), expect, atol=1e-6)
     np.testing.assert_array_equal(dst[keys.ACTION], src[keys.ACTION])
-    # refusing to overwrite, and refusing a mode with nothing to label
+    # refusing to overwrite (the labelled dataset is left as it was) and a mode with nothing to label
+    before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
     assert main(["label", *args, f"--output={out}", "--reward.mode=shaped"]) == 1
+    assert sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*")) == before
     assert main(["label", *args, f"--output={tmp_path / 'x'}"]) == 2
     assert not (tmp_path / "x").exists()
 
@@ -343,7 +355,7 @@ def test_pair_sampler_failed_pairs_and_slow_demos():
 
 
 @pytest.mark.slow
-def test_labelled_rewards_follow_the_learners_gamma(sim_run, tmp_path):
+def test_labelled_rewards_follow_the_learners_gamma(sim_run, labelled, tmp_path):
     """A dataset labelled with offline.gamma = 0.9 records it; a learner with sac.gamma = 0.97 reads the
     shaping reshaped with 0.97 (exact: Ng's condition), one with 0.9 reads it as written, and a labelled
     dataset without the record is read as it is, with a warning."""
@@ -352,9 +364,8 @@ def test_labelled_rewards_follow_the_learners_gamma(sim_run, tmp_path):
     from robot_rl.data.reward_labels import LABELS_FILE
     from robot_rl.data.training.training_set import TrainingSet
 
-    run, args = sim_run
-    out = tmp_path / "labelled"
-    assert main(["label", *args, f"--output={out}", "--reward.mode=shaped", "--offline.gamma=0.9"]) == 0
+    run, _ = sim_run
+    out = shutil.copytree(labelled, tmp_path / "labelled")  # a copy: its labels record is removed below
     meta = json.loads((out / LABELS_FILE).read_text())
     assert meta["gamma"] == 0.9 and meta["gamma_key"] == "offline.gamma" and meta["mode"] == "shaped"
     assert meta["critic"] == str((run / "critic").resolve()) and meta["progress_key"] == "progress"
