@@ -23,23 +23,27 @@ def pytest_unconfigure(config):
     hang_watch.unconfigure(config)
 
 
-# The costliest test files, costliest first (seconds of one full `pytest -q` run on the 2-core CI machine,
-# from its --durations and per-file serial runs, 2026-11-28). They go first so that the two xdist workers
-# (--dist loadfile, --no-loadscope-reorder) never end the run with one of them still in a long file and
-# the other idle: xdist's default order (most tests first) handed out the long two-test files last.
+# The costliest test files, costliest first: seconds of one serial `pytest -n 0` run of the file on this
+# 2-core machine, quiet (2026-11-28), or of the slowest tests in full runs' --durations. They go first so
+# that the two xdist workers (--dist loadfile, --no-loadscope-reorder) never end the run with one of them
+# still in a long file and the other idle: xdist's default order (most tests first) handed out the long
+# one- and two-test files (the robot-server stage run, the MJX smoke runs, the ROS 2 pipelines) last.
+# Modules that run `alone` are left out: beside a long test on the other worker they would wait for it.
 HEAVY_FIRST = (
-    "test_benchmarks_run.py",
-    "test_robot_env_stages.py",
-    "test_sim_maniskill.py",
-    "test_critic.py",
-    "test_ros2_policy_kill.py",
-    "test_pipeline_smoke.py",
-    "test_ros2_stock_pipeline.py",
-    "test_online_runtime.py",
-    "test_online_vla.py",
-    "test_online_outage.py",
-    "test_resume_kill.py",
-    "test_deploy_eval.py",
+    "test_critic.py",  # 132: the trained-critic fixture (collect 24 demos, 400 critic steps)
+    "test_benchmarks_run.py",  # 124: 25 benchmark scripts, each in its own process
+    "test_sim_maniskill.py",  # about 80 (full runs: 48 setup + 22-32 call)
+    "test_robot_env_stages.py",  # 80: five real-time stages on the robot server
+    "test_sim_mjx_bench.py",  # 76
+    "test_ros2_policy_kill.py",  # up to 120 (full runs)
+    "test_ros2_stock_pipeline.py",  # 38-57 (full runs)
+    "test_sim_mjx_pipeline.py",  # 42
+    "test_online_outage.py",  # 41: a 15-s learner outage
+    "test_online_vla.py",  # 32-40 (full runs)
+    "test_online_runtime.py",  # 26-35 for its Ray test (full runs)
+    "test_pipeline_smoke.py",  # 28 for its quick pipeline (full runs)
+    "test_deploy_eval.py",  # 23 (full runs)
+    "test_resume_kill.py",  # 20
 )
 
 
