@@ -2,8 +2,9 @@
 targets.
 
 This package never imports ``robot_rl.policies`` at module level; agents receive their networks as
-constructor arguments (see :mod:`robot_rl.algos.protocols`). ``robot_rl.policies.registry.build_agent``
-wires them together.
+constructor arguments (see :mod:`robot_rl.algos.protocols`). Each method registers its config sections and
+builder in :mod:`robot_rl.algos.registry` (the built-in ones in :mod:`robot_rl.algos.builtin`);
+``robot_rl.policies.factory.build_agent`` wires them together.
 """
 
 from robot_rl.algos.batch import batch_to_torch
