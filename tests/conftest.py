@@ -14,6 +14,13 @@ from pathlib import Path
 import hang_watch
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker, and every process its tests start, shares the cores with the other worker's torch
+    # work. libgomp's default (active) wait spins idle OpenMP threads on the cores the other side needs:
+    # two `robot-rl critic train` runs side by side took 126-187 s each with it, 48-51 s with passive
+    # waiting (alone: 28 s, 34 s passive). Set before anything here imports torch (libgomp reads it once).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def pytest_configure(config):
     hang_watch.configure(config)
