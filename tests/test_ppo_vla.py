@@ -133,7 +133,7 @@ def test_ppo_gives_every_env_its_episodes_instruction(tmp_path, monkeypatch):
     with make_batched_env(cfg.env, num_envs=3) as env:
         env.reset(seed=[ppo.PPO_SEED_OFFSET + i for i in range(3)])
         assert list(given[0]) == env.tasks()
-    loaded, _, _ = load_agent(RunDir(cfg.run_dir).checkpoint("ppo_flow_noise", 0))
+    loaded, _ = load_agent(RunDir(cfg.run_dir).checkpoint("ppo_flow_noise", 0))
     assert loaded.policy.cfg.tasks == instructions
 
 

@@ -218,7 +218,7 @@ def test_backend_choice_and_errors(tmp_path):
     assert load_config(path).env.backend == "mujoco_cpu"
     assert EnvConfig().backend == "gym_vector"
     with pytest.raises(ValueError, match="must be one of gym_vector, mujoco_cpu"):
-        make_batched_env(EnvConfig(), backend="mjx")
+        make_batched_env(EnvConfig(), backend="mujoco_gpu")
     with pytest.raises(ValueError, match="mujoco_cpu runs the built-in simulated task"):
         make_batched_env(EnvConfig(id="Reacher-v5"), backend="mujoco_cpu")
 

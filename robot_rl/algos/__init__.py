@@ -17,6 +17,9 @@ from robot_rl.algos.qc import QCAgent, best_of_n
 from robot_rl.algos.sac import SACAgent
 from robot_rl.algos.targets import masked_critic_loss, prefix_targets, qc_target
 
+# registers the built-in methods; importing any robot_rl.algos module runs this first
+from robot_rl.algos import builtin  # noqa: E402, F401  isort: skip
+
 __all__ = [
     "CORFTAgent",
     "ChunkCritic",

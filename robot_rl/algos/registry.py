@@ -101,8 +101,7 @@ def register(algorithm: Algorithm) -> Algorithm:
 
 
 def _registry() -> dict[str, Algorithm]:
-    import robot_rl.algos.builtin  # noqa: F401  (registers the built-in methods on first use)
-
+    """The registered methods (the built-in ones are registered when ``robot_rl.algos`` is imported)."""
     return _REGISTRY
 
 
