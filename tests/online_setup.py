@@ -56,6 +56,18 @@ def build_offline_run(run_dir: Path) -> None:
     stages.train(cfg, "offline", 0)
 
 
+def run_online(args: list[str], timeout: float = 300.0) -> Path:
+    """Run ``robot-rl online *args`` (learner and actors as real processes) to its end and return the
+    seed-0 online QC folder (``<run_dir>/online/online_qc_seed0``); fails the test, with the end of stderr,
+    when the run exits non-zero."""
+    done = subprocess.run(
+        [sys.executable, "-c", CODE, "online", *args], capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--run_dir="))
+    return Path(run_dir) / "online" / "online_qc_seed0"
+
+
 def copy_run(src: Path, dst: Path) -> Path:
     """A private copy of the offline run (dataset and checkpoints only)."""
     dst.mkdir(parents=True, exist_ok=True)

@@ -4,12 +4,10 @@ batch on the ``mujoco_cpu`` backend, with a real learner and actor process on lo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from online_setup import CODE, copy_run, free_address, overrides, replay_on_single_env
+from online_setup import copy_run, free_address, overrides, replay_on_single_env, run_online
 
 from robot_rl import keys
 from robot_rl.actor_build import build_actor_parts
@@ -32,12 +30,8 @@ def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, 
         "--online.max_env_steps_ahead=10",
         *BATCHED,
     )
-    done = subprocess.run(
-        [sys.executable, "-c", CODE, "online", *args], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    folder = run_online(args)
     cfg = load_config(None, args)
-    folder = run / "online" / "online_qc_seed0"
     summary = json.loads((folder / "summary.json").read_text())
     log = ZarrReplayBuffer(folder / "actor0" / "episodes")
     replay = ZarrReplayBuffer(folder / "replay")

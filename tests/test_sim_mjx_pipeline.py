@@ -9,11 +9,9 @@ both succeed."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from online_setup import CODE, copy_run, free_address, overrides
+from online_setup import copy_run, free_address, overrides, run_online
 
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
@@ -75,11 +73,7 @@ def test_a_batched_online_actor_trains_on_mjx(tiny_offline_run, tmp_path):
         "--online.envs_per_actor=2",
         "--env.backend=mjx",
     )
-    done = subprocess.run(
-        [sys.executable, "-c", CODE, "online", *args], capture_output=True, text=True, timeout=500
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    folder = run / "online" / "online_qc_seed0"
+    folder = run_online(args, timeout=500)
     summary = json.loads((folder / "summary.json").read_text())
     log = ZarrReplayBuffer(folder / "actor0" / "episodes")
     replay = ZarrReplayBuffer(folder / "replay")
