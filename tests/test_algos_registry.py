@@ -69,7 +69,7 @@ def build_mean_bc(nets: registry.Networks, cfg: BCConfig) -> Agent:
 @pytest.fixture
 def mean_bc(monkeypatch):
     """``MeanBC`` registered for one test (the registry is restored afterwards)."""
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._registry()))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register(registry.Algorithm("mean_bc", (("bc", BCConfig),), build_mean_bc))
 
 

@@ -86,6 +86,7 @@ class Algorithm:
 
 
 _REGISTRY: dict[str, Algorithm] = {}
+"""The registered methods; the built-in ones are registered when ``robot_rl.algos`` is imported."""
 
 
 def register(algorithm: Algorithm) -> Algorithm:
@@ -100,14 +101,9 @@ def register(algorithm: Algorithm) -> Algorithm:
     return algorithm
 
 
-def _registry() -> dict[str, Algorithm]:
-    """The registered methods (the built-in ones are registered when ``robot_rl.algos`` is imported)."""
-    return _REGISTRY
-
-
 def names() -> tuple[str, ...]:
     """Every registered method name, in registration order."""
-    return tuple(_registry())
+    return tuple(_REGISTRY)
 
 
 def algorithm(name: str) -> Algorithm:
@@ -116,7 +112,7 @@ def algorithm(name: str) -> Algorithm:
     Raises:
         ValueError: no such method (names the registered ones).
     """
-    registry = _registry()
+    registry = _REGISTRY
     if name not in registry:
         raise ValueError(f"unknown method {name!r}; expected one of {tuple(registry)}")
     return registry[name]
