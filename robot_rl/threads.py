@@ -6,19 +6,25 @@ default and 1.1 s/step with one thread each under the same load. ``threads: 0`` 
 process an equal share of the cores: ``max(1, cores // processes)``, where ``processes`` is what the
 runtime starts on this machine (1 for train/eval/pipeline; the learner plus ``online.num_actors``
 actors for ``online``). Set ``threads`` to a positive number to fix it, e.g. 1 when you run several jobs
-at once.
+at once. With ``threads: 0``, an ``OMP_NUM_THREADS`` that the user set (not one this module wrote for child
+processes) is the per-process count, as torch and OpenMP read it.
 """
 
 from __future__ import annotations
 
 import os
 
+_OMP = "OMP_NUM_THREADS"
+_written: str | None = None  # the OMP_NUM_THREADS value set_threads wrote in this process, if any
+
 
 def thread_count(threads: int, processes: int = 1) -> int:
-    """Threads for one process: ``threads`` when > 0, else ``max(1, cores // processes)``.
+    """Threads for one process: ``threads`` when > 0; else a user-set ``OMP_NUM_THREADS`` (a positive
+    integer this process did not write itself); else ``max(1, cores // processes)``.
 
     Raises:
-        ValueError: ``threads`` < 0 or ``processes`` < 1.
+        ValueError: ``threads`` < 0, ``processes`` < 1, or a user-set ``OMP_NUM_THREADS`` that is not a
+            positive integer.
     """
     if threads < 0:
         raise ValueError(f"threads must be >= 0 (0 = automatic), got {threads}")
@@ -26,6 +32,11 @@ def thread_count(threads: int, processes: int = 1) -> int:
         raise ValueError(f"processes must be >= 1, got {processes}")
     if threads:
         return threads
+    user = os.environ.get(_OMP, "")
+    if user and user != _written:
+        if not user.isdigit() or int(user) < 1:
+            raise ValueError(f"{_OMP}={user!r} must be a positive integer (or unset, for an equal share)")
+        return int(user)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, cores // processes)
 
@@ -35,8 +46,10 @@ def set_threads(threads: int, processes: int = 1) -> int:
     processes inherit. Returns the count."""
     import torch
 
+    global _written
     n = thread_count(threads, processes)
     torch.set_num_threads(n)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for var in (_OMP, "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
+    _written = str(n)
     return n

@@ -1,5 +1,6 @@
 """Typed configs: YAML + overrides, precedence, and unknown keys named in the error."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -92,14 +93,40 @@ def test_main_config_documents_the_dataclass_defaults():
     assert differences(main_yaml, defaults) == []
 
 
-def test_threads_share_the_cores_among_processes():
+def test_threads_share_the_cores_among_processes(monkeypatch):
     from robot_rl.threads import thread_count
 
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cores = thread_count(0)
     assert cores >= 1 and thread_count(0, processes=cores * 4) == 1
     assert thread_count(3, processes=8) == 3
     with pytest.raises(ValueError, match="threads must be >= 0"):
         thread_count(-1)
+
+
+def test_a_user_set_omp_num_threads_wins_over_the_automatic_share(monkeypatch):
+    from robot_rl import threads
+
+    monkeypatch.setattr(threads, "_written", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads.thread_count(0, processes=64) == 3
+    assert threads.thread_count(2, processes=64) == 2  # an explicit `threads` still wins
+    import torch
+
+    before = torch.get_num_threads()
+    for var in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # so monkeypatch restores what set_threads writes
+        monkeypatch.setenv(var, os.environ.get(var, "1"))
+    try:
+        assert threads.set_threads(0, processes=64) == 3 and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+    # what set_threads wrote for child processes is not mistaken for the user's choice by a second call
+    monkeypatch.setattr(threads, "_written", "3")
+    assert threads.thread_count(0, processes=10_000) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")
+    monkeypatch.setattr(threads, "_written", None)
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS='many'"):
+        threads.thread_count(0)
 
 
 def test_the_old_critic_section_is_one_error_naming_reward_model(tmp_path):
