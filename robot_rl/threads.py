@@ -7,7 +7,7 @@ process an equal share of the cores: ``max(1, cores // processes)``, where ``pro
 runtime starts on this machine (1 for train/eval/pipeline; the learner plus ``online.num_actors``
 actors for ``online``). Set ``threads`` to a positive number to fix it, e.g. 1 when you run several jobs
 at once. With ``threads: 0``, an ``OMP_NUM_THREADS`` that the user set (not one this module wrote for child
-processes) is the per-process count, as torch and OpenMP read it.
+processes, which inherit it) is the per-process count, as torch and OpenMP read it.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 
 _OMP = "OMP_NUM_THREADS"
-_written: str | None = None  # the OMP_NUM_THREADS value set_threads wrote in this process, if any
+_WRITTEN = "ROBOT_RL_WRITTEN_OMP_NUM_THREADS"  # what set_threads wrote, so it is not read back as the user's
 
 
 def thread_count(threads: int, processes: int = 1) -> int:
     """Threads for one process: ``threads`` when > 0; else a user-set ``OMP_NUM_THREADS`` (a positive
-    integer this process did not write itself); else ``max(1, cores // processes)``.
+    integer that :func:`set_threads` did not write, here or in a parent process); else
+    ``max(1, cores // processes)``.
 
     Raises:
         ValueError: ``threads`` < 0, ``processes`` < 1, or a user-set ``OMP_NUM_THREADS`` that is not a
@@ -33,7 +34,7 @@ def thread_count(threads: int, processes: int = 1) -> int:
     if threads:
         return threads
     user = os.environ.get(_OMP, "")
-    if user and user != _written:
+    if user and user != os.environ.get(_WRITTEN):
         if not user.isdigit() or int(user) < 1:
             raise ValueError(f"{_OMP}={user!r} must be a positive integer (or unset, for an equal share)")
         return int(user)
@@ -46,10 +47,9 @@ def set_threads(threads: int, processes: int = 1) -> int:
     processes inherit. Returns the count."""
     import torch
 
-    global _written
     n = thread_count(threads, processes)
     torch.set_num_threads(n)
     for var in (_OMP, "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
-    _written = str(n)
+    os.environ[_WRITTEN] = str(n)
     return n

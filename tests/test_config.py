@@ -107,24 +107,23 @@ def test_threads_share_the_cores_among_processes(monkeypatch):
 def test_a_user_set_omp_num_threads_wins_over_the_automatic_share(monkeypatch):
     from robot_rl import threads
 
-    monkeypatch.setattr(threads, "_written", None)
+    monkeypatch.delenv(threads._WRITTEN, raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert threads.thread_count(0, processes=64) == 3
     assert threads.thread_count(2, processes=64) == 2  # an explicit `threads` still wins
     import torch
 
     before = torch.get_num_threads()
-    for var in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # so monkeypatch restores what set_threads writes
+    for var in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", threads._WRITTEN):  # restored after the test
         monkeypatch.setenv(var, os.environ.get(var, "1"))
     try:
         assert threads.set_threads(0, processes=64) == 3 and torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
-    # what set_threads wrote for child processes is not mistaken for the user's choice by a second call
-    monkeypatch.setattr(threads, "_written", "3")
+    # what set_threads wrote (here, or in a parent process) is not mistaken for the user's choice
+    assert os.environ[threads._WRITTEN] == "3"
     assert threads.thread_count(0, processes=10_000) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "many")
-    monkeypatch.setattr(threads, "_written", None)
     with pytest.raises(ValueError, match="OMP_NUM_THREADS='many'"):
         threads.thread_count(0)
 
