@@ -1,13 +1,17 @@
-"""Helpers of the ROS 2 tests: a DDS domain id of their own per test (no cross-talk between tests or
-between concurrent test sessions on this host), node command lines on the loopback-only config, and the
-transports every node test runs on."""
+"""Helpers of the ROS 2 tests: a DDS domain id of their own per test, reserved host-wide (no cross-talk
+between tests, xdist workers or concurrent test sessions on this host), node command lines on the
+loopback-only config, and the transports every node test runs on."""
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import itertools
 import os
+import tempfile
 import threading
+from collections import deque
+from pathlib import Path
 
 import pytest
 
@@ -26,12 +30,43 @@ TRANSPORTS = [
 Kilted's wheels on Fast DDS, which ``setup.sh test`` installs)."""
 
 
+DOMAINS = 101
+"""Domain ids handed out: 1..101. Higher ids put a participant's ports (7400 + 250 * domain + ...) in
+Linux's ephemeral range (32768-60999), where any socket bound to port 0 (the tests' ZeroMQ servers) may
+take one: ROS 2's own advice is to keep domain ids at or below 101 on Linux."""
+HELD = 16
+"""Domain ids one process keeps reserved at once; drawing another releases its oldest."""
+_LOCKS = Path(tempfile.gettempdir()) / "robot_rl_ros2_domains"
+_held: deque[tuple[int, int]] = deque()  # (domain id, fd of its lock file), oldest first
+
+
 def new_domain() -> int:
-    """A DDS domain id in [1, 101] not used before in this process (offset by the pid, so concurrent
-    sessions on one host rarely collide). Higher ids put a participant's ports (7400 + 250 * domain + ...)
-    in Linux's ephemeral range (32768-60999), where any socket bound to port 0 (the tests' ZeroMQ servers)
-    may take one: ROS 2's own advice is to keep domain ids at or below 101 on Linux."""
-    return 1 + (os.getpid() * 7 + next(_counter)) % 101
+    """A DDS domain id in [1, :data:`DOMAINS`] that no other process on this host holds: each id is a
+    ``flock`` on ``$TMPDIR/robot_rl_ros2_domains/<id>.lock``, kept by this process (for its :data:`HELD`
+    newest ids; the kernel drops it when the process dies, however it dies). Before, ids were
+    ``1 + (pid * 7 + n) % 101``: two xdist workers with consecutive pids drew the same id whenever one had
+    drawn 7 more than the other, and a test then saw the other's nodes on its topics.
+
+    Raises:
+        RuntimeError: every id is held by other processes.
+    """
+    _LOCKS.mkdir(exist_ok=True)
+    start = os.getpid() * 7 + next(_counter)
+    for k in range(DOMAINS):
+        domain = 1 + (start + k) % DOMAINS
+        if any(d == domain for d, _ in _held):
+            continue
+        fd = os.open(_LOCKS / f"{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _held.append((domain, fd))
+        if len(_held) > HELD:
+            os.close(_held.popleft()[1])  # closing the file releases its lock
+        return domain
+    raise RuntimeError(f"all {DOMAINS} ROS 2 domain ids are held by other processes (locks in {_LOCKS})")
 
 
 def node_flags(domain: int, transport: str = "cyclonedds") -> list[str]:
