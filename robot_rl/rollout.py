@@ -21,6 +21,12 @@ step's info (each value (N,)):
 
 A source with ``executed(env_id, action)`` (:class:`robot_rl.sources.PrevActionSource`) is told each
 executed action, the human's included.
+
+Two ways to run: :meth:`Rollout.run` runs one episode per seed of a list (collect, eval, videos, record, the
+single online actor), a finished env starting its next episode at once; :meth:`Rollout.run_schedule` asks a
+:class:`Schedule` when episodes start, are cut and stop (the batched online actor's lease and budget, PPO's
+env-step budget) and keeps the envs in phase: an env whose episode ended waits until the next query of the
+others, then starts and joins that forward, so each chunk boundary costs one forward, not N.
 """
 
 from __future__ import annotations
@@ -60,6 +66,27 @@ class ChunkSource(Protocol):
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray: ...
 
 
+class Schedule(Protocol):
+    """When episodes start, are cut and stop, for :meth:`Rollout.run_schedule`.
+
+    ``start(idle)`` gets the (N,) bool mask of idle envs at a query moment (some running env needs a chunk,
+    or none runs) and returns the episodes to start now: env id -> its reset seed (None: the env's own
+    random stream goes on, as a batched env's auto-reset). ``stop()``, asked at each query moment first:
+    True cuts every episode in flight there and ends the run. ``cut(steps)`` before each control step, with
+    the (N,) int steps of each episode in flight (-1 where idle): the (N,) bool mask of episodes to end
+    there (truncated, not stepped). ``wait()`` when nothing runs and nothing started: True after waiting
+    (the query moment comes again), False ends the run.
+    """
+
+    def start(self, idle: np.ndarray) -> dict[int, int | None]: ...
+
+    def stop(self) -> bool: ...
+
+    def cut(self, steps: np.ndarray) -> np.ndarray: ...
+
+    def wait(self) -> bool: ...
+
+
 @dataclass
 class RecordedEpisode:
     """A finished episode. ``frames`` maps LeRobot keys to arrays (T, ...): observations at t, the
@@ -68,9 +95,12 @@ class RecordedEpisode:
     ``task``: the episode's instruction from the env's reset info ("" when the env gives none).
     ``final_obs``: the observation after its last executed step (unbatched); ``final_info``: the info of its
     last step, per env (e.g. a RobotEnv's ``robot_error``); ``label``: the human's label that ended it, or
-    None; ``stopped_by``: the source's error that ended it (:class:`Rollout`'s ``stop_on``), or None."""
+    None; ``stopped_by``: the source's error that ended it (:class:`Rollout`'s ``stop_on``), or None;
+    ``env_id``: the sub-env it ran on; ``cut``: a :class:`Schedule` (its ``cut`` or ``stop``) or an error
+    (``keep_on_error``) ended it, not the env, ``end_when``, a human or the source. ``env_seed`` is None
+    where the schedule let the env's own random stream reset it."""
 
-    env_seed: int
+    env_seed: int | None
     frames: dict[str, np.ndarray]
     success: bool
     episode_return: float
@@ -81,6 +111,8 @@ class RecordedEpisode:
     final_info: dict[str, Any] = field(default_factory=dict)
     label: str | None = None
     stopped_by: Exception | None = None
+    env_id: int = 0
+    cut: bool = False
 
 
 def step_frame(
@@ -107,6 +139,7 @@ def step_frame(
 
 @dataclass
 class _EnvSlot:
+    running: bool = False
     seed: int | None = None
     task: str = ""
     queue: deque = field(default_factory=deque)
@@ -150,8 +183,8 @@ def _row(info: dict, i: int, n: int) -> dict[str, Any]:
 class StepReport:
     """What :class:`Rollout` hands ``on_step`` after each executed step of a sub-env: ``obs`` the observation
     after it (unbatched), the env's ``reward`` and ``info`` (this env's values), whether a human drove it,
-    the executed action's index in its chunk (-1 when the human drove) of ``chunk_len``, and the episode's
-    ``steps`` so far (1 after its first step)."""
+    the executed action's index in its chunk (-1 when the human drove) of ``chunk_len``, the episode's
+    ``steps`` so far (1 after its first step) and whether the env ``terminated`` it there."""
 
     obs: dict[str, np.ndarray]
     reward: float
@@ -160,6 +193,40 @@ class StepReport:
     chunk_index: int
     chunk_len: int
     steps: int
+    terminated: bool = False
+
+
+class _SeedList:
+    """The :class:`Schedule` of :meth:`Rollout.run`: one episode per seed of ``seeds``, read lazily (an env
+    takes the next one as soon as its episode has ended and ``on_episode`` has had it)."""
+
+    def __init__(self, seeds: Iterable[int]) -> None:
+        self.pending, self.ready, self.spent = iter(seeds), {}, False
+
+    def _draw(self) -> int | None:
+        seed = None if self.spent else next(self.pending, None)
+        self.spent = seed is None
+        return seed
+
+    def ended(self, env_id: int) -> None:
+        self.ready[env_id] = self._draw()
+
+    def start(self, idle: np.ndarray) -> dict[int, int | None]:
+        for i in np.flatnonzero(idle):
+            if int(i) not in self.ready:
+                self.ready[int(i)] = self._draw()
+        out = {i: s for i, s in self.ready.items() if s is not None and idle[i]}
+        self.ready = {}
+        return out
+
+    def stop(self) -> bool:
+        return False
+
+    def cut(self, steps: np.ndarray) -> np.ndarray:
+        return np.zeros(len(steps), bool)
+
+    def wait(self) -> bool:
+        return False
 
 
 class Rollout:
@@ -170,15 +237,19 @@ class Rollout:
         vec_env: ``num_envs``, ``single_action_space`` (Box (d,)), ``reset(seed=[...], options={"reset_mask":
             (N,) bool})`` and ``step(actions (N, d))`` as gymnasium's vector envs. Optional: ``takeover()``
             -> (N,) bool, the envs whose next step a human decides (polled before the chunks are queried,
-            so no chunk is queried for them), and ``end(mask)``, told of episodes ``end_when`` ended.
+            so no chunk is queried for them), and ``end(mask)``, told of episodes the engine ended itself
+            (``end_when``, a schedule's cut or stop) and of idle envs, which it then need not step.
         source: the :class:`ChunkSource`.
-        idle_action: what a sub-env with no seed left steps (default: the middle of the action box); its
+        idle_action: what a sub-env with no episode steps (default: the middle of the action box); its
             results are ignored.
         stop_on: exception types of the source that end the queried envs' episodes instead of propagating
             (nothing of that query is executed; the episode keeps its steps and ``stopped_by``).
         end_when: ``end_when(env_id, steps)`` after each executed step that did not end the episode: True
             ends it there (truncated), e.g. a step limit.
         on_step: ``on_step(env_id, StepReport)`` after each executed step.
+        keep_on_error: when an exception leaves the run (the source's, a hook's, ``on_episode``'s), every
+            episode in flight is first handed to ``on_episode`` with its steps so far (``cut``), as the
+            online actor logs them; by default they are dropped (a dataset keeps no partial demo).
     """
 
     def __init__(
@@ -190,6 +261,7 @@ class Rollout:
         stop_on: tuple[type[Exception], ...] = (),
         end_when: Callable[[int, int], bool] | None = None,
         on_step: Callable[[int, StepReport], None] | None = None,
+        keep_on_error: bool = False,
     ) -> None:
         self.env, self.source = vec_env, source
         space = vec_env.single_action_space
@@ -197,8 +269,10 @@ class Rollout:
         mid = ((space.low + space.high) / 2).astype(np.float32)
         self.idle_action = mid if idle_action is None else np.asarray(idle_action, np.float32)
         self.stop_on, self.end_when, self.on_step = stop_on, end_when, on_step
+        self.keep_on_error = keep_on_error
         self._executed = getattr(source, "executed", None)
         self._takeover = getattr(vec_env, "takeover", None)
+        self._end_env = getattr(vec_env, "end", None)
 
     def run(
         self,
@@ -214,57 +288,107 @@ class Rollout:
             ValueError: the source returned a chunk of the wrong shape or with NaN/inf values; the env itself
                 rejects out-of-range actions.
         """
-        n = self.env.num_envs
-        pending = iter(env_seeds)
-        slots = [_EnvSlot() for _ in range(n)]
-        first = [next(pending, None) for _ in range(n)]
-        if all(s is None for s in first):
-            return
-        obs, info = self.env.reset(seed=[s if s is not None else 0 for s in first])
-        _set_tasks(slots, info, np.ones(n, bool))
-        self._with_task = "task" in info
-        for i, seed in enumerate(first):
-            slots[i].seed = seed
-            if seed is not None:
-                self.source.reset(i, seed)
+        self._drive(_SeedList(env_seeds), on_episode, progress, in_phase=False)
 
-        def end(i: int, final_obs: dict, final_info: dict, label=None, stopped_by=None) -> None:
-            on_episode(_finish(slots[i], final_obs, final_info, label, stopped_by))
+    def run_schedule(
+        self,
+        schedule: Schedule,
+        on_episode: Callable[[RecordedEpisode], None],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Run episodes as ``schedule`` says (:class:`Schedule`), the envs in phase (module docstring),
+        until its ``stop()`` or, with nothing running, its ``wait()`` ends the run.
+
+        Raises:
+            ValueError: as :meth:`run`; and whatever the schedule's hooks raise.
+        """
+        self._drive(schedule, on_episode, progress, in_phase=True)
+
+    def _drive(self, schedule, on_episode, progress, in_phase: bool) -> None:
+        n = self.env.num_envs
+        slots = [_EnvSlot() for _ in range(n)]
+        ended = getattr(schedule, "ended", None)
+        self._obs: dict[str, np.ndarray] | None = None
+
+        def end(i: int, final_obs: dict, final_info: dict, label=None, stopped_by=None, cut=False) -> None:
+            slot, slots[i] = slots[i], _EnvSlot(task=slots[i].task)
+            on_episode(_finish(i, slot, final_obs, final_info, label, stopped_by, cut))
             if progress is not None:
                 progress(1)
-            slots[i] = _EnvSlot(seed=next(pending, None), task=slots[i].task)
-            reset_mask[i] = slots[i].seed is not None
+            if ended is not None:
+                ended(i)
 
-        while any(s.seed is not None for s in slots):
-            reset_mask = np.zeros(n, dtype=bool)
-            taken = np.asarray(self._takeover(), bool) if self._takeover is not None else np.zeros(n, bool)
-            stopped, err = self._fill(slots, obs, taken)
-            for i in stopped:
-                end(int(i), _copy(obs, i), {}, stopped_by=err)
-            if not stopped.size:
-                obs = self._step(slots, obs, end)
-            if reset_mask.any():
-                seeds = [slot.seed if m else None for slot, m in zip(slots, reset_mask, strict=True)]
-                fresh, info = self.env.reset(seed=seeds, options={"reset_mask": reset_mask})
-                _set_tasks(slots, info, reset_mask)
-                for k in obs:
-                    obs[k][reset_mask] = fresh[k][reset_mask]
-                for i in np.flatnonzero(reset_mask):
-                    self.source.reset(int(i), slots[i].seed)
+        def cut(mask: np.ndarray) -> None:
+            if mask.any() and self._end_env is not None:
+                self._end_env(mask)
+            for i in np.flatnonzero(mask):
+                end(int(i), _copy(self._obs, i), {}, cut=True)
+
+        try:
+            while True:
+                running = np.array([s.running for s in slots])
+                moment = not running.any() or any(s.running and not s.queue for s in slots)
+                if moment and schedule.stop():
+                    cut(running)
+                    return
+                if (moment or not in_phase) and not running.all():
+                    starts = schedule.start(~running)
+                    if starts:
+                        self._start(slots, starts)
+                running = np.array([s.running for s in slots])
+                if not running.any():
+                    if schedule.wait():
+                        continue
+                    return
+                steps = np.array([len(s.steps) if s.running else -1 for s in slots])
+                cut(np.asarray(schedule.cut(steps), bool) & running)
+                if not any(s.running for s in slots):
+                    continue
+                taken = np.zeros(n, bool) if self._takeover is None else np.asarray(self._takeover(), bool)
+                stopped, err = self._fill(slots, self._obs, taken)
+                for i in stopped:
+                    end(int(i), _copy(self._obs, i), {}, stopped_by=err)
+                if not stopped.size:
+                    self._obs = self._step(slots, self._obs, end)
+        except Exception:
+            if self.keep_on_error and self._obs is not None:
+                for i in [i for i, s in enumerate(slots) if s.running]:
+                    end(i, _copy(self._obs, i), {}, cut=True)
+            raise
+
+    def _start(self, slots: list[_EnvSlot], starts: dict[int, int | None]) -> None:
+        """Reset the envs of ``starts`` (env id -> seed) and start their episodes. The first reset resets
+        every env (the idle ones with seed 0, then ended through ``end(mask)`` where the env has it), as a
+        vector env must be reset whole before its first step."""
+        n = len(slots)
+        mask = np.zeros(n, dtype=bool)
+        mask[list(starts)] = True
+        if self._obs is None:
+            self._obs, info = self.env.reset(seed=[starts.get(i, 0) if mask[i] else 0 for i in range(n)])
+            self._with_task = "task" in info
+            if not mask.all() and self._end_env is not None:
+                self._end_env(~mask)
+        else:
+            seeds = [starts[i] if mask[i] else None for i in range(n)]
+            fresh, info = self.env.reset(seed=seeds, options={"reset_mask": mask})
+            for k in self._obs:
+                self._obs[k][mask] = fresh[k][mask]
+        _set_tasks(slots, info, mask)
+        for i, seed in starts.items():
+            slots[i].running, slots[i].seed = True, seed
+            self.source.reset(int(i), seed)
 
     def _step(self, slots: list[_EnvSlot], obs: dict[str, np.ndarray], end) -> dict[str, np.ndarray]:
         """One step of every sub-env; records the executed steps and ends the finished episodes (``end``).
         Returns the observations after it."""
         n = len(slots)
-        actions = np.stack(
-            [s.queue.popleft() if s.seed is not None and s.queue else self.idle_action for s in slots]
-        )
+        actions = np.stack([s.queue.popleft() if s.running and s.queue else self.idle_action for s in slots])
         next_obs, reward, terminated, truncated, info = self.env.step(actions)
         success = np.asarray(info.get("is_success", np.zeros(n, bool)), dtype=bool)
         intervened = _flag(info, INTERVENED, n)
         skipped = _flag(info, NOT_EXECUTED, n)
         for i, slot in enumerate(slots):
-            if slot.seed is None:
+            if not slot.running:
                 continue
             row = _row(info, i, n)
             if skipped[i]:
@@ -292,11 +416,12 @@ class Rollout:
                     index,
                     slot.chunk_len,
                     len(slot.steps),
+                    bool(terminated[i]),
                 )
                 self.on_step(i, report)
             limit = self.end_when is not None and self.end_when(i, len(slot.steps))
-            if limit and not (terminated[i] or truncated[i]) and hasattr(self.env, "end"):
-                self.env.end(np.arange(n) == i)
+            if limit and not (terminated[i] or truncated[i]) and self._end_env is not None:
+                self._end_env(np.arange(n) == i)
             if terminated[i] or truncated[i] or limit:
                 end(i, _copy(next_obs, i), row)
         return next_obs
@@ -309,7 +434,7 @@ class Rollout:
         Raises:
             ValueError: a chunk of the wrong shape or with NaN/inf values."""
         need = np.array(
-            [i for i, s in enumerate(slots) if s.seed is not None and not s.queue and not taken[i]], dtype=int
+            [i for i, s in enumerate(slots) if s.running and not s.queue and not taken[i]], dtype=int
         )
         if not need.size:
             return need[:0], None
@@ -346,17 +471,20 @@ def rollout(
 
 
 def _finish(
+    env_id: int,
     slot: _EnvSlot,
     final_obs: dict[str, np.ndarray],
     final_info: dict[str, Any],
     label: str | None,
     stopped_by: Exception | None,
+    cut: bool,
 ) -> RecordedEpisode:
-    """The slot's episode; ``success``/``success_step`` from its (relabelled) frames' ``next.success``."""
+    """Env ``env_id``'s episode of ``slot``; ``success``/``success_step`` from its (relabelled) frames'
+    ``next.success``."""
     frames = {k: np.stack([s[k] for s in slot.steps]) for k in slot.steps[0]} if slot.steps else {}
     hits = np.flatnonzero(frames[keys.SUCCESS]) if frames else np.zeros(0, int)
     return RecordedEpisode(
-        env_seed=int(slot.seed),
+        env_seed=None if slot.seed is None else int(slot.seed),
         frames=frames,
         success=bool(hits.size),
         episode_return=float(frames[keys.REWARD].sum()) if frames else 0.0,
@@ -367,4 +495,6 @@ def _finish(
         final_info=final_info,
         label=label,
         stopped_by=stopped_by,
+        env_id=env_id,
+        cut=cut,
     )

@@ -1,13 +1,14 @@
 """The π_RL PPO loop (docs/algorithms.md §8; :mod:`robot_rl.algos.flow_ppo`): roll out N batched envs one
-action
-chunk at a time, compute chunk-level GAE, run PPO epochs over minibatches, repeat until ``ppo.env_steps``
-control steps have been executed; warm-started from a BC checkpoint and saved in the checkpoint format of
-every other agent (``method: ppo``), so ``robot-rl eval`` and the policy server load it unchanged.
+action chunk at a time, compute chunk-level GAE, run PPO epochs over minibatches, repeat until
+``ppo.env_steps`` control steps have been executed; warm-started from a BC checkpoint and saved in the
+checkpoint format of every other agent (``method: ppo``), so ``robot-rl eval`` and the policy server load it
+unchanged.
 
-Auto-reset and truncation (:class:`robot_rl.sim.batched.ChunkResult`): an env whose episode ends inside a
-chunk stops there (later chunk steps are not executed and are masked out of the loss) and is reset after
-the chunk. A terminated chunk bootstraps nothing; a truncated one (time limit) bootstraps V of the kept
-``final_observation``; a chunk whose episode goes on bootstraps V of the next chunk's observation.
+The rollout is the engine of every stage (:meth:`robot_rl.rollout.Rollout.run_schedule`, the N envs in
+phase): an env whose episode ends inside a chunk stops there (later chunk steps are not executed and are
+masked out of the loss) and is reset, from its own random stream, at the next query of all N envs. A
+terminated chunk bootstraps nothing; a truncated one (time limit) bootstraps V of the kept final
+observation; a chunk whose episode goes on bootstraps V of the next chunk's observation.
 
 Instructions: every rollout, value and update query gives each env its episode's instruction as
 ``obs["task"]`` (the batched env's ``tasks()``; the final observation keeps the ended episode's), as
@@ -27,6 +28,7 @@ import torch
 from robot_rl.algos.flow_ppo import chunk_gae
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.keys import TASK
+from robot_rl.rollout import RecordedEpisode, StepReport
 from robot_rl.run_dir import RunDir
 
 # Training env seeds: env i of training seed s starts at PPO_SEED_OFFSET + s * 100_000 + i, clear of the
@@ -72,7 +74,7 @@ def build_ppo_agent(cfg: PipelineConfig, init: Path):
     return agent, config, stats
 
 
-class _Rollout:
+class _ChunkBuffer:
     """One iteration's chunks: T chunks of N envs."""
 
     def __init__(self, t: int, n: int, obs_space, keys: list[str], k1: int, flat: int, horizon: int):
@@ -103,6 +105,7 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
     from robot_rl.policies.checkpoint import check_compatible, save_checkpoint
     from robot_rl.runtime.metrics import MetricSinks
     from robot_rl.sim.batched_factory import make_batched_env
+    from robot_rl.sim.batched_rollout import RolloutView
 
     torch.manual_seed(seed)
     agent, config, stats = build_ppo_agent(cfg, init)
@@ -124,7 +127,8 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
         name = ppo_name(cfg)
         sinks = MetricSinks(run.train_log(name, seed))
         try:
-            result = _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log)
+            ppo_run = _PPORun(cfg, seed, agent, env.num_envs, space, obs_keys, low, high)
+            result = ppo_run.run(RolloutView(env), sinks, on_log)
         finally:
             sinks.close()
     finally:
@@ -150,80 +154,184 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
     return result
 
 
-def _loop(cfg, seed, agent, env, obs_keys, low, high, sinks, on_log) -> dict:
-    p, device = cfg.ppo, cfg.device
-    n, t_chunks = env.num_envs, p.rollout_chunks
-    policy = agent.policy
-    h, flat, k1 = policy.horizon, policy.horizon * policy.action_dim, policy.flow_steps + 1
-    obs, _ = env.reset(seed=[PPO_SEED_OFFSET + seed * 100_000 + i for i in range(n)])
-    tasks = np.asarray(env.tasks(), dtype=object)  # each env's instruction, drawn per episode by some tasks
-    ep_return, ep_success = np.zeros(n), np.zeros(n, bool)
-    window: deque[tuple[bool, float]] = deque(maxlen=EPISODE_WINDOW)
-    env_steps = episodes = iteration = 0
-    start = time.monotonic()
-    rollout_time = 0.0
-    row: dict = {}
-    space = env.single_observation_space.spaces
-    while env_steps < p.env_steps:
-        buf = _Rollout(t_chunks, n, space, obs_keys, k1, flat, h)
-        t0 = time.monotonic()
-        agent.eval()
-        for c in range(t_chunks):
-            for k in obs_keys:
-                buf.obs[k][c] = obs[k]
-            buf.tasks[c] = tasks
-            out = agent.explore(_policy_obs(obs, obs_keys, tasks, device))
-            res = env.step_chunk(np.clip(out["actions"].cpu().numpy(), low, high))
-            buf.chain[c], buf.step[c], buf.log_prob[c] = (
-                out["chain"].cpu(),
-                out["step"].cpu(),
-                out["log_prob"].cpu(),
+class _BudgetSpent(Exception):
+    """Raised by :class:`_PPORun` at the query after the last update: the rollout ends there, nothing of that
+    query is executed."""
+
+
+class _PPORun:
+    """One PPO run on the rollout engine (:meth:`robot_rl.rollout.Rollout.run_schedule`): the chunk source
+    (each query of the N envs, in phase, is one chunk: ``agent.explore``), the schedule (every env starts
+    its next episode at the query after its episode ended, from the env's own random stream; the first
+    from ``PPO_SEED_OFFSET + seed * 100_000 + i``) and the ``on_step`` / ``on_episode`` hooks that collect
+    each chunk's rewards, validity and final observations. A chunk is finished at the next query (whose
+    observations are those after it, the reset envs' first ones), every ``ppo.rollout_chunks`` chunks the
+    agent is updated, and the query after the update that spends ``ppo.env_steps`` ends the run."""
+
+    def __init__(self, cfg: PipelineConfig, seed: int, agent, num_envs: int, obs_space, obs_keys, low, high):
+        self.p, self.device, self.agent = cfg.ppo, cfg.device, agent
+        self.n, self.space, self.obs_keys, self.low, self.high = num_envs, obs_space, obs_keys, low, high
+        policy = agent.policy
+        self.h, self.flat, self.k1 = policy.horizon, policy.horizon * policy.action_dim, policy.flow_steps + 1
+        self.first_seeds = {i: PPO_SEED_OFFSET + seed * 100_000 + i for i in range(num_envs)}
+        self.ep_return, self.ep_success = np.zeros(num_envs), np.zeros(num_envs, bool)
+        self.window: deque[tuple[bool, float]] = deque(maxlen=EPISODE_WINDOW)
+        self.env_steps = self.episodes = self.iteration = 0
+        self.start_time = time.monotonic()
+        self.rollout_time = self.t0 = 0.0
+        self.row: dict = {}
+        self.buf: _ChunkBuffer | None = None
+        self.chunk = 0  # chunks of this iteration finished
+        self.pending = False  # a chunk is being executed
+        self.spent = False
+        self.log = None  # (sinks, on_log), set by run
+
+    # -- the schedule ------------------------------------------------------------------------------------
+    def start(self, idle: np.ndarray) -> dict[int, int | None]:
+        if self.spent:
+            return {}
+        if self.first_seeds:
+            seeds, self.first_seeds = self.first_seeds, {}
+            return seeds
+        return {int(i): None for i in np.flatnonzero(idle)}
+
+    def stop(self) -> bool:
+        return self.spent
+
+    def cut(self, steps: np.ndarray) -> np.ndarray:
+        return np.zeros(len(steps), bool)
+
+    def wait(self) -> bool:
+        return False
+
+    # -- the hooks -----------------------------------------------------------------------------------------
+    def on_step(self, env_id: int, step: StepReport) -> None:
+        self.rewards[env_id, step.chunk_index] = step.reward
+        self.valid[env_id, step.chunk_index] = True
+        self.terminated[env_id] |= step.terminated
+        self.success[env_id] |= bool(step.info.get("is_success", False))
+
+    def on_episode(self, ep: RecordedEpisode) -> None:
+        if ep.stopped_by is None and not ep.cut:  # the env ended it (the run's end abandons the rest)
+            self.final[ep.env_id] = True
+            self.final_obs[ep.env_id] = ep.final_obs
+
+    # -- the source ----------------------------------------------------------------------------------------
+    def reset(self, env_id: int, env_seed: int | None) -> None:
+        """Nothing per episode: exploration noise comes from torch's RNG, seeded once per run."""
+
+    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        """The next chunk (N, h, d) of every env, after finishing the last one and updating when the
+        iteration is full.
+
+        Raises:
+            _BudgetSpent: ``ppo.env_steps`` are spent (after the last update).
+            RuntimeError: not every env was queried (the envs are kept in phase)."""
+        if len(env_ids) != self.n:
+            raise RuntimeError(
+                f"PPO queries all {self.n} envs at once; got a query for envs {env_ids.tolist()}"
             )
-            buf.values[c] = out["value"].cpu().numpy()
-            buf.valid[c] = res.valid
-            buf.rewards[c] = res.reward.sum(axis=1)
-            buf.terminated[c] = res.terminated.any(axis=1)
-            buf.done[c] = res.final
-            next_tasks = np.asarray(env.tasks(), dtype=object)  # new episodes' for envs reset in the chunk
-            next_v = agent.values(_policy_obs(res.obs, obs_keys, next_tasks, device)).cpu().numpy()
-            if res.final.any():
-                rows = np.flatnonzero(res.final)
-                final = {k: res.final_observation[k][rows] for k in obs_keys}
-                next_v[rows] = agent.values(_policy_obs(final, obs_keys, tasks[rows], device)).cpu().numpy()
-            buf.next_values[c] = next_v
-            ep_return += buf.rewards[c]
-            ep_success |= res.is_success.any(axis=1)
-            for i in np.flatnonzero(res.final):
-                window.append((bool(ep_success[i]), float(ep_return[i])))
-                ep_return[i], ep_success[i] = 0.0, False
-                episodes += 1
-            env_steps += int(res.valid.sum())
-            obs, tasks = res.obs, next_tasks
-        rollout_time += time.monotonic() - t0
+        tasks = np.asarray(obs[TASK], dtype=object)
+        if self.pending:
+            self._finish_chunk(obs, tasks)
+        if self.buf is not None and self.chunk == self.p.rollout_chunks:
+            self._update()
+        if self.buf is None:
+            if self.env_steps >= self.p.env_steps:
+                self.spent = True
+                raise _BudgetSpent
+            self.buf = _ChunkBuffer(
+                self.p.rollout_chunks, self.n, self.space, self.obs_keys, self.k1, self.flat, self.h
+            )
+            self.chunk, self.t0 = 0, time.monotonic()
+            self.agent.eval()
+        buf, c = self.buf, self.chunk
+        for k in self.obs_keys:
+            buf.obs[k][c] = obs[k]
+        buf.tasks[c] = tasks
+        out = self.agent.explore(_policy_obs(obs, self.obs_keys, tasks, self.device))
+        buf.chain[c], buf.step[c], buf.log_prob[c] = (
+            out["chain"].cpu(),
+            out["step"].cpu(),
+            out["log_prob"].cpu(),
+        )
+        buf.values[c] = out["value"].cpu().numpy()
+        self.tasks = tasks
+        self.rewards = np.zeros((self.n, self.h), np.float32)
+        self.valid = np.zeros((self.n, self.h), bool)
+        self.terminated, self.success, self.final = (np.zeros(self.n, bool) for _ in range(3))
+        self.final_obs: dict[int, dict[str, np.ndarray]] = {}
+        self.pending = True
+        return np.clip(out["actions"].cpu().numpy(), self.low, self.high)
+
+    def _finish_chunk(self, obs: dict[str, np.ndarray], tasks: np.ndarray) -> None:
+        """Store the executed chunk's rewards, flags and bootstrap values: V of ``obs`` (after the chunk)
+        where the episode goes on, V of the kept final observation (with its episode's instruction) where it
+        ended."""
+        buf, c, device = self.buf, self.chunk, self.device
+        buf.valid[c] = self.valid
+        buf.rewards[c] = self.rewards.sum(axis=1)
+        buf.terminated[c] = self.terminated
+        buf.done[c] = self.final
+        next_v = self.agent.values(_policy_obs(obs, self.obs_keys, tasks, device)).cpu().numpy()
+        if self.final.any():
+            rows = np.flatnonzero(self.final)
+            final = {k: np.stack([self.final_obs[i][k] for i in rows]) for k in self.obs_keys}
+            next_v[rows] = (
+                self.agent.values(_policy_obs(final, self.obs_keys, self.tasks[rows], device)).cpu().numpy()
+            )
+        buf.next_values[c] = next_v
+        self.ep_return += buf.rewards[c]
+        self.ep_success |= self.success
+        for i in np.flatnonzero(self.final):
+            self.window.append((bool(self.ep_success[i]), float(self.ep_return[i])))
+            self.ep_return[i], self.ep_success[i] = 0.0, False
+            self.episodes += 1
+        self.env_steps += int(self.valid.sum())
+        self.chunk += 1
+        self.pending = False
+
+    def _update(self) -> None:
+        """GAE over the iteration's chunks, the PPO epochs, and a metrics row every ``ppo.log_every``."""
+        p, buf = self.p, self.buf
+        self.rollout_time += time.monotonic() - self.t0
         adv, ret = chunk_gae(
             buf.rewards, buf.values, buf.next_values, buf.terminated, buf.done, p.gamma, p.gae_lambda
         )
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        metrics = _update(agent, buf, adv, ret, p, device)
-        iteration += 1
-        if iteration % p.log_every == 0 or env_steps >= p.env_steps:
-            wall = time.monotonic() - start
-            row = {
-                "iteration": iteration,
-                "episodes": episodes,
+        metrics = _update(self.agent, buf, adv, ret, p, self.device)
+        self.buf = None
+        self.iteration += 1
+        if self.iteration % p.log_every == 0 or self.env_steps >= p.env_steps:
+            wall = time.monotonic() - self.start_time
+            window = self.window
+            self.row = {
+                "iteration": self.iteration,
+                "episodes": self.episodes,
                 "success_rate": float(np.mean([s for s, _ in window])) if window else float("nan"),
                 "episode_return": float(np.mean([r for _, r in window])) if window else float("nan"),
                 **metrics,
-                "env_steps_per_s": env_steps / max(rollout_time, 1e-9),
-                "total_steps_per_s": env_steps / max(wall, 1e-9),
+                "env_steps_per_s": self.env_steps / max(self.rollout_time, 1e-9),
+                "total_steps_per_s": self.env_steps / max(wall, 1e-9),
             }
-            sinks.write(env_steps, row)
+            sinks, on_log = self.log
+            sinks.write(self.env_steps, self.row)
             if on_log is not None:
-                on_log({"env_steps": env_steps, **row})
-    return {**row, "env_steps": env_steps, "episodes": episodes, "wall_time_s": time.monotonic() - start}
+                on_log({"env_steps": self.env_steps, **self.row})
+
+    def run(self, env, sinks, on_log) -> dict:
+        """Roll out on ``env`` (a batched env) until ``ppo.env_steps`` are spent; returns the last metrics
+        row plus ``env_steps``, ``episodes`` and ``wall_time_s``."""
+        from robot_rl.rollout import Rollout
+
+        self.log = (sinks, on_log)
+        engine = Rollout(env, self, stop_on=(_BudgetSpent,), on_step=self.on_step)
+        engine.run_schedule(self, self.on_episode)
+        wall = time.monotonic() - self.start_time
+        return {**self.row, "env_steps": self.env_steps, "episodes": self.episodes, "wall_time_s": wall}
 
 
-def _update(agent, buf: _Rollout, adv: np.ndarray, ret: np.ndarray, p, device) -> dict[str, float]:
+def _update(agent, buf: _ChunkBuffer, adv: np.ndarray, ret: np.ndarray, p, device) -> dict[str, float]:
     """``p.epochs`` passes over the rollout's T*N chunks in shuffled minibatches of ``p.minibatch``."""
     total = adv.size
     flat_obs = {k: torch.as_tensor(v.reshape(total, *v.shape[2:])) for k, v in buf.obs.items()}
