@@ -646,13 +646,13 @@ class Actor:
         from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
 
         env = self.env if self.device is None else InterventionWrapper(self.env, self.device, self.task)
-        policy = _ActorPolicy(self)
+        policy = ActorPolicy(self)
 
         def end_when(env_id: int, steps: int) -> bool:
             return steps >= self.max_steps or (within_lease and steps >= self._lease_room())
 
         def on_step(env_id: int, step: StepReport) -> None:
-            policy.steps = step.steps
+            policy.steps[env_id] = step.steps
             self.counters["interventions"] += int(step.intervened)
             if self.observe is not None:
                 self.observe(
@@ -693,14 +693,15 @@ class Actor:
         return frames, error
 
 
-class _ActorPolicy:
-    """The single actor's chunk source for the engine: newer weights are swapped in before each query
-    (between chunks, never inside one), the ``online.max_env_steps_ahead`` throttle waits there, and the
-    policy reads the episode's instruction as the index into ``policy.tasks`` (:meth:`Actor._policy_obs`).
-    Resets and executed actions reach the actor's current source (``observation.prev_action``)."""
+class ActorPolicy:
+    """An actor's chunk source for the engine: newer weights are swapped in before each query (between
+    chunks, never inside one), the ``online.max_env_steps_ahead`` throttle waits there, and the policy reads
+    each episode's instruction as the index into ``policy.tasks`` (:meth:`Actor._policy_obs`). Resets and
+    executed actions reach the actor's current source (``observation.prev_action``)."""
 
     def __init__(self, actor: Actor) -> None:
-        self.actor, self.steps = actor, 0  # steps: of the episode in flight (the throttle counts them)
+        self.actor = actor
+        self.steps: dict[int, int] = {}  # env -> steps of its episode in flight (the throttle counts them)
 
     def reset(self, env_id: int, env_seed: int) -> None:
         self.actor.source.reset(env_id, env_seed)
@@ -713,7 +714,7 @@ class _ActorPolicy:
         chunk: NonFiniteChunkError; an instruction the policy was not trained on: ValueError)."""
         actor = self.actor
         actor._load_policy()
-        actor._throttle(self.steps)
+        actor._throttle(sum(self.steps.values()))
         given = obs.get(keys.TASK, np.array([actor.task] * len(env_ids), dtype=object))
         batch = {k: np.asarray(obs[k]) for k in actor.obs_keys}
         return actor.source(actor._policy_obs(batch, [actor._task_index(str(t)) for t in given]), env_ids)

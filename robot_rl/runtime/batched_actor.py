@@ -9,7 +9,8 @@ steps of all N envs. What changes:
 
 - the N envs are the in-process ``mujoco_cpu`` batched env (:mod:`robot_rl.sim.batched_mujoco`, through
   :class:`~robot_rl.sim.batched_rollout.RolloutView`: no same-step auto-reset, each env is reset with an
-  exact seed);
+  exact seed), built at the edge (:func:`robot_rl.actor_build.build_actor_parts`) and stepped by the rollout
+  engine of every stage (:meth:`robot_rl.rollout.Rollout.run_schedule`);
 - one policy forward serves every env whose chunk is used up, (B, h, d) at once. An env whose episode ends
   inside a chunk waits (is not stepped) until the next query of the others, then starts its next episode
   and joins that forward, so the envs stay in phase and each chunk boundary costs one forward, not N;
@@ -20,8 +21,10 @@ steps of all N envs. What changes:
 - the intervention device (``sim_human``, ``keyboard``, ``gamepad``, ``spacemouse``) watches and drives
   env 0 only, with the single actor's arbiter: its action wins at once and truncates env 0's chunk, steps
   it drove are recorded with ``complementary_info.is_intervention``, a label ends env 0's episode, an
-  e-stop ends env 0's episode and holds every env until it is released; the other envs run the policy.
-  The web GUI is refused (config check): its live view and relabels address one env's episodes;
+  e-stop ends env 0's episode and holds every env until it is released (the other envs finish the control
+  step in progress first); the other envs run the policy
+  (:class:`~robot_rl.runtime.takeover.BatchInterventionWrapper`). The web GUI is refused (config check):
+  its live view and relabels address one env's episodes;
 - with ``env.tasks`` (T suite tasks, N >= T) the batch is multi-task: env i of actor k runs
   ``env.tasks[(k + i) % T]`` with its own instruction (one the policy was not trained on stops the actor),
   so the device of actor k drives task ``k % T`` (``sim_human`` plays that task's scripted human) and
@@ -47,15 +50,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
 
 import numpy as np
 
+from robot_rl import keys
 from robot_rl.config import PipelineConfig
-from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.episode_edits import label_values
-from robot_rl.runtime.intervention import DeviceError, start_episode
+from robot_rl.rollout import NOT_EXECUTED, RecordedEpisode, Rollout, StepReport
+from robot_rl.runtime.actor import Actor, ActorPolicy
 from robot_rl.runtime.replay import final_spec
+from robot_rl.runtime.takeover import DEVICE_ERROR, ESTOP, BatchInterventionWrapper
 
 log = logging.getLogger(__name__)
 ENV_INDEX_KEY = "actor.env_index"  # per-episode key of a batched actor's log: the env (0..N-1) it ran on
@@ -83,9 +86,11 @@ class BatchedActor(Actor):
 
     # -- acting --------------------------------------------------------------------------------------
     def _act(self) -> None:
-        """Step the N envs until :meth:`_should_stop` (module docstring): each iteration starts idle envs
-        at a query moment, polls the device for env 0, queries one chunk for the envs that need one and
-        executes one control step of every running env.
+        """Step the N envs on the rollout engine until :meth:`Actor._should_stop` (module docstring): the
+        engine keeps the envs in phase (:meth:`robot_rl.rollout.Rollout.run_schedule`), :class:`_Schedule`
+        starts, cuts and stops episodes, the device takes over env 0 through
+        :class:`~robot_rl.runtime.takeover.BatchInterventionWrapper`, and :meth:`_episode_end` logs each
+        finished episode.
 
         Raises:
             DeviceError, PolicyFaultError: as :meth:`Actor.run` (every episode in flight logged first).
@@ -94,67 +99,24 @@ class BatchedActor(Actor):
         observation, like an episode at ``max_steps``, and offered to the learner. While the actor may
         not start an episode (its lease is spent, its weights stale) and none is in flight, it waits
         (:meth:`Actor._idle`)."""
-        n = self.num_envs
+        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
+
         self._next = self._episodes_per_env()  # each env's next episode number
-        self._seeds = [0] * n
-        self._steps: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-        self._queues: list[list[np.ndarray]] = [[] for _ in range(n)]
-        self._task_indices = [0] * n  # each env's episode's instruction (Actor._task_index)
-        self._running = np.zeros(n, dtype=bool)  # an episode is in flight
-        self._obs: dict[str, np.ndarray] = {}
-        while True:
-            idle = ~self._running
-            empty = np.array([self._running[i] and not self._queues[i] for i in range(n)])
-            if empty.any() or not self._running.any():  # a query moment: a stop cuts every episode here
-                try:
-                    stop = self._should_stop()
-                except Exception:
-                    self._end_all()  # the episodes in flight are logged (truncated), never dropped
-                    raise
-                if stop:
-                    self._end_all()
-                    return
-                if idle.any():
-                    start = self._within_budget(idle)
-                    if not start.any() and not self._running.any():
-                        self._idle()  # until the lease is renewed or the learner ends the run
-                        continue
-                    self._waiting = ""
-                    self._start(start)
-            self._cut_to_lease()
-            if not self._running.any():
-                continue
-            human = self._poll()
-            if human is not None and human.stop:  # e-stop: nothing is executed until the device releases it
-                log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
-                self._end(0)
-                self._estopped = True
-                error = self._hold_while_stopped()
-                if error is not None or self._estopped:  # the device failed, or link / parent gone
-                    self._end_all()
-                    if error is not None:
-                        raise error
-                    self._should_stop()  # raises the link's error
-                    return
-                continue
-            if human is not None and human.label is not None:
-                self._end(0, label=human.label)
-                continue
-            intervened = human is not None and human.action is not None
-            if intervened:
-                action0 = np.clip(np.asarray(human.action, np.float32), self.low, self.high)
-                if not np.isfinite(action0).all():
-                    self._end_all()
-                    raise DeviceError("the intervention device sent a NaN/inf action; it was not executed")
-                self._queues[0].clear()  # the human wins within this control step; the chunk is truncated
-            query = [
-                i
-                for i in range(n)
-                if self._running[i] and not self._queues[i] and not (i == 0 and intervened)
-            ]
-            if query and not self._query(query):
-                continue
-            self._step(action0 if intervened else None)
+        self._policy = ActorPolicy(self)
+        self._nan_error: Exception | None = None  # the NaN/inf forward that stopped the last episodes
+        env = self.env if self.device is None else BatchInterventionWrapper(self.env, self.device, self.task)
+        engine = Rollout(
+            env,
+            self._policy,
+            stop_on=(NonFiniteChunkError,),
+            end_when=lambda env_id, steps: steps >= self.max_steps,
+            on_step=self._on_step,
+            keep_on_error=True,  # the episodes in flight are logged (truncated), never dropped
+        )
+        try:
+            engine.run_schedule(_Schedule(self), self._episode_end)
+        except _Halt:
+            return
 
     def _episodes_per_env(self) -> list[int]:
         """Episodes each env has logged (a restarted actor goes on with each env's seed sequence).
@@ -179,124 +141,103 @@ class BatchedActor(Actor):
         """The idle envs to start (the lowest first, env 0 included): none while the actor may not act
         (:meth:`Actor._may_act`), else as many as its lease has room for with each episode in flight or
         started counted at its longest (``max_steps``; the last one started may be cut at the lease's end
-        by :meth:`_cut_to_lease`)."""
+        by :meth:`_lease_cut`)."""
         start = np.zeros_like(idle)
         if not self._may_act():
             return start
-        room = self._lease_room() - int(self._running.sum()) * self.max_steps
+        room = self._lease_room() - int((~idle).sum()) * self.max_steps
         start[np.flatnonzero(idle)[: max(0, math.ceil(room / self.max_steps))]] = True
         return start
 
-    def _cut_to_lease(self) -> None:
-        """End the episodes in flight that the lease has no step left for, the highest env first (each
-        running env takes one step next; a renewal that came meanwhile counts), so the actor never logs a
-        step past its lease."""
-        running = np.flatnonzero(self._running)
-        room = self._lease_room() - sum(len(self._steps[i]) for i in running)
-        for i in running[::-1][: max(0, len(running) - max(room, 0))]:
-            self._end(int(i))
+    def _lease_cut(self, steps: np.ndarray) -> np.ndarray:
+        """The episodes in flight (``steps`` (N,) of each, -1 where idle) the lease has no step left for,
+        the highest env first (each running env takes one step next; a renewal that came meanwhile counts),
+        so the actor never logs a step past its lease."""
+        running = np.flatnonzero(steps >= 0)
+        room = self._lease_room() - int(steps[running].sum())
+        cut = np.zeros(len(steps), bool)
+        cut[running[::-1][: max(0, len(running) - max(room, 0))]] = True
+        return cut
 
-    def _start(self, mask: np.ndarray) -> None:
-        """Reset the envs where ``mask`` with their next seeds and start their episodes."""
-        envs = np.flatnonzero(mask)
-        seeds: list[int | None] = [None] * self.num_envs
-        for i in envs:
-            self._seeds[i] = seeds[i] = self.env_seed(int(i), self._next[i])
-            self._next[i] += 1
-        obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
-        self._obs = obs
-        instructions = self.env.env.tasks()  # drawn per episode by some tasks (pick-colour)
-        for i in envs:
-            self._task_indices[i] = self._task_index(instructions[i])
-            if i == 0 and self.device is not None:
-                start_episode(self.device, self._seeds[0], instructions[0])
-            self.source.reset(int(i), self._seeds[i])
-            self._steps[i], self._queues[i] = [], []
-        self._running |= mask
+    def _on_step(self, env_id: int, step: StepReport) -> None:
+        self._policy.steps[env_id] = step.steps
+        self.counters["interventions"] += int(step.intervened)
 
-    def _poll(self):
-        """The device's input for env 0 (None without a device or while env 0 waits to start).
+    def _episode_end(self, ep: RecordedEpisode) -> None:
+        """Log a finished episode of env ``ep.env_id`` (with its final observation, the state after its
+        last executed step) and offer it to the learner (an episode without a step is not logged); then
+        act on how it ended: a NaN/inf forward counts one ``policy_nan_stops`` per forward (a fault at
+        ``online.max_nan_stops`` in a row), a device failure stops the actor, an e-stop holds every env
+        until the device releases it.
 
         Raises:
-            DeviceError: the device failed (every episode in flight is logged first)."""
-        if self.device is None or not self._running[0]:
-            return None
-        try:
-            return self.device.poll({k: self._obs[k][0] for k in self._obs})
-        except DeviceError as err:
-            log.error("actor %d: %s; stopping every episode safely", self.actor_id, err)
-            self._end_all()
-            raise
-
-    def _query(self, envs: list[int]) -> bool:
-        """One policy forward for ``envs``; fills their queues. Returns False when it produced NaN/inf
-        (those envs' episodes are ended, nothing was executed).
-
-        Raises:
-            PolicyFaultError: ``online.max_nan_stops`` NaN/inf forwards in a row."""
-        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
-
-        self._load_policy()  # between chunks: swap in newer weights
-        self._throttle(sum(len(s) for s in self._steps))
-        rows = np.asarray(envs)
-        try:
-            batch = {k: self._obs[k][rows] for k in self.obs_keys}
-            chunks = self.source(self._policy_obs(batch, [self._task_indices[i] for i in envs]), rows)
-        except NonFiniteChunkError as err:  # never sent to the robot
-            log.error("actor %d: %s; episodes of envs %s stopped safely", self.actor_id, err, envs)
+            PolicyFaultError, DeviceError: as :meth:`Actor.run`; _Halt: the e-stop is still latched and the
+            learner or the parent process is gone."""
+        self._policy.steps.pop(ep.env_id, None)
+        fault = None
+        if ep.stopped_by is not None and ep.stopped_by is not self._nan_error:  # one per forward
+            self._nan_error = ep.stopped_by
+            log.error("actor %d: %s; the queried envs' episodes stopped safely", self.actor_id, ep.stopped_by)
             self.counters["policy_nan_stops"] += 1
-            for i in envs:
-                self._end(i)
             fault = self._nan_fault(True)
-            if fault is not None:
-                self._flush(self.cfg.online.connect_timeout_s, fault=str(fault))
-                raise fault from err
-            return False
-        for i, chunk in zip(envs, chunks, strict=True):
-            self._queues[i] = list(chunk)
+        if ep.steps:
+            frames = dict(ep.frames)
+            frames[keys.TASK_INDEX] = np.full(ep.steps, self._task_index(ep.task or self.task), np.int64)
+            frames.update({keys.final_key(k): np.asarray(ep.final_obs[k]) for k in self.obs_keys})
+            frames[ENV_INDEX_KEY] = np.int64(ep.env_id)
+            frames[ENV_SEED_KEY] = np.int64(ep.env_seed)
+            self.live.episode_end(frames, self._record(frames))
+        if not (ep.cut or ep.stopped_by is not None or ep.final_info.get(NOT_EXECUTED)):
+            self._nan_fault(False)  # an episode that ended normally
+        if fault is not None:
+            self._flush(fault=str(fault))
+            raise fault from ep.stopped_by
+        error = ep.final_info.get(DEVICE_ERROR)
+        if error is not None:
+            log.error("actor %d: %s; stopping every episode safely", self.actor_id, error)
+            raise error
+        if ep.final_info.get(ESTOP):  # nothing is executed until the device releases it
+            log.warning("actor %d: e-stop; env 0's episode ended, every env holds", self.actor_id)
+            self._estopped = True
+            error = self._hold_while_stopped()
+            if error is not None:
+                raise error
+            if self._estopped:  # link or parent gone
+                self._should_stop()  # raises the link's error
+                raise _Halt
+
+
+class _Halt(Exception):
+    """Ends the batched actor's rollout without an error (the e-stop is still latched and the parent process
+    is gone); the episodes in flight are logged first."""
+
+
+class _Schedule:
+    """The batched actor's :class:`robot_rl.rollout.Schedule`: its stop, its lease (which idle envs start,
+    which episodes are cut) and its seeds (episode ``j`` of env ``i``: :meth:`Actor.env_seed`)."""
+
+    def __init__(self, actor: BatchedActor) -> None:
+        self.actor = actor
+
+    def stop(self) -> bool:
+        """:meth:`Actor._should_stop` (raises the link's error or the learner's fault)."""
+        return self.actor._should_stop()
+
+    def start(self, idle: np.ndarray) -> dict[int, int | None]:
+        actor = self.actor
+        start = actor._within_budget(idle)
+        if start.any():
+            actor._waiting = ""
+        seeds = {}
+        for i in np.flatnonzero(start):
+            seeds[int(i)] = actor.env_seed(int(i), actor._next[i])
+            actor._next[i] += 1
+        return seeds
+
+    def cut(self, steps: np.ndarray) -> np.ndarray:
+        return self.actor._lease_cut(steps)
+
+    def wait(self) -> bool:
+        """Until the lease is renewed or the learner ends the run (:meth:`Actor._idle`)."""
+        self.actor._idle()
         return True
-
-    def _step(self, human_action: np.ndarray | None) -> None:
-        """One control step of every running env (env 0 takes ``human_action`` when given); records the
-        steps and ends the episodes that finished."""
-        running = np.flatnonzero(self._running)
-        actions = np.tile((self.low + self.high) / 2, (self.num_envs, 1))
-        for i in running:
-            action = human_action if (i == 0 and human_action is not None) else self._queues[i].pop(0)
-            actions[i] = action
-            self.source.executed(int(i), action)
-        next_obs, reward, terminated, truncated, info = self.env.step(actions)
-        self.counters["interventions"] += int(human_action is not None)
-        for i in running:
-            obs = {k: self._obs[k][i] for k in self.obs_keys}
-            success, intervened = info["is_success"][i], i == 0 and human_action is not None
-            frame = self._step_frame(
-                obs, actions[i], reward[i], terminated[i], success, intervened, self._task_indices[i]
-            )
-            self._steps[i].append(frame)
-        self._obs = next_obs
-        for i in running:
-            if terminated[i] or truncated[i] or len(self._steps[i]) >= self.max_steps:
-                self._end(int(i))
-                self._nan_fault(False)
-
-    def _end(self, env: int, label: str | None = None) -> None:
-        """End env ``env``'s episode: log it (with its final observation: the env's current one, the state
-        after its last executed step) and offer it to the learner; ``label`` (a human's success /
-        failure) relabels its last step. An episode without a step is not logged."""
-        self._running[env] = False
-        self.env.end(np.arange(self.num_envs) == env)
-        steps, self._steps[env], self._queues[env] = self._steps[env], [], []
-        if not steps:
-            return
-        if label is not None:  # the same rule as a recorded relabel (episode_edits)
-            steps[-1].update(label_values(label))
-        frames = self._frames(steps, {k: self._obs[k][env] for k in self.obs_keys})
-        frames[ENV_INDEX_KEY] = np.int64(env)
-        frames[ENV_SEED_KEY] = np.int64(self._seeds[env])
-        self.live.episode_end(frames, self._record(frames))
-
-    def _end_all(self) -> None:
-        """End (log) every episode in flight, e.g. when the device failed."""
-        for i in np.flatnonzero(self._running):
-            self._end(int(i))

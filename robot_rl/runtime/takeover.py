@@ -88,20 +88,132 @@ class InterventionWrapper(gym.Wrapper):
     def step(self, action: np.ndarray):
         self.takeover()
         human, self._next = self._next, None
-        if isinstance(human, DeviceError) or human.stop or human.label is not None:
-            return self._obs, 0.0, False, True, _not_executed(human)
-        intervened = human.action is not None
-        if intervened:
-            action = np.clip(np.asarray(human.action, np.float32), self.low, self.high)
-            if not np.isfinite(action).all():
-                error = DeviceError("the intervention device sent a NaN/inf action; it was not executed")
-                return self._obs, 0.0, False, True, _not_executed(error)
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        decided, skipped = _decide(human, self.low, self.high)
+        if skipped is not None:
+            return self._obs, 0.0, False, True, skipped
+        intervened = decided is not None
+        obs, reward, terminated, truncated, info = self.env.step(decided if intervened else action)
         self._obs = obs
         info = {**info, INTERVENED: intervened}
         if intervened:
-            info[HUMAN_ACTION] = action
+            info[HUMAN_ACTION] = decided
         return obs, reward, terminated, truncated, info
+
+
+class BatchInterventionWrapper:
+    """The N envs of a DISABLED-autoreset vector env with ``device`` able to take over env 0 each step (the
+    batched online actor's: one human per actor): :class:`InterventionWrapper`'s rules for env 0, the other
+    envs step on.
+
+    A human action replaces env 0's (clipped; ``info["is_intervention"]`` (N,) bool and
+    ``info["intervention_action"]`` (N, d) float32 set in row 0). A label, an e-stop or a device failure ends
+    env 0's episode without executing it (``end`` on the env; ``info["not_executed"]``,
+    ``info["human_label"]``, ``info["estop"]``, ``info["device_error"]`` (N,) set in row 0) while the other
+    envs take this control step; what follows (the actor holds every env on an e-stop) is the caller's.
+
+    Args:
+        vec_env: ``num_envs``, ``single_observation_space``, ``single_action_space`` (Box (d,)), ``reset``,
+            ``step``, ``end(mask)`` and ``close`` as :class:`robot_rl.sim.batched_rollout.RolloutView`'s.
+        device: the :class:`~robot_rl.runtime.intervention.InterventionDevice` of env 0; not closed here.
+        task: env 0's instruction when the reset info has none.
+    """
+
+    def __init__(self, vec_env, device: InterventionDevice, task: str = "") -> None:
+        self.env, self.device, self.task = vec_env, device, task
+        self.num_envs = vec_env.num_envs
+        self.single_observation_space = vec_env.single_observation_space
+        self.single_action_space = vec_env.single_action_space
+        self.metadata = dict(getattr(vec_env, "metadata", {}))
+        self.low = self.single_action_space.low.astype(np.float32)
+        self.high = self.single_action_space.high.astype(np.float32)
+        self._first = np.arange(self.num_envs) == 0
+        self._obs: dict[str, np.ndarray] = {}  # env 0's current observation, what the device sees
+        self._live = False  # env 0 has an episode in flight
+        self._next: HumanInput | DeviceError | None = None
+
+    def reset(self, *, seed=None, options: dict[str, Any] | None = None):
+        """Reset as the vector env; when env 0 is among the reset envs, its device episode starts with its
+        seed and instruction (:func:`~robot_rl.runtime.intervention.start_episode`)."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        mask = (options or {}).get("reset_mask")
+        if mask is None or bool(np.asarray(mask)[0]):
+            seed0 = seed[0] if isinstance(seed, list | tuple) else seed
+            task = str(info["task"][0]) if "task" in info else self.task
+            start_episode(self.device, seed0, task)
+            self._obs, self._live, self._next = {k: v[0] for k, v in obs.items()}, True, None
+        return obs, info
+
+    def takeover(self) -> np.ndarray:
+        """(N,) bool: True at env 0 when the human decides its next step (the device is polled once per
+        step, with env 0's observation, while env 0 has an episode in flight)."""
+        out = np.zeros(self.num_envs, bool)
+        if not self._live:
+            return out
+        if self._next is None:
+            try:
+                self._next = self.device.poll(self._obs)
+            except DeviceError as err:
+                self._next = err
+        human = self._next
+        out[0] = isinstance(human, DeviceError) or any(
+            (human.action is not None, human.label is not None, human.stop)
+        )
+        return out
+
+    def step(self, actions: np.ndarray):
+        """Step every env, env 0 as its human decides (class docstring); returns the vector 5-tuple."""
+        n, actions = self.num_envs, np.array(actions, dtype=np.float32)
+        decided, skipped = None, None
+        if self._live:
+            self.takeover()
+            human, self._next = self._next, None
+            decided, skipped = _decide(human, self.low, self.high)
+            if skipped is not None:
+                self.end(self._first)
+            elif decided is not None:
+                actions[0] = decided
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        info = dict(info)
+        info[INTERVENED] = self._first & (decided is not None)
+        if decided is not None:
+            info[HUMAN_ACTION] = np.zeros_like(actions)
+            info[HUMAN_ACTION][0] = decided
+        for key, value in (skipped or {}).items():
+            info[key] = np.full(n, None, dtype=object)
+            info[key][0] = value
+        if terminated[0] or truncated[0]:
+            self._live = False
+        self._obs = {k: v[0] for k, v in obs.items()}
+        return obs, reward, terminated, truncated, info
+
+    def end(self, mask: np.ndarray) -> None:
+        """Stop stepping the envs where ``mask``; env 0's device is not polled again until its reset."""
+        self.env.end(mask)
+        if bool(np.asarray(mask)[0]):
+            self._live = False
+
+    def get_attr(self, name: str) -> list[Any]:
+        return self.env.get_attr(name)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _decide(
+    human: HumanInput | DeviceError, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray | None, dict[str, Any] | None]:
+    """What the human decided for one step: (their action clipped to [low, high], None), (None, the info of
+    a step that executes nothing: a label, an e-stop, a failed device or a NaN/inf action), or (None, None)
+    where the policy acts."""
+    if isinstance(human, DeviceError) or human.stop or human.label is not None:
+        return None, _not_executed(human)
+    if human.action is None:
+        return None, None
+    action = np.clip(np.asarray(human.action, np.float32), low, high)
+    if not np.isfinite(action).all():
+        error = DeviceError("the intervention device sent a NaN/inf action; it was not executed")
+        return None, _not_executed(error)
+    return action, None
 
 
 def _not_executed(human: HumanInput | DeviceError) -> dict[str, Any]:
