@@ -7,8 +7,8 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
 - **rejected**: a mode it does not pass (``joint_velocity``, ``ee_velocity``, rotation ``ee_delta``) or the
   robot lacks, a wrong shape, NaN/inf in the value or gripper, a latched e-stop, and (with a kinematic
   model) a switch from ``ee_delta`` to ``joint_position`` while the arm moves too fast to stop inside the
-  box or the joint limits, and a switch from ``joint_position`` to ``ee_delta`` with a joint within one
-  full-speed period of its limit (the robot's IK has no room there);
+  box or the joint limits, and a switch from ``joint_position`` to ``ee_delta`` with a joint within
+  ``ee_switch_room_periods`` full-speed periods of its limit (the robot's IK has no room there);
 - **clipped**: ``ee_delta`` (3,): each axis to ``ee_step_max`` m, then the tracked end-effector target
   (start: the measured pose; then target + each delta sent) into the workspace box; ``joint_position``:
   into the joint limits (less ``joint_margin_rad``), the step velocity ``(q - q_prev) * control_hz`` to the
@@ -16,7 +16,7 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   its limits (:mod:`~robot_rl.hardware.motion_limits`); when the robot has a kinematic model
   (:meth:`Robot.forward_kinematics`) the step is also shortened until the end effector, at the new
   target and at its stop point, stays in the box, and, when the robot also has a collision model
-  (``link_clearance``), until no arm link comes closer than :data:`LINK_CLEARANCE_M` to the table or
+  (``link_clearance``), until no arm link comes closer than ``link_clearance_m`` to the table or
   another link there. A target that is already outside a limit (the robot started there) may not move
   further out. When a joint lags its target by more than
   ``max_tracking_error_rad`` (blocked by a contact), its target restarts from the measured pose, so the arm
@@ -78,9 +78,6 @@ SAFE_MODES = (CommandMode.JOINT_POSITION, CommandMode.EE_DELTA)
 IK_DAMPING = 1e-4
 """Damping (m²) of the least-squares step that predicts an ``ee_delta``'s joints
 (:meth:`SafeRobot._ee_link_scale`)."""
-LINK_CLEARANCE_M = 0.01
-"""Smallest gap (m) a joint target keeps between arm links and between a link and the table, when the robot
-has a collision model (``link_clearance``): room for the arm's tracking error."""
 
 
 @dataclasses.dataclass
@@ -471,10 +468,12 @@ class SafeRobot(Robot):
         )
 
     def _check_ee_switch(self) -> None:
-        """Refuse a switch from joint targets to ``ee_delta`` while a joint is less than one period's move at
-        full speed from its limit (the robot's IK has no room there and may swing the arm)."""
+        """Refuse a switch from joint targets to ``ee_delta`` while a joint is less than
+        ``cfg.ee_switch_room_periods`` periods' move at full speed from its limit (the robot's IK has no room
+        there and may swing the arm)."""
         lim, q = self._lim, self._q
-        room = np.minimum(q - lim.joint_low, lim.joint_high - q) - lim.joint_vel_max / lim.control_hz
+        reach = self.cfg.ee_switch_room_periods * lim.joint_vel_max / lim.control_hz  # rad
+        room = np.minimum(q - lim.joint_low, lim.joint_high - q) - reach
         if np.any(room < 0.0):
             joint = lim.joint_names[int(np.argmin(room))]
             raise CommandRejected(
@@ -541,7 +540,7 @@ class SafeRobot(Robot):
     def _ee_link_scale(self, joint_pos: np.ndarray, move: np.ndarray) -> float:
         """The largest of 1, 1/2, 1/4, 0 by which an ``ee_delta`` step can be scaled so that the joints the
         arm will take to move its end effector by ``move`` (3,) m from the measured ``joint_pos`` (n,) rad,
-        and twice that (the overshoot, module docstring), keep :data:`LINK_CLEARANCE_M` between links and
+        and twice that (the overshoot, module docstring), keep ``cfg.link_clearance_m`` between links and
         the table (or no less than they have now). The joints are a first-order prediction: damped least
         squares on the forward kinematics' Jacobian, by finite differences (Buss, "Introduction to inverse
         kinematics with Jacobian transpose, pseudoinverse and damped least squares methods", 2004).
@@ -549,7 +548,7 @@ class SafeRobot(Robot):
         clearance = self.link_clearance
         if clearance is None or not self._has_fk:
             return 1.0
-        floor = min(LINK_CLEARANCE_M, clearance(joint_pos))
+        floor = min(self.cfg.link_clearance_m, clearance(joint_pos))
         fk, h = self.robot.forward_kinematics, 1e-6
         here = fk(joint_pos)
         jac = np.stack([(fk(joint_pos + h * e) - here) / h for e in np.eye(joint_pos.size)], axis=1)
@@ -616,8 +615,8 @@ class SafeRobot(Robot):
             return v
         dt, acc, fk = 1.0 / lim.control_hz, lim.joint_acc_max, self.robot.forward_kinematics
         clearance = self.link_clearance
-        # a target that is already closer than LINK_CLEARANCE_M (the arm started there) may not get closer
-        floor = min(LINK_CLEARANCE_M, clearance(q)) if clearance is not None else 0.0
+        # a target that is already closer than link_clearance_m (the arm started there) may not get closer
+        floor = min(self.cfg.link_clearance_m, clearance(q)) if clearance is not None else 0.0
         error = state.ee_pos - fk(q)  # the measured end effector's offset from the target's
         box_low, box_high = self._box_low, self._box_high
 

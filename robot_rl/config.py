@@ -164,7 +164,11 @@ class SafetyConfig:
     one (:meth:`motion_scales`). A vendor arm is refused a scale above 0.25; a ``ros2`` arm may be a
     simulator, so it may be given up to 1.0 explicitly.
     ``max_tracking_error_rad``: a joint further than this behind its target (blocked, in contact) has the
-    target restarted from the measured pose (rad; 0 disables). ``watchdog_ms``:
+    target restarted from the measured pose (rad; 0 disables). ``link_clearance_m``: the smallest gap (m,
+    0 to 0.1) a target keeps between arm links and between a link and the table, on a robot with a
+    collision model: room for the arm's tracking error. ``ee_switch_room_periods``: a switch from
+    ``joint_position`` to ``ee_delta`` is refused while a joint is closer to its limit than this many control
+    periods at full speed (0 to 10; the Cartesian controller's IK has no room there). ``watchdog_ms``:
     hold when no fresh command came for this long (ms; 0 disables). ``estop_signal``: a signal that latches
     the e-stop (``SIGUSR1``, ``SIGINT``, or empty for none). ``estop_key``: a key name (``esc``, ``e``, ...)
     that latches it from a global keyboard listener (needs the ``teleop`` extra and an X display; empty for
@@ -178,6 +182,8 @@ class SafetyConfig:
     velocity_scale: float = bounded(0.0, ge=0, le=1)
     acceleration_scale: float = bounded(0.0, ge=0, le=1)
     max_tracking_error_rad: float = bounded(0.3, ge=0)
+    link_clearance_m: float = bounded(0.01, ge=0, le=0.1)
+    ee_switch_room_periods: float = bounded(1.0, ge=0, le=10)
     watchdog_ms: float = bounded(500.0, ge=0)
     estop_signal: EstopSignal = "SIGUSR1"
     estop_key: str = ""

@@ -5,6 +5,7 @@ principles. The adversarial runs take a robot factory, so the same test can run 
 process (``ROBOTS`` below is the one place to add it).
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -518,3 +519,35 @@ def test_ee_delta_while_the_joint_target_moves_brakes_it_first():
     assert braked > 0 and set(modes[:braked]) == {CommandMode.JOINT_POSITION}
     assert set(modes[braked:]) == {CommandMode.EE_DELTA}
     assert counters.rejected == 0 and counters.clipped >= braked and audit.violations == []
+
+
+def test_link_clearance_and_switch_room_are_config_keys():
+    """``link_clearance_m`` is the gap every joint target keeps between links (the sim's collision model
+    measures up to 0.02 m), and ``ee_switch_room_periods`` how far from its limit a joint must be for a
+    switch to ee_delta; before, both were module constants (0.01 m, one period)."""
+
+    def closest_target(cfg: SafetyConfig) -> float:
+        robot = MujocoRobot(seed=0)
+        audit = LimitAudit(robot, cfg)
+        gaps = []
+        with SafeRobot(audit, cfg) as safe:
+            for _ in attack(safe, audit, single_mode(ADVERSARIES["huge"], CommandMode.JOINT_POSITION), 60):
+                gaps.append(robot.link_clearance(robot.env.controller.q_des))
+        return min(gaps)
+
+    free = SafetyConfig(velocity_scale=0.5, acceleration_scale=0.5, watchdog_ms=0, estop_signal="")  # no box
+    assert closest_target(free) < 0.018  # 0.0179 m: the default 0.01 m lets links come closer than 0.018
+    assert closest_target(dataclasses.replace(free, link_clearance_m=0.019)) >= 0.019
+
+    def switch(periods: float) -> None:
+        cfg = dataclasses.replace(ADVERSARIAL, ee_switch_room_periods=periods)
+        with SafeRobot(MujocoRobot(seed=0), cfg) as safe:
+            q = safe.read().joint_pos.copy()
+            q[6] = safe.limits.joint_high[6] - 0.3  # rad; one period at full speed is 0.13 rad here
+            for _ in range(40):  # rate-limited there, then at rest
+                safe.command(Command(CommandMode.JOINT_POSITION, q, 0.0))
+            safe.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, 0.01]), 0.0))
+
+    switch(1.0)
+    with pytest.raises(CommandRejected, match="joint7 at its limit"):
+        switch(3.0)
