@@ -13,8 +13,10 @@ the arm could not follow.
 Part 2 times ``command()`` on a bare ``MujocoRobot`` and on ``SafeRobot(MujocoRobot)`` in the same run,
 alternating blocks, with a benign stream (small sinusoidal moves, never clipped), in each mode: without
 physics (``lockstep=False``: the layer's cost against the robot's own command handling, IK for ee_delta)
-and with physics (one 10 Hz control step of 50 physics steps per command).
-Run: ``python benchmarks/bench_safety.py [--steps 2000]`` (a few minutes on 2 cores). With
+and with physics (one 10 Hz control step of 50 physics steps per command): ``--timing-commands`` (5000)
+commands per mode without physics in 10 blocks, a hundredth of them with physics in 8 blocks.
+Run: ``python benchmarks/bench_safety.py [--steps 2000] [--timing-commands 5000]`` (a few minutes on 2
+cores). With
 ``--server-hz 50`` part 1 runs instead in real time through the MuJoCo-backed robot server process
 (``SimServerRobot``, whose forward kinematics and collision model run on the client's own copy of the
 scene): the mixed adversaries, then the three restricted to each mode.
@@ -126,6 +128,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument(
+        "--timing-commands",
+        type=int,
+        default=5000,
+        help="part 2: commands timed per mode without physics (10 blocks); 1/100 with physics (8 blocks)",
+    )
+    parser.add_argument(
         "--server-hz",
         type=float,
         default=0.0,
@@ -153,7 +161,8 @@ def main() -> None:
         for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
             print(run_adversary(name, args.steps, mode), flush=True)
     print("per-command time, median (same run, alternating blocks)")
-    for lockstep, blocks, n in ((False, 10, 500), (True, 8, 50)):
+    total = max(10, args.timing_commands)
+    for lockstep, blocks, n in ((False, 10, total // 10), (True, 8, max(1, total // 100))):
         for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
             print(overhead(mode, lockstep, blocks, n), flush=True)
 

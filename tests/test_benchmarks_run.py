@@ -165,7 +165,7 @@ SMALL = [
     ),
     (
         "bench_safety.py",
-        ["--steps", "10"],
+        ["--steps", "10", "--timing-commands", "100"],
         [r"^random\s+10 ", r"^out_of_box/joint\s+10 ", rf"joint_position \(with 10 Hz physics\).*x{NUM}"],
     ),
 ]
