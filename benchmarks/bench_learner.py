@@ -3,12 +3,23 @@ config's default N and the paper's N = 32) and QC-FQL (critic + BC + distillatio
 plain flow-BC updates (baseline), all in one run. Sim-like state-only observations (state 22, env state 7),
 action dim 4, h=5; default network sizes; per-step rewards in [0, 1] (``offline.reward_range``).
 
-Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N]
+The cases are timed in interleaved rounds (``--rounds``), so a change in the machine's load during the run
+weighs on every case alike and the ratios stay comparable. ``--float32`` adds QC best-of-N with
+``offline.learner_dtype=float32`` (the learner before bfloat16 products); ``--lerobot-python`` adds LeRobot
+0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once between the rounds) with the same
+network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``).
+
+Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32]
+     [--lerobot-python ~/.cache/robot_rl/lerobot044/bin/python [--lerobot-compile]]
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import torch
 from torch_bench import start_torch, torch_parser
@@ -17,44 +28,89 @@ from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
 from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch
 
+HERE = Path(__file__).resolve().parent
 
-def updates_per_s(agent, batch, budget_s: float, min_updates: int = 3) -> float:
-    agent.update(batch)  # warm-up
+
+def timed_updates(agent, batch, budget_s: float, min_updates: int = 1) -> tuple[int, float]:
+    """(updates, seconds) of ``agent.update(batch)`` repeated for ``budget_s`` (at least ``min_updates``)."""
     n, start = 0, time.perf_counter()
     while n < min_updates or time.perf_counter() - start < budget_s:
         agent.update(batch)
         n += 1
-    return n / (time.perf_counter() - start)
+    return n, time.perf_counter() - start
+
+
+def lerobot_sac_rate(args, pcfg: PolicyConfig, ocfg: OfflineRLConfig) -> float | str:
+    """LeRobot 0.4.4 SAC's updates/s from its side venv at QC's widths, or why it did not run."""
+    if not Path(args.lerobot_python).is_file():
+        return f"skipped: no LeRobot side venv at {args.lerobot_python} (../shared/peers/lerobot/setup.sh)"
+    cmd = [args.lerobot_python, str(HERE / "lerobot_sac_peer.py"), "--batch-size", str(args.batch_size)]
+    cmd += ["--critic-hidden", *map(str, ocfg.critic_hidden_dims)]
+    cmd += ["--actor-hidden", *map(str, pcfg.hidden_dims)]
+    cmd += ["--time-per-case", str(args.time_per_case), "--threads", str(torch.get_num_threads())]
+    cmd += ["--compile" if args.lerobot_compile else "--no-compile"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return f"failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
+    return float(json.loads(lines[-1])["updates_per_s"])
 
 
 def main() -> None:
     parser = torch_parser(__doc__, time_per_case=6.0)
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the cases")
+    parser.add_argument("--float32", action="store_true", help="also time QC with learner_dtype=float32")
+    parser.add_argument("--lerobot-python", default="", help="the LeRobot side venv's python (peer row)")
+    parser.add_argument("--lerobot-compile", action="store_true", help="SAC's default torch.compile on")
     args = parser.parse_args()
     stats = start_torch(args)
     pcfg = PolicyConfig()
     batch = fake_batch(args.batch_size, pcfg.horizon, seed=0)
+    default = OfflineRLConfig()
     print(
         f"learner updates, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"batch {args.batch_size}, h={pcfg.horizon} d={SIM_ACTION_DIM}; policy MLP {pcfg.hidden_dims}, "
-        f"critic 2x{OfflineRLConfig().critic_hidden_dims}"
+        f"critic 2x{default.critic_hidden_dims}, learner_dtype {default.learner_dtype}"
     )
-    base = updates_per_s(
-        build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats), batch, args.time_per_case
-    )
-    print(f"{'flow BC (baseline)':<28} {base:8.2f} updates/s   1.00x")
-    default_n = OfflineRLConfig().best_of_n
-    cases = (
-        ("qc", default_n, f"QC best-of-{default_n} (default)"),
-        ("qc", 32, "QC best-of-32 (paper)"),
-        ("qc_fql", default_n, "QC-FQL"),
-    )
-    for method, n, label in cases:
+    bc = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
+    agents = {"flow BC (baseline)": bc}
+    cases = [
+        ("qc", default.best_of_n, default.learner_dtype, f"QC best-of-{default.best_of_n} (default)"),
+        ("qc", 32, default.learner_dtype, "QC best-of-32 (paper)"),
+        ("qc_fql", default.best_of_n, default.learner_dtype, "QC-FQL"),
+    ]
+    if args.float32:
+        cases.append(("qc", default.best_of_n, "float32", f"QC best-of-{default.best_of_n} float32"))
+    for method, n, dtype, label in cases:
         # the fake batch's rewards are in [0, 1]; training fills this range from the dataset's next.reward
-        ocfg = OfflineRLConfig(method=method, best_of_n=n, reward_range=[0.0, 1.0])
-        agent = build_agent(method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
-        ups = updates_per_s(agent, batch, args.time_per_case)
+        ocfg = OfflineRLConfig(method=method, best_of_n=n, reward_range=[0.0, 1.0], learner_dtype=dtype)
+        agents[label] = build_agent(method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
+    for agent in agents.values():
+        agent.update(batch)  # warm-up
+    totals = {label: [0, 0.0] for label in agents}
+    peer: float | str | None = None
+    rounds = max(1, args.rounds)
+    for r in range(rounds):
+        for label, agent in agents.items():
+            n, seconds = timed_updates(agent, batch, args.time_per_case / rounds)
+            totals[label][0] += n
+            totals[label][1] += seconds
+        if args.lerobot_python and r == (rounds - 1) // 2:
+            peer = lerobot_sac_rate(args, pcfg, default)
+    rates = {label: n / seconds for label, (n, seconds) in totals.items()}
+    base = rates["flow BC (baseline)"]
+    for label, ups in rates.items():
         print(f"{label:<28} {ups:8.2f} updates/s   {ups / base:.3f}x of flow BC")
+    if isinstance(peer, float):
+        qc = rates[cases[0][3]]
+        print(
+            f"{'LeRobot 0.4.4 SAC (peer)':<28} {peer:8.2f} updates/s   {peer / base:.3f}x of flow BC; "
+            f"QC best-of-{default.best_of_n} {qc / peer:.2f}x of it"
+        )
+    elif peer is not None:
+        print(f"LeRobot 0.4.4 SAC (peer): {peer}")
 
 
 if __name__ == "__main__":

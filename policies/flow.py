@@ -117,11 +117,14 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
         return (err * w).sum() / (w.sum() * self.action_dim).clamp_min(1.0)
 
     @torch.no_grad()
-    def sample_from_features(self, feat: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    def sample_from_features(
+        self, feat: torch.Tensor, noise: torch.Tensor, steps: int | None = None
+    ) -> torch.Tensor:
         """K-step Euler ODE from noise (t=0) to data (t=1). feat (B, F), noise (B, h*d) -> (B, h*d) clipped
-        to the normalised action box."""
+        to the normalised action box. ``steps``: K for this call (QC's ``offline.target_flow_steps``);
+        None or 0: ``flow_steps``."""
         x = noise
-        k_steps = self.flow_steps
+        k_steps = int(steps) if steps else self.flow_steps
         velocity = self.velocity_field(feat)
         for k in range(k_steps):
             t = torch.full((x.shape[0], 1), k / k_steps, device=x.device, dtype=x.dtype)

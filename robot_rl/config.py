@@ -56,6 +56,7 @@ OfflineMethod = Literal["qc", "qc_fql", "corft", "recap"]
 CriticAgg = Literal["mean", "min", "min_random2"]
 RewardNorm = Literal["max", "scale", "none"]
 TerminalChunks = Literal["drop", "keep"]
+LearnerDtype = Literal["auto", "float32", "bfloat16"]
 EvalSplit = Literal["validation", "test"]
 DataReward = Literal["dataset", "episode_end"]
 FrameCache = Literal["auto", "memory", "zarr", "none"]
@@ -745,6 +746,11 @@ class OfflineRLConfig:
     read the VLA's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`: the VLM pass and the
     expert's prefix, pooled, stop-gradient), as CO-RFT's always do, instead of an encoder of their own
     (the default, false). A config error for another policy kind or for ``recap`` (its value has its own).
+    ``learner_dtype``: the dtype of QC's and QC-FQL's matrix products in training (``auto``, ``float32``,
+    ``bfloat16``; :mod:`robot_rl.algos.precision`): parameters, optimiser state and losses stay float32;
+    ``auto`` is bfloat16 where the hardware multiplies it natively, else float32 (benchmarks/README.md).
+    ``target_flow_steps``: Euler steps of the N flow samples that QC's critic target picks A' from (0: the
+    policy's ``flow_steps``; acting always uses ``flow_steps``).
     """
 
     method: OfflineMethod = "qc"
@@ -763,6 +769,8 @@ class OfflineRLConfig:
     reward_range: list[float] = bounded(factory=list)
     terminal_chunks: TerminalChunks = "drop"
     critic_on_trunk: bool = False
+    learner_dtype: LearnerDtype = "auto"
+    target_flow_steps: int = bounded(0, ge=0)
 
     def validate(self, at: str = "offline.") -> list[str]:
         """``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""

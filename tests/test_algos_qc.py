@@ -1,11 +1,15 @@
 """QC best-of-N agent (docs/algorithms.md §3(a)) and flow BC agent."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from robot_rl.algos import FlowBC, QCAgent, batch_to_torch, best_of_n
+from robot_rl.algos.critic import EnsembleLayerNorm
+from robot_rl.algos.precision import learner_autocast, native_bfloat16, resolve_learner_dtype
 from robot_rl.algos.qc import best_of_n_target
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.keys import STATE
@@ -73,22 +77,90 @@ def test_target_chunk_is_picked_by_the_online_critic_and_scored_by_the_target():
     assert (value < q_target.max(1).values).any()  # the max over Qbar (the old target) is larger
 
 
-def test_qc_update_target_uses_online_selection():
+@pytest.mark.parametrize(("dtype", "flow_steps"), [("float32", 0), ("bfloat16", 0), ("float32", 3)])
+def test_qc_update_target_uses_online_selection(dtype, flow_steps):
+    """The update's target is the online critic's pick scored by the target critic, in the learner's dtype
+    (its products under the same autocast) and from ``target_flow_steps``-step samples."""
+    cfg = replace(OCFG, learner_dtype=dtype, target_flow_steps=flow_steps)
     torch.manual_seed(0)
-    agent = build_agent("qc", PCFG, OCFG, SIM_OBS_SHAPES, D, fake_stats())
+    agent = build_agent("qc", PCFG, cfg, SIM_OBS_SHAPES, D, fake_stats())
     with torch.no_grad():  # make the target critic disagree with the online critic
         for p in agent.target_critic.parameters():
             p.add_(0.5 * torch.randn_like(p))
     batch = fake_batch(16, H, seed=0)
     torch.manual_seed(1)
     noise = torch.randn(16, OCFG.best_of_n, H * D)
-    next_q = best_of_n_target(
-        agent.policy, agent.critic, agent.target_critic, batch["next_observations"], OCFG.best_of_n, noise
-    )
+    with learner_autocast(resolve_learner_dtype(dtype, "cpu"), "cpu"):
+        next_q = best_of_n_target(
+            agent.policy, agent.critic, agent.target_critic, batch["next_observations"], 8, noise, flow_steps
+        )
     expected = batch["rewards"] + OCFG.gamma**H * batch["masks"] * next_q
     torch.manual_seed(1)
     metrics = agent.update(batch)
     assert metrics["target_mean"] == pytest.approx(float(expected.mean()), rel=1e-5, abs=1e-6)
+
+
+def test_target_flow_steps_sets_the_euler_steps_of_the_target_samples():
+    """best_of_n's ``flow_steps`` samples with that many Euler steps (the policy's own K when 0) and picks
+    among those samples; 3 and 10 steps give different chunks."""
+    torch.manual_seed(0)
+    policy = build_policy(PCFG, SIM_OBS_SHAPES, D, fake_stats())
+    critic = TargetCritic(torch.full((H, D), 0.3))
+    obs = fake_obs(3, seed=0)
+    noise = torch.randn(3, 8, H, D)
+    feat = policy.encode(obs).repeat_interleave(8, 0)
+    for steps in (3, 0):
+        samples = policy.sample_from_features(feat, noise.reshape(24, -1), steps).reshape(3, 8, H, D)
+        chosen, _ = best_of_n(policy, critic, obs, 8, noise, flow_steps=steps)
+        idx = ((samples - 0.3) ** 2).sum((-1, -2)).argmin(1)
+        torch.testing.assert_close(chosen, samples[torch.arange(3), idx])
+    three = policy.sample_from_features(feat, noise.reshape(24, -1), 3)
+    torch.testing.assert_close(
+        policy.sample_from_features(feat, noise.reshape(24, -1)), samples.reshape(24, -1)
+    )
+    assert (three - samples.reshape(24, -1)).abs().max() > 1e-3
+
+
+def test_bfloat16_learner_keeps_float32_state_and_learns():
+    """learner_dtype=bfloat16: parameters and Adam state stay float32, Q comes out float32 and within
+    bfloat16 rounding of the float32 critic's, and the critic still fits a fixed batch."""
+    torch.manual_seed(0)
+    agent = build_agent("qc", PCFG, replace(OCFG, learner_dtype="bfloat16"), SIM_OBS_SHAPES, D, fake_stats())
+    batch = fake_batch(16, H, seed=0)
+    actions = agent.policy.normalize_actions(batch["actions"])
+    q32 = agent.critic(batch["observations"], actions)
+    with learner_autocast(torch.bfloat16, "cpu"):
+        q16 = agent.critic(batch["observations"], actions)
+    assert q16.dtype == torch.float32
+    torch.testing.assert_close(q16, q32, rtol=0.05, atol=0.05)
+    assert not torch.equal(q16, q32)  # the hidden layers did run in bfloat16
+    losses = [agent.update(batch)["critic_loss"] for _ in range(30)]
+    assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
+    for module in agent.modules().values():
+        assert all(p.dtype == torch.float32 for p in module.parameters())
+    for opt in agent.optimizers.values():
+        assert all(v.dtype == torch.float32 for st in opt.state.values() for v in st.values() if v.dim())
+
+
+def test_learner_dtype_resolution():
+    assert resolve_learner_dtype("float32", "cpu") == torch.float32
+    assert resolve_learner_dtype("bfloat16", "cpu") == torch.bfloat16
+    auto = torch.bfloat16 if native_bfloat16("cpu") else torch.float32
+    assert resolve_learner_dtype("auto", "cpu") == auto
+    with pytest.raises(ValueError, match="offline.learner_dtype='half'"):
+        build_agent("qc", PCFG, replace(OCFG, learner_dtype="half"), SIM_OBS_SHAPES, D, fake_stats())
+
+
+def test_ensemble_layer_norm_affine():
+    """The fused affine equals LayerNorm(x) * weight + bias per member."""
+    torch.manual_seed(0)
+    ln = EnsembleLayerNorm(3, 8)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    x = torch.randn(3, 5, 8)
+    expected = torch.nn.functional.layer_norm(x, (8,)) * ln.weight + ln.bias
+    torch.testing.assert_close(ln(x), expected)
 
 
 def test_qc_update_and_act():

@@ -43,7 +43,10 @@ class EnsembleLayerNorm(nn.Module):
         self.dim = dim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, (self.dim,)) * self.weight + self.bias
+        # one fused pass for the affine; parameters follow x's dtype, so a bfloat16 autocast pass stays in
+        # bfloat16 instead of promoting every activation back to float32
+        y = F.layer_norm(x, (self.dim,))
+        return torch.addcmul(self.bias.to(y.dtype), y, self.weight.to(y.dtype))
 
 
 def aggregate_q(qs: torch.Tensor, mode: str, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -109,10 +112,18 @@ class ChunkCritic(nn.Module):
         return self.encoder(obs)
 
     def q_from_features(self, feat: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """feat (B, F), actions (B, h, d) or (B, h*d) normalised -> (K, B) float32."""
+        """feat (B, F), actions (B, h, d) or (B, h*d) normalised -> (K, B) float32.
+
+        Under a reduced-precision autocast (:mod:`robot_rl.algos.precision`) the hidden layers run in its
+        dtype and the output layer in float32, so Q keeps float32 resolution for the loss and for
+        best-of-N's argmax."""
         x = torch.cat([feat, actions.reshape(actions.shape[0], -1)], dim=-1)
         x = x.unsqueeze(0).expand(self.num_critics, -1, -1)
-        return self.net(x).squeeze(-1)
+        *hidden, head = self.net
+        for layer in hidden:
+            x = layer(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return head(x.float()).squeeze(-1)
 
     def forward(self, obs: Obs, actions: torch.Tensor) -> torch.Tensor:
         """obs dict (batch B), actions (B, h, d) normalised -> (K, B)."""

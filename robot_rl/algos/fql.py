@@ -13,6 +13,7 @@ import torch
 from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.critic import actor_step, polyak_update
 from robot_rl.algos.one_step import OneStepAgent
+from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
 from robot_rl.algos.protocols import Obs
 from robot_rl.algos.targets import critic_td_step
 
@@ -23,7 +24,8 @@ class QCFQLAgent(OneStepAgent):
     critic: :class:`ChunkCritic`; a Polyak target copy is made here.
     one_step_policy: mu_omega(obs, z (B, h, d)) -> (B, h, d) normalised (unclipped).
     cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg, reward_norm and
-        reward_range (:func:`~robot_rl.algos.targets.reward_affine`), terminal_chunks).
+        reward_range (:func:`~robot_rl.algos.targets.reward_affine`), terminal_chunks, learner_dtype: the
+        dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`).
 
     Raises:
         ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
@@ -54,29 +56,34 @@ class QCFQLAgent(OneStepAgent):
         return {"actor_loss": actor_loss, "bc_loss": bc_loss, "distill_loss": distill_loss, "q_loss": q_loss}
 
     def update(self, batch: dict) -> dict[str, float]:
-        """One critic step, one actor step (flow BC + distillation + Q), one Polyak step."""
+        """One critic step, one actor step (flow BC + distillation + Q), one Polyak step, matrix products in
+        ``cfg.learner_dtype``.
+
+        Raises:
+            ValueError: unknown ``cfg.learner_dtype``."""
         obs, next_obs = batch["observations"], batch["next_observations"]
         valid = batch["valid"]
         actions_norm = prepare_actions(self.policy, batch["actions"], valid, obs)
         for m in self.modules().values():
             m.train()
-        with torch.no_grad():
-            next_a = self.policy.clip_normalized(self.one_step(next_obs, self._noise(actions_norm.shape[0])))
-            next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
-        critic_loss, q, _ = critic_td_step(
-            self.critic,
-            self.optimizers["critic"],
-            obs,
-            actions_norm,
-            next_q,
-            batch,
-            self.cfg.gamma,
-            self.policy.horizon,
-            self.reward_affine,
-            self.cfg.terminal_chunks,
-        )
-
-        losses = self.actor_losses(obs, actions_norm, valid)
+        with learner_autocast(resolve_learner_dtype(self.cfg.learner_dtype, self.device), self.device):
+            with torch.no_grad():
+                noise = self._noise(actions_norm.shape[0])
+                next_a = self.policy.clip_normalized(self.one_step(next_obs, noise))
+                next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
+            critic_loss, q, _ = critic_td_step(
+                self.critic,
+                self.optimizers["critic"],
+                obs,
+                actions_norm,
+                next_q,
+                batch,
+                self.cfg.gamma,
+                self.policy.horizon,
+                self.reward_affine,
+                self.cfg.terminal_chunks,
+            )
+            losses = self.actor_losses(obs, actions_norm, valid)
         actor_step(self.optimizers, losses["actor_loss"])
 
         polyak_update(self.target_critic, self.critic, self.cfg.tau)

@@ -16,18 +16,25 @@ from torch import nn
 
 from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
+from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
 from robot_rl.algos.protocols import FlowPolicy, Obs
 from robot_rl.algos.targets import critic_td_step, reward_affine
 
 
 @torch.no_grad()
 def best_of_n(
-    policy: FlowPolicy, critic: ChunkCritic, obs: Obs, n: int, noise: torch.Tensor | None = None
+    policy: FlowPolicy,
+    critic: ChunkCritic,
+    obs: Obs,
+    n: int,
+    noise: torch.Tensor | None = None,
+    flow_steps: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample ``n`` chunks per observation from the flow and keep the one with the highest aggregated Q.
 
     Args:
         noise: optional (B, n, h, d) flow noise (for determinism).
+        flow_steps: Euler steps of the samples; 0: the policy's ``flow_steps``.
     Returns:
         (chunks (B, h, d) normalised in [-1, 1], their aggregated Q (B,)).
     """
@@ -37,7 +44,8 @@ def best_of_n(
     if noise is None:
         noise = torch.randn(b, n, flat, device=feat.device)
     noise = noise.reshape(b * n, flat)
-    chunks = policy.sample_from_features(feat.repeat_interleave(n, 0), noise)  # (B*n, h*d), clipped
+    feat = feat.repeat_interleave(n, 0)
+    chunks = policy.sample_from_features(feat, noise, flow_steps)  # (B*n, h*d), clipped
     cfeat = critic.features(obs).repeat_interleave(n, 0)
     q = critic.q_agg(critic.q_from_features(cfeat, chunks)).reshape(b, n)
     best = q.argmax(dim=1)
@@ -53,13 +61,15 @@ def best_of_n_target(
     next_obs: Obs,
     n: int,
     noise: torch.Tensor | None = None,
+    flow_steps: int = 0,
 ) -> torch.Tensor:
     """QC's bootstrap value at s' = s_{t+h}: ``agg Qbar(s', A')`` with ``A' = argmax_i agg Q_phi(s', A_i)``.
 
-    The online ``critic`` selects among ``n`` flow samples and ``target_critic`` evaluates the selected
-    chunk (docs/algorithms.md §3; QC ``acfql.py``). ``noise``: optional (B, n, h, d). Returns (B,) float32.
+    The online ``critic`` selects among ``n`` flow samples (``flow_steps`` Euler steps; 0: the policy's)
+    and ``target_critic`` evaluates the selected chunk (docs/algorithms.md §3; QC ``acfql.py``).
+    ``noise``: optional (B, n, h, d). Returns (B,) float32.
     """
-    chunks, _ = best_of_n(policy, critic, next_obs, n, noise)
+    chunks, _ = best_of_n(policy, critic, next_obs, n, noise, flow_steps)
     return target_critic.q_agg(target_critic(next_obs, chunks))
 
 
@@ -71,10 +81,13 @@ class QCAgent(Agent):
             :meth:`load_policy_state`.
         critic: :class:`ChunkCritic`; a Polyak target copy is made here.
         cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
-            map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks).
+            map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks, learner_dtype: the
+            dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`;
+            target_flow_steps: Euler steps of the target's N samples).
 
     Raises:
-        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``;
+            unknown ``cfg.learner_dtype``.
     """
 
     method = "qc"
@@ -84,36 +97,44 @@ class QCAgent(Agent):
         self.policy, self.critic, self.cfg = policy, critic, cfg
         self.target_critic = make_target(critic)
         self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
+        resolve_learner_dtype(cfg.learner_dtype, self.device)
+        # fused: one kernel per step instead of ~10 passes over the parameters (same Adam update); the
+        # critic's Adam was ~1/4 of a QC update on CPU before (benchmarks/README.md, learner section)
         self.optimizers = {
-            "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr),
-            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr),
+            "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True),
+            "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr, fused=True),
         }
 
     def update(self, batch: dict) -> dict[str, float]:
-        """One critic step, one flow BC step, one Polyak step. Returns float metrics."""
+        """One critic step, one flow BC step, one Polyak step, matrix products in ``cfg.learner_dtype``.
+        Returns float metrics."""
         obs, next_obs = batch["observations"], batch["next_observations"]
         valid = batch["valid"]
         actions_norm = prepare_actions(self.policy, batch["actions"], valid, obs)
         self.policy.train()
         self.critic.train()
-        with torch.no_grad():
+        with learner_autocast(resolve_learner_dtype(self.cfg.learner_dtype, self.device), self.device):
             next_q = best_of_n_target(
-                self.policy, self.critic, self.target_critic, next_obs, self.cfg.best_of_n
+                self.policy,
+                self.critic,
+                self.target_critic,
+                next_obs,
+                self.cfg.best_of_n,
+                flow_steps=self.cfg.target_flow_steps,
             )
-        critic_loss, q, y = critic_td_step(
-            self.critic,
-            self.optimizers["critic"],
-            obs,
-            actions_norm,
-            next_q,
-            batch,
-            self.cfg.gamma,
-            self.policy.horizon,
-            self.reward_affine,
-            self.cfg.terminal_chunks,
-        )
-
-        bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
+            critic_loss, q, y = critic_td_step(
+                self.critic,
+                self.optimizers["critic"],
+                obs,
+                actions_norm,
+                next_q,
+                batch,
+                self.cfg.gamma,
+                self.policy.horizon,
+                self.reward_affine,
+                self.cfg.terminal_chunks,
+            )
+            bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
         opt = self.optimizers["policy"]
         opt.zero_grad(set_to_none=True)
         bc_loss.backward()
