@@ -324,6 +324,20 @@ class MujocoRobot(Robot):
         if self.lockstep:
             self.advance(1.0 / self._limits.control_hz)
 
+    def halt(self) -> None:
+        """Stop where the arm is now, as MoveIt Servo halts on a stale command (it sends the measured joint
+        positions): the joint targets become the measured joint positions (the PD then only brakes,
+        ``-KD dq``, and pulls back by the overshoot) and the Cartesian target the measured pinch, so the
+        next ``ee_delta`` moves from here.
+
+        Raises:
+            RobotConnectionError: not connected.
+        """
+        self._require()
+        env, d = self.env, self.env.data
+        env.controller.q_des = d.qpos[env._arm_q].copy()
+        env._target = d.site_xpos[env._pinch].copy()
+
     def advance(self, seconds: float) -> None:
         """Step the physics by ``seconds`` (rounded to whole physics steps), the controller applying torques
         every physics step."""

@@ -307,3 +307,28 @@ def test_a_gripper_command_keeps_the_arms_joint_target(sim_node, transport):
         assert _wait(lambda: app.robot.read().gripper > 0.9, 3.0)
     finally:
         pub.close()
+
+
+def test_a_late_servo_twist_runs_until_its_stamp_plus_the_timeout(transport):
+    """``twist_mode=servo`` counts ``command_timeout_s`` from the twist's header stamp, as MoveIt Servo's
+    ``incoming_command_timeout`` does, then halts the arm: a twist delivered 0.4 s late with a 0.5 s timeout
+    moves the arm for 0.1 s (1 cm at 0.1 m/s). Before, it counted from receipt: 0.5 s, 5 cm; a loaded
+    rclpy node, its callbacks a second behind, moved the arm after its policy was dead."""
+    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+
+    params = ("state_rate_hz:=50.0", "twist_mode:=servo", "command_timeout_s:=0.5")
+    spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport, *params)
+    pub_node = make_node("late_twist", parse_args(node_flags(spun.domain, transport), "t"))
+    pub = pub_node.publisher(msgs.TwistStamped, "/servo_node/delta_twist_cmds")
+    try:
+        z0 = spun.app.robot.read().ee_pos[2]
+        assert _wait(lambda: pub.subscription_count() > 0)
+        up = msgs.Twist(msgs.Vector3(0.0, 0.0, 0.1), msgs.Vector3(0.0, 0.0, 0.0))  # m/s
+        pub.publish(msgs.TwistStamped(msgs.Header(msgs.stamp(time.time() - 0.4), "base_link"), up))
+        assert _wait(lambda: spun.app.commands == 1)
+        time.sleep(1.5)  # expired, halted and settled
+        moved = spun.app.robot.read().ee_pos[2] - z0
+        assert 0.003 < moved < 0.02, moved  # m
+    finally:
+        pub_node.close()
+        spun.close()

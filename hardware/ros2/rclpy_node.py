@@ -26,6 +26,8 @@ from robot_rl.hardware.errors import MissingExtraError
 from robot_rl.hardware.ros2.msgs import SEQUENCE_OF, check_type, ros_type
 from robot_rl.hardware.ros2.node import Node, NodeArgs, Publisher, ServiceError
 
+MAX_DRAIN = 1000
+"""Most ready callbacks one :meth:`RclpyNode.spin_once` runs after its wait (timers run between calls)."""
 SPIN_GRACE_S = 0.5
 """A thread that spun the node within this many seconds counts as its spinner (:meth:`RclpyNode.call`)."""
 
@@ -198,8 +200,21 @@ class RclpyNode(Node):
         return _fields(future.result())
 
     def spin_once(self, timeout_s: float = 0.1) -> None:
+        """Wait up to ``timeout_s`` (s) for a callback, then run every callback already ready and the due
+        timers. rclpy's own ``spin_once`` runs one callback (a varying timeout even restarts its wait), so
+        a node whose timers take most of a loop (a loaded machine) fell behind its topics: measured, states
+        and twists arriving 0.9-1.3 s late at load 14 on 2 cores, each subscription's queue full."""
+        from rclpy.executors import ShutdownException, TimeoutException
+
         self._spinner = (threading.get_ident(), time.monotonic())
         self._executor.spin_once(timeout_sec=min(timeout_s, self._run_timers()))
+        for _ in range(MAX_DRAIN):
+            try:
+                handler, _, _ = self._executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except (TimeoutException, ShutdownException):
+                break
+            handler()
+            handler.result()  # raise any exception of the callback
         self._run_timers()
 
     def close(self) -> None:

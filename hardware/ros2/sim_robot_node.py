@@ -22,9 +22,11 @@ Twists (``twist_mode``): ``step`` (default) moves the end-effector target at onc
 there acts over ROS 2 as it does in process; ``servo`` integrates the twist continuously while it is fresh,
 as MoveIt Servo drives a velocity-controlled arm (the target ramps over the control period instead of
 jumping; measured: pick success 0.40 vs 0.58 in process for the same BC checkpoint and seeds, and 0.62 with
-``step``, ``benchmarks/bench_ros2_success.py``). Watchdog (``servo``): a twist older than
-``command_timeout_s`` is no longer applied, so the arm holds its target when the commanding node dies; a
-stepped twist is applied once, and position targets are held by the joint controller anyway.
+``step``, ``benchmarks/bench_ros2_success.py``). Watchdog (``servo``), as MoveIt Servo's
+``incoming_command_timeout``: a twist is applied until ``command_timeout_s`` after its header stamp (its
+receive time when unstamped), however late it arrives or the physics ticks, and then the arm halts where it
+is measured (:meth:`~robot_rl.hardware.sim_robot.MujocoRobot.halt`), so it stops when the commanding node
+dies; a stepped twist is applied once, and position targets are held by the joint controller anyway.
 
 Stock mode (``mode:=stock``): only what a ros2_control + MoveIt Panda offers, so a client is tested as it
 would run on a lab's arm (:mod:`robot_rl.hardware.ros2.stock_arm`). Publishes ``/joint_states`` with
@@ -132,7 +134,8 @@ class SimRobotNode:
         self.servo_started = False
         self._joint_target = False  # the arm's last target came from joint positions (else the ee target)
         self._twist = np.zeros(6)
-        self._twist_time = -np.inf
+        self._twist_until = -np.inf  # monotonic s: the servo twist's stamp + command_timeout_s
+        self._servo_moving = False  # a servo twist moved the target since the last halt
         self._last = time.monotonic()
         self._sim_time = 0.0
         self._renderer = None
@@ -271,7 +274,9 @@ class SimRobotNode:
                 delta = twist[:3] / self.robot.limits.control_hz
                 self._apply(Command(CommandMode.EE_DELTA, delta, None, time.monotonic()))
             else:
-                self._twist, self._twist_time = twist, time.monotonic()
+                stamp = msgs.seconds(msg.header.stamp)
+                age = max(0.0, self.node.now() - stamp) if stamp else 0.0
+                self._twist, self._twist_until = twist, time.monotonic() - age + self.command_timeout_s
 
         self._guard("twist command", go)
 
@@ -291,7 +296,7 @@ class SimRobotNode:
                     f"reset_scene seed must be empty or an integer in [0, 2**32), got {text!r:.40}"
                 )
             self.robot.reset_scene(int(text) if text else None)
-            self._twist_time, self._joint_target = -np.inf, False
+            self._twist_until, self._servo_moving, self._joint_target = -np.inf, False, False
             self.pub_reset.publish(msgs.Header(self._stamp(), text))
 
         self._guard("reset_scene", go)
@@ -300,10 +305,15 @@ class SimRobotNode:
     def _tick(self) -> None:
         now = time.monotonic()
         dt = min(now - self._last, MAX_CATCH_UP_S)
+        fresh = min(dt, min(now, self._twist_until) - self._last)  # of this tick, the twist's remaining life
         self._last = now
-        if now - self._twist_time <= self.command_timeout_s and np.any(self._twist[:3]):
-            self.robot.command(Command(CommandMode.EE_DELTA, self._twist[:3] * dt, None, now))
-            self._joint_target = False
+        if fresh > 0.0 and np.any(self._twist[:3]):
+            self.robot.command(Command(CommandMode.EE_DELTA, self._twist[:3] * fresh, None, now))
+            self._joint_target, self._servo_moving = False, True
+        elif self._servo_moving and now > self._twist_until:
+            self._servo_moving = False
+            if not self._joint_target:  # a joint command since then holds its own target
+                self.robot.halt()
         self.robot.advance(dt)
         self._sim_time += dt
         state = self.robot.read()
