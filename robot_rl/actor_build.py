@@ -1,8 +1,10 @@
 """The edge's builder of an online actor's parts (:class:`robot_rl.runtime.actor_parts.ActorParts`): its env
-on the simulator or robot of ``cfg.env`` behind the reward hook, and its intervention device.
+on the simulator or robot of ``cfg.env`` behind the reward hook, and its intervention device; and of the
+learner's description of that env (:func:`describe_env`).
 
 ``robot-rl online`` (local processes and Ray workers) and the ROS 2 ``actor_node`` (with its own device) call
-it and pass the parts to :class:`robot_rl.runtime.actor.Actor`.
+it and pass the parts to :class:`robot_rl.runtime.actor.Actor`, the description to
+:class:`robot_rl.runtime.learner.Learner`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from robot_rl.config import PipelineConfig
 from robot_rl.run_dir import RunDir
 from robot_rl.runtime.actor_parts import ActorParts
+from robot_rl.runtime.env_info import EnvInfo
 from robot_rl.runtime.intervention import InterventionDevice
 
 DeviceFactory = Callable[[PipelineConfig, np.ndarray, np.ndarray, int, str], "InterventionDevice | None"]
@@ -79,6 +82,29 @@ def build_actor_parts(
         env.close()
         raise
     return ActorParts(env, spaces, action_space, human, task, robot)
+
+
+def describe_env(cfg: PipelineConfig) -> EnvInfo:
+    """The env's observation shapes and action box (:class:`~robot_rl.runtime.env_info.EnvInfo`); one env is
+    built and closed: ``cfg.env``'s, or with ``env.tasks`` the multi-task batch the actors step, whose
+    observations may leave ``environment_state`` out.
+
+    Raises:
+        ValueError / ImportError: as :func:`robot_rl.sim.make_env` (unknown id, bad settings, a missing
+            extra).
+    """
+    from robot_rl.sim import make_batched_env, make_env
+
+    if cfg.env.tasks:
+        env = make_batched_env(cfg.env, len(cfg.env.tasks), backend="mujoco_cpu")
+        spaces = (env.single_observation_space, env.single_action_space)
+    else:
+        env = make_env(cfg.env)
+        spaces = (env.observation_space, env.action_space)
+    try:
+        return EnvInfo.of(*spaces)
+    finally:
+        env.close()
 
 
 def reward_hook(cfg: PipelineConfig, env, task: str):

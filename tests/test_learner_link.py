@@ -17,6 +17,7 @@ import zmq
 from online_setup import CODE, copy_run, overrides
 
 from robot_rl import keys
+from robot_rl.actor_build import describe_env
 from robot_rl.config import ConfigError, load_config
 from robot_rl.runtime.actor_claim import claim_folder, log_id
 from robot_rl.runtime.link import PROTOCOL, ActorIdError, LearnerServer, ZmqLearnerLink
@@ -46,7 +47,7 @@ def served(tiny_offline_run, tmp_path_factory, key_folder):
 
     run = copy_run(tiny_offline_run, tmp_path_factory.mktemp("link") / "run")
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0"))
-    learner = Learner(cfg, 0, progress=False)
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
     server = LearnerServer(learner, cfg.online.address, load_server_keys(key_folder)).start()
     yield learner, server
     server.close()

@@ -10,7 +10,7 @@ import pytest
 from online_setup import copy_run, free_address, overrides, replay_on_single_env, run_online
 
 from robot_rl import keys
-from robot_rl.actor_build import build_actor_parts
+from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, Actor
@@ -89,7 +89,7 @@ def _run_until_unplugged(run, device):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False)
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
     server = LearnerServer(learner, cfg.online.address).start()
     actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     actor.device = device
@@ -199,7 +199,7 @@ def _stop_at_the_second_check(run, device):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False)
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
     server = LearnerServer(learner, cfg.online.address).start()
     actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     if actor.device is not None:

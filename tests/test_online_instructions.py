@@ -13,6 +13,7 @@ import pytest
 from online_setup import CODE, copy_run, free_address, overrides
 
 from robot_rl import keys
+from robot_rl.actor_build import describe_env
 from robot_rl.cli import stages
 from robot_rl.config import load_config
 from robot_rl.data.replay import ZarrReplayBuffer
@@ -71,7 +72,7 @@ def test_each_episode_is_acted_recorded_and_trained_on_with_its_own_instruction(
     replay = ZarrReplayBuffer(folder / "replay")
     np.testing.assert_array_equal(replay.arrays()[keys.TASK_INDEX], log.arrays()[keys.TASK_INDEX])
     # the learner's batches (demos and online chunks) carry each chunk's instruction as the policy reads it
-    learner = Learner(cfg, 0, progress=False)
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
     online = learner.replay.sample_online(64, np.random.default_rng(0))
     states = replay.arrays()[keys.STATE]
     episode_of_frame = np.repeat(np.arange(replay.num_episodes), np.diff(replay.episode_ends, prepend=0))

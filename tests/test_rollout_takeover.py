@@ -117,19 +117,48 @@ def test_no_chunk_is_queried_for_a_step_the_human_drives():
     assert ep.steps == 3 and ep.frames[keys.INTERVENTION].all() and source.queries == 0
 
 
-ACTOR_SIDE = ("actor", "batched_actor", "actor_parts", "local", "ray_backend", "intervention", "takeover")
+RUNTIME = sorted(p.stem for p in Path(robot_rl.runtime.__file__).parent.glob("*.py"))
+EDGE_ONLY = ("robot_rl.sim", "robot_rl.teleop")
 
 
-@pytest.mark.parametrize("module", ACTOR_SIDE)
-def test_the_actor_side_of_the_runtime_imports_neither_the_simulator_nor_the_devices(module):
-    """Before: the actor built its env (robot_rl.sim) and device (robot_rl.teleop) itself, inside its
-    methods; now the edge does (robot_rl.actor_build) and passes them in. Every import statement counts,
-    function-level ones too."""
-    path = Path(robot_rl.runtime.__file__).parent / f"{module}.py"
+def _imported(path: Path) -> list[str]:
+    """Every module ``path`` imports: import statements at any level (relative ones resolved against
+    robot_rl.runtime) and ``importlib.import_module`` / ``__import__`` calls with a literal name."""
     imported = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            imported.append(node.module)
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(["robot_rl", "runtime"][: max(0, 3 - node.level)]) if node.level else ""
+            name = ".".join(p for p in (base, node.module or "") if p)
+            imported += [name] + [f"{name}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             imported += [alias.name for alias in node.names]
-    assert not [m for m in imported if m.startswith(("robot_rl.sim", "robot_rl.teleop"))], path
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__"):
+                imported.append(str(node.args[0].value))
+    return imported
+
+
+@pytest.mark.parametrize("module", RUNTIME)
+def test_the_runtime_imports_neither_the_simulator_nor_the_devices(module):
+    """Before: the actors built their env (robot_rl.sim) and device (robot_rl.teleop) inside their methods,
+    and the learner built an env for its shapes and action box (runtime.agents.env_shapes); now the edge
+    does (robot_rl.actor_build: build_actor_parts, describe_env) and passes them in. Every module of
+    robot_rl/runtime, every import statement, function-level ones too."""
+    path = Path(robot_rl.runtime.__file__).parent / f"{module}.py"
+    imported = _imported(path)
+    assert not [m for m in imported if m.startswith(EDGE_ONLY)], path
+
+
+def test_the_import_check_sees_function_level_and_relative_imports(tmp_path):
+    """The check above fails on what it is meant to catch (it passed on agents.py's env_shapes before only
+    because it was not run on that file)."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        "def f():\n    from robot_rl.sim import make_env\n"
+        "def g():\n    from ..teleop import make_device\n"
+        "def h():\n    import importlib\n    importlib.import_module('robot_rl.sim.factory')\n"
+    )
+    found = [m for m in _imported(path) if m.startswith(EDGE_ONLY)]
+    assert "robot_rl.sim" in found and "robot_rl.teleop" in found and "robot_rl.sim.factory" in found

@@ -66,7 +66,9 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
 
         return run_actor(cfg, seed, args.actor_id, args.parent_pid, build=build_actor_parts)
     if args.role == "learner":
-        return run_learner(cfg, seed)
+        from robot_rl.actor_build import describe_env
+
+        return run_learner(cfg, seed, describe_env(cfg))
     return online(cfg, seed)
 
 
@@ -144,14 +146,15 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
         gui, cfg = start_gui(cfg, seed)
     try:
         if cfg.online.runtime == "ray":
-            from robot_rl.actor_build import build_actor_parts
+            from robot_rl.actor_build import build_actor_parts, describe_env
             from robot_rl.runtime.ray_backend import run_ray
 
-            summary = run_ray(cfg, seed, build_actor_parts)
+            summary = run_ray(cfg, seed, build_actor_parts, describe_env(cfg))
         else:
+            from robot_rl.actor_build import describe_env
             from robot_rl.runtime.local import run_local
 
-            summary = run_local(cfg, seed)
+            summary = run_local(cfg, seed, describe_env(cfg))
     finally:
         if gui is not None:
             gui.terminate()

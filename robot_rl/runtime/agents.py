@@ -22,6 +22,7 @@ import draccus
 from robot_rl import keys
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.run_dir import RunDir
+from robot_rl.runtime.env_info import EnvInfo
 
 _ONLINE_OVERRIDES = (
     "lr",
@@ -60,26 +61,14 @@ class OnlineAgent:
         return list((self.config.get("policy") or {}).get("tasks") or [])
 
 
-def env_shapes(cfg: PipelineConfig) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
+def env_shapes(cfg: PipelineConfig, env: EnvInfo) -> tuple[dict[str, tuple[int, ...]], int, PolicyConfig]:
     """The env's observation shapes, action dimension, and ``cfg.policy`` with the env's action box filled
-    in where ``policy.action_low/high`` are empty (one env is built and closed; with ``env.tasks`` the
-    multi-task batch the actors step, whose observations may leave ``environment_state`` out)."""
-    from robot_rl.sim import box_bounds, make_batched_env, make_env
-
-    if cfg.env.tasks:
-        env = make_batched_env(cfg.env, len(cfg.env.tasks), backend="mujoco_cpu")
-        obs_space, space = env.single_observation_space, env.single_action_space
-    else:
-        env = make_env(cfg.env)
-        obs_space, space = env.observation_space, env.action_space
-    try:
-        shapes = {k: tuple(int(d) for d in s.shape) for k, s in obs_space.spaces.items()}
-        policy = cfg.policy
-        if not (policy.action_low or policy.action_high):
-            policy = replace(policy, **box_bounds(space))
-        return shapes, int(space.shape[0]), policy
-    finally:
-        env.close()
+    in where ``policy.action_low/high`` are empty; ``env``: the edge's description of the env the actors
+    step (:func:`robot_rl.actor_build.describe_env`)."""
+    policy = cfg.policy
+    if not (policy.action_low or policy.action_high) and env.action_low:
+        policy = replace(policy, action_low=list(env.action_low), action_high=list(env.action_high))
+    return dict(env.obs_shapes), env.action_dim, policy
 
 
 def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float, gamma_key: str):
@@ -97,8 +86,8 @@ def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, 
     return TrainingSet(root, data, horizon, gamma, run.root / "frame_cache", for_rl=True, gamma_key=gamma_key)
 
 
-def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAgent:
-    """Build the online agent for ``cfg.online.method`` (module docstring).
+def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo) -> OnlineAgent:
+    """Build the online agent for ``cfg.online.method`` (module docstring) for the env ``env`` describes.
 
     Raises:
         ConfigError: the init checkpoint is missing, was trained on other observations or actions than
@@ -115,7 +104,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     )
     from robot_rl.policies.factory import build_agent
 
-    env_obs, action_dim, env_policy = env_shapes(cfg)
+    env_obs, action_dim, env_policy = env_shapes(cfg, env)
     method = cfg.online.method
 
     def extra(obs_shapes: dict[str, tuple[int, ...]]) -> dict:
@@ -149,8 +138,8 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir) -> OnlineAge
     try:
         check_compatible(saved.config, env_obs, action_dim)
     except ValueError as err:
-        env = f"env.tasks={list(cfg.env.tasks)}" if cfg.env.tasks else f"env {cfg.env.id!r}"
-        raise ConfigError(f"online.init={init}: the checkpoint does not fit {env}: {err}") from err
+        where = f"env.tasks={list(cfg.env.tasks)}" if cfg.env.tasks else f"env {cfg.env.id!r}"
+        raise ConfigError(f"online.init={init}: the checkpoint does not fit {where}: {err}") from err
     if "policy" not in ckpt.weights:
         raise ConfigError(f"online.init={init}: {init / MODEL_FILE} has no 'policy' weights")
     obs_shapes = {k: env_obs[k] for k in saved.obs_shapes}

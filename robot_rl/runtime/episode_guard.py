@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.runtime.env_info import EnvInfo
 
 ACTION_TOLERANCE = 1e-3
 """Fraction of the action box's span an action may lie outside it (float rounding, an env's own slack)."""
@@ -146,8 +147,10 @@ class EpisodeGuard:
             )
 
 
-def run_guard(cfg, config: dict, stats: dict, obs_shapes: dict[str, tuple[int, ...]], demos) -> EpisodeGuard:
-    """The :class:`EpisodeGuard` of an online run (one env is built and closed to read its action box).
+def run_guard(
+    cfg, config: dict, stats: dict, obs_shapes: dict[str, tuple[int, ...]], demos, env: EnvInfo
+) -> EpisodeGuard:
+    """The :class:`EpisodeGuard` of an online run.
 
     Args:
         cfg: the run's ``PipelineConfig``.
@@ -156,18 +159,13 @@ def run_guard(cfg, config: dict, stats: dict, obs_shapes: dict[str, tuple[int, .
         stats: the agent's normalisation stats (key -> ``FeatureStats``).
         obs_shapes: the observation keys the replay stores -> per-frame shape.
         demos: the demos' ``TrainingSet`` or None (its rewards give the range when the agent has none).
+        env: the edge's description of the env (its action box).
 
     The action box is the env's; an unbounded env falls back to the stats' ``action`` min/max widened
-    like an observation. Raises what building the env raises.
+    like an observation.
     """
-    from dataclasses import replace
-
-    from robot_rl.runtime.agents import env_shapes
-
-    unboxed = replace(cfg, policy=replace(cfg.policy, action_low=[], action_high=[]))
-    box = env_shapes(unboxed)[2]
-    if box.action_low:
-        action = action_bounds(np.asarray(box.action_low), np.asarray(box.action_high))
+    if env.action_low:
+        action = action_bounds(np.asarray(env.action_low), np.asarray(env.action_high))
     else:
         source = "the stats' action min/max (unbounded env), widened as observations"
         factor = cfg.online.obs_range_factor or np.inf  # 0: no range check, as for observations

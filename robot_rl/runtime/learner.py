@@ -34,6 +34,7 @@ from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.config_checks import problems
 from robot_rl.data.normalize import stats_to_json
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
+from robot_rl.runtime.env_info import EnvInfo
 from robot_rl.runtime.episode_guard import EpisodeRejected, run_guard
 from robot_rl.runtime.leases import Leases
 from robot_rl.runtime.messages import (
@@ -73,14 +74,15 @@ class Learner:
     Files under ``<run_dir>/online/<name>_seed<seed>/``: ``replay/`` (zarr), ``learner/`` (resumable
     checkpoint); the final policy goes to ``<run_dir>/checkpoints/<name>_seed<seed>`` (``name`` is
     ``online_<method>``), metrics to ``logs/<name>_seed<seed>.csv``, TensorBoard events to ``tensorboard/``
-    and ``summary.json``.
+    and ``summary.json``. ``env``: the edge's description of the env the actors step
+    (:func:`robot_rl.actor_build.describe_env`; the learner builds no env).
 
     Raises:
         ConfigError: unknown method, no env-step budget, a missing or incompatible init checkpoint, or a
             learner checkpoint written by another method, task or runtime format (names the file).
     """
 
-    def __init__(self, cfg: PipelineConfig, seed: int, progress: bool = True) -> None:
+    def __init__(self, cfg: PipelineConfig, seed: int, progress: bool = True, *, env: EnvInfo) -> None:
         on = cfg.online
         bad = problems(cfg)  # the same range checks as load_config, for a config built in code
         if bad:
@@ -94,7 +96,7 @@ class Learner:
         torch.manual_seed(seed)
         from robot_rl.runtime.agents import build_online_agent
 
-        built = build_online_agent(cfg, seed, self.run)
+        built = build_online_agent(cfg, seed, self.run, env)
         self.agent, self.config, self.stats = built.agent, built.config, built.stats
         self.obs_shapes, self.action_dim = built.obs_shapes, built.action_dim
         self.replay = OnlineReplay(
@@ -112,7 +114,7 @@ class Learner:
         self.max_episode_steps = max_episode_steps(cfg)
         self.max_message_bytes = max_push_bytes(self.episode_spec, self.final_spec, self.max_episode_steps)
         demos = built.demos
-        self.guard = run_guard(cfg, self.config, self.stats, self.obs_shapes, demos)
+        self.guard = run_guard(cfg, self.config, self.stats, self.obs_shapes, demos, env)
         self._rollbacks = 0  # rollbacks in a row (since the last checkpoint written after one)
         self.prior = PriorData(demos, sorted(self.obs_shapes), built.tasks) if demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
