@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import hang_watch
@@ -28,6 +29,28 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     hang_watch.unconfigure(config)
+
+
+_SESSION_START = time.monotonic()
+_WORKER_DONE: dict[str, float] = {}
+"""xdist controller: seconds from the session's start to each worker's end (``pytest_testnodedown``)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_DONE[node.gateway.id] = time.monotonic() - _SESSION_START
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Under xdist, when each worker ended and the tail (the seconds between the first worker running out
+    of tests and the last one finishing): how well ``HEAVY_FIRST`` balanced the run."""
+    if len(_WORKER_DONE) < 2:
+        return
+    ends = sorted(_WORKER_DONE.items(), key=lambda kv: kv[1])
+    listed = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in ends)
+    terminalreporter.write_line(
+        f"xdist workers ended after {listed}: a tail of {ends[-1][1] - ends[0][1]:.0f} s with a worker idle"
+    )
 
 
 # The costliest test files, costliest first: seconds of one serial `pytest -n 0` run of the file on this
