@@ -41,7 +41,7 @@ from robot_rl import keys
 from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
 from robot_rl.data.replay import ZarrReplayBuffer
-from robot_rl.rollout import RecordedEpisode, Rollout, StepReport, step_frame
+from robot_rl.rollout import RecordedEpisode, Rollout, StepReport
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.actor_claim import log_id
 from robot_rl.runtime.actor_parts import ActorParts
@@ -553,20 +553,16 @@ class Actor:
             return obs
         return {**obs, keys.TASK: np.asarray(self.tasks, dtype=object)[task_indices]}
 
-    def _step_frame(
-        self, obs, action, reward, terminated: bool, success: bool, intervened: bool, task_index: int
-    ) -> dict:
-        """One recorded step (:func:`robot_rl.rollout.step_frame`): the observation it acted on
-        (:attr:`obs_keys` of ``obs``), the episode's ``task_index`` and what it did."""
-        extra = {keys.TASK_INDEX: np.int64(task_index)}
-        obs = {k: obs[k] for k in self.obs_keys}
-        return step_frame(obs, action, reward, terminated, success, intervened, extra)
+    def _episode_frames(self, ep: RecordedEpisode) -> dict[str, np.ndarray]:
+        """What the log keeps of an episode with steps: the engine's (T, ...) frames, ``task_index`` (T,)
+        int64 (the episode's instruction in ``policy.tasks``) and the final observation ``final.<key>`` (the
+        state after its last executed step).
 
-    def _frames(self, steps: list[dict[str, Any]], final_obs) -> dict[str, np.ndarray]:
-        """An episode's frames: (T, ...) per step key and the final observation ``final.<key>`` (the state
-        after its last executed step)."""
-        frames = {k: np.stack([s[k] for s in steps]) for k in steps[0]}
-        frames.update({keys.final_key(k): np.asarray(final_obs[k]) for k in self.obs_keys})
+        Raises:
+            ValueError: the policy was not trained on the episode's instruction (:meth:`_task_index`)."""
+        frames = dict(ep.frames)
+        frames[keys.TASK_INDEX] = np.full(ep.steps, self._task_index(ep.task or self.task), np.int64)
+        frames.update({keys.final_key(k): np.asarray(ep.final_obs[k]) for k in self.obs_keys})
         return frames
 
     def _hold_while_stopped(self) -> Exception | None:
@@ -687,10 +683,7 @@ class Actor:
             self.counters["policy_nan_stops"] += 1
         if not ep.steps:
             return None, error
-        frames = dict(ep.frames)
-        frames[keys.TASK_INDEX] = np.full(ep.steps, self._task_index(ep.task or self.task), np.int64)
-        frames.update({keys.final_key(k): np.asarray(ep.final_obs[k]) for k in self.obs_keys})
-        return frames, error
+        return self._episode_frames(ep), error
 
 
 class ActorPolicy:

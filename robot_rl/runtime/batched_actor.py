@@ -53,7 +53,6 @@ import math
 
 import numpy as np
 
-from robot_rl import keys
 from robot_rl.config import PipelineConfig
 from robot_rl.rollout import NOT_EXECUTED, RecordedEpisode, Rollout, StepReport
 from robot_rl.runtime.actor import Actor, ActorPolicy
@@ -181,9 +180,7 @@ class BatchedActor(Actor):
             self.counters["policy_nan_stops"] += 1
             fault = self._nan_fault(True)
         if ep.steps:
-            frames = dict(ep.frames)
-            frames[keys.TASK_INDEX] = np.full(ep.steps, self._task_index(ep.task or self.task), np.int64)
-            frames.update({keys.final_key(k): np.asarray(ep.final_obs[k]) for k in self.obs_keys})
+            frames = self._episode_frames(ep)
             frames[ENV_INDEX_KEY] = np.int64(ep.env_id)
             frames[ENV_SEED_KEY] = np.int64(ep.env_seed)
             self.live.episode_end(frames, self._record(frames))
