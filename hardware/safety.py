@@ -31,7 +31,9 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   most half way from the arm. In joint mode that is the mirror of the measured joints, kept within the
   joint limits and, by forward kinematics, in the box and clear of contacts; in ``ee_delta`` mode the
   mirror of the measured pose ahead at its present velocity by the robot's tracking time
-  (:attr:`tracking_time_s`, at least one period; the Cartesian controller has its own dynamics), and a
+  (:attr:`tracking_time_s`, at least one period; the Cartesian controller has its own dynamics; per axis
+  the farther of the last period's mean velocity and, with a kinematic model, the instantaneous one,
+  ``J(q) dq`` from the measured joint velocities), and a
   target comes in by as far as that pose would be out. The target plus the
   current tracking error (measured minus the last target's pose: an offset that persists, e.g. while
   sliding along a face) stays in the box too. An ``ee_delta`` step is also shortened until the joints it
@@ -515,6 +517,13 @@ class SafeRobot(Robot):
         # where the arm gets at its present speed within its tracking time (at least one period)
         periods = max(1.0, self.tracking_time_s * lim.control_hz)
         ahead = measured + periods * (measured - self._ee_measured)
+        if self._has_fk:  # or at its instantaneous velocity (J dq), per axis the farther: a target change
+            # accelerates the arm past its last period's mean (random/ee: 6.2 mm out before, 4.2 mm after)
+            fk, h, q = self.robot.forward_kinematics, 1e-6, state.joint_pos
+            here = fk(q)
+            jac = np.stack([(fk(q + h * e) - here) / h for e in np.eye(q.size)], axis=1)
+            now_ahead = measured + (periods / lim.control_hz) * (jac @ state.joint_vel)
+            ahead = np.where(np.abs(now_ahead - measured) > np.abs(ahead - measured), now_ahead, ahead)
         self._ee_measured = measured
         # a persistent offset, or the arm heading out at its present speed: the target comes in as far
         error = measured - target
