@@ -113,3 +113,37 @@ def plot_open_loop(result: OpenLoopResult, out: Path, names: list[str] | None = 
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+
+
+def command_change_split(
+    predicted: np.ndarray, recorded: np.ndarray, prev: np.ndarray, tol: float = 1e-3
+) -> dict[str, float]:
+    """First-step error on frames where the command changes against frames where it holds: the copycat
+    check for policies fed the last command (Wen et al. 2020, "Fighting Copycat Agents").
+
+    Args:
+        predicted, recorded: chunks (N, h, d) float32 in action units; only step 0 is used.
+        prev: the last command the policy saw, a[t−1] (N, d), in action units.
+        tol: a frame "holds" when mean_d |a[t] − a[t−1]| <= ``tol`` (action units per frame), else "changes".
+
+    Returns ``first_mae_changed`` / ``first_mae_held`` (the policy) and ``hold_mae_changed`` /
+    ``hold_mae_held`` (repeating a[t−1]) over each group, ``copy_ratio_changed`` = policy / hold on the
+    changing frames (1 = no better than copying the last command) and ``frac_changed``. A group with no
+    frames gives NaN.
+    """
+    step = np.abs(recorded[:, 0] - prev).mean(-1)
+    changed = step > tol
+    policy = np.abs(predicted[:, 0] - recorded[:, 0]).mean(-1)
+
+    def mean(x: np.ndarray, mask: np.ndarray) -> float:
+        return float(x[mask].mean()) if mask.any() else float("nan")
+
+    out = {
+        "first_mae_changed": mean(policy, changed),
+        "first_mae_held": mean(policy, ~changed),
+        "hold_mae_changed": mean(step, changed),
+        "hold_mae_held": mean(step, ~changed),
+        "frac_changed": float(changed.mean()) if len(changed) else float("nan"),
+    }
+    out["copy_ratio_changed"] = out["first_mae_changed"] / out["hold_mae_changed"]
+    return out

@@ -1,0 +1,230 @@
+"""Real-data anchor on the G1 fixture (issue 38 item 4): open-loop action error on held-out episode(s) of
+hold-last-command, constant-velocity extrapolation, flow BC, the small VLA and LeRobot 0.4.4's ACT, all
+trained on the same episodes for the same number of steps in one run and scored by the same code.
+
+    python benchmarks/bench_g1_anchor.py                      # full size (see benchmarks/README.md)
+    python benchmarks/bench_g1_anchor.py --tiny               # smoke run: a few steps, no VLA
+
+Metrics (robot_rl.eval.open_loop's formulas, in action units: rad for arms, normalised hand joints):
+chunk MAE over valid chunk steps, first-step MAE, and the copycat split
+(:func:`robot_rl.eval.open_loop.command_change_split`). Every model is scored by :func:`score` on the
+same frames; ACT's predictions come back from the side venv as a file. "Hold" repeats the last command
+a[t−1] the policies see (``observation.prev_action``; the state at an episode's first frame);
+"extrapolate" continues its last change, a[t−1] + (k+1)(a[t−1] − a[t−2]), a no-learning reference for
+what two past commands tell. ``--curve 1,2,3,4`` trains on the first n of the non-test episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from robot_rl.config import load_config
+from robot_rl.data.training.training_set import TrainingSet
+from robot_rl.eval.open_loop import command_change_split, open_loop_eval
+from robot_rl.run_dir import RunDir
+from robot_rl.training.loop import train_agent
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(os.environ.get("ROBOT_RL_FIXTURES", ROOT.parent / "shared" / "fixtures")) / "lerobot"
+CONFIG = ROOT / "configs" / "g1_pick_bottle.yaml"
+ACT_VENV = Path(os.environ.get("ROBOT_RL_LEROBOT_VENV", Path.home() / ".cache" / "robot_rl" / "lerobot044"))
+ACT_PYTHON = ACT_VENV / "bin" / "python"
+VLA = [
+    "--data.images=true",
+    "--policy.kind=vla",
+    "--policy.vla.backbone=small",
+    "--policy.vla.expert_width=64",
+    "--policy.vla.expert_layers=2",
+]
+
+
+def load_frames(root: Path) -> dict[str, np.ndarray]:
+    """``state``, ``action`` (N, d) float32, ``episode`` (N,) int64 of a LeRobot v3.0 dataset's rows, and
+    ``prev_action`` (N, d): a[t−1], the state at an episode's first frame (the config's
+    ``prev_action_start``). Raises FileNotFoundError naming the parquet file."""
+    path = root / "data" / "chunk-000" / "file-000.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"G1 fixture data not found: {path}")
+    table = pq.read_table(path, columns=["observation.state", "action", "episode_index", "index"])
+    if not np.array_equal(np.asarray(table["index"]), np.arange(table.num_rows)):
+        raise ValueError(f"{path}: rows are not in index order")
+    state = np.asarray(table["observation.state"].to_pylist(), np.float32)
+    action = np.asarray(table["action"].to_pylist(), np.float32)
+    episode = np.asarray(table["episode_index"], np.int64)
+    first = np.r_[True, episode[1:] != episode[:-1]]
+    prev = np.concatenate([state[:1], action[:-1]])
+    prev[first] = state[first]
+    return {"state": state, "action": action, "episode": episode, "prev_action": prev}
+
+
+def score(pred: np.ndarray, rec: np.ndarray, valid: np.ndarray, prev: np.ndarray) -> dict[str, float]:
+    """Chunk and first-step MAE (open_loop_eval's formulas) and the copycat split, for chunks (N, h, d)."""
+    err = (pred - rec) * valid[..., None]
+    count = max(valid.sum() * pred.shape[-1], 1.0)
+    out = {
+        "chunk_mae": float(np.abs(err).sum() / count),
+        "first_mae": float(np.abs(pred[:, 0] - rec[:, 0]).mean()),
+    }
+    return {**out, **command_change_split(pred, rec, prev)}
+
+
+def train_flow(tag: str, run_root: Path, test: list[int], unused: list[int], steps: int, extra: list[str]):
+    """Train flow BC (``configs/g1_pick_bottle.yaml`` + ``extra``) without ``unused`` episodes and return
+    its open-loop result on every held-out frame, training seconds and the result's rows."""
+    run = run_root / tag
+    cfg = load_config(
+        CONFIG,
+        [
+            f"--run_dir={run}",
+            f"--data.path={FIXTURE / 'g1_pick_bottle_v30'}",
+            f"--data.val_episodes={sorted(test + unused)}",
+            f"--data.val_every={steps}",
+            f"--data.cache_dir={run_root / 'frame_cache'}",
+            f"--bc.steps={steps}",
+            f"--checkpoint_every={steps}",
+            "--threads=1",
+            *extra,
+        ],
+    )
+    start = time.time()
+    train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), init_from=None)
+    seconds = time.time() - start
+    from robot_rl.policies.factory import load_agent  # noqa: PLC0415  (heavy; as robot_rl.training.loop)
+
+    agent, _ = load_agent(RunDir(cfg.run_dir).checkpoint("bc", 0), "cpu", evaluate=True, seed=0)
+    data = TrainingSet(
+        Path(cfg.data.path),
+        cfg.data,
+        cfg.policy.horizon,
+        cfg.offline.gamma,
+        run_root / "frame_cache",
+        for_rl=False,
+        action_reference=cfg.policy.action_reference,
+    )
+    return open_loop_eval(agent, data, data.val, 10**6), seconds
+
+
+def run_act(
+    run_root: Path, tag: str, frames: dict, train_rows: np.ndarray, score_rows: np.ndarray, args
+) -> tuple[subprocess.Popen, Path]:
+    """Export the frames and start ``g1_act_peer.py`` in the LeRobot venv (it trains while flow BC does);
+    returns (process, path of its predictions)."""
+    data = run_root / f"{tag}_in.npz"
+    out = run_root / f"{tag}_out.npz"
+    np.savez(data, **frames, train_rows=train_rows, score_rows=score_rows)
+    cmd = [
+        str(args.act_python),
+        str(ROOT / "benchmarks" / "g1_act_peer.py"),
+        f"--data={data}",
+        f"--out={out}",
+        f"--steps={args.steps}",
+        f"--lr={args.act_lr}",
+        f"--dim_model={args.act_dim}",
+        f"--dim_feedforward={4 * args.act_dim}",
+        f"--layers={args.act_layers}",
+        "--inputs=state+prev",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, env=env), out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="smoke run: 3 steps, small ACT, no VLA")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--test", type=int, nargs="+", default=[4], help="held-out test episode(s)")
+    parser.add_argument("--curve", default="4", help="numbers of training episodes, e.g. 1,2,3,4")
+    parser.add_argument("--vla", action="store_true", help="also train the small VLA (camera; slow)")
+    parser.add_argument("--act_python", type=Path, default=ACT_PYTHON)
+    parser.add_argument("--act_dim", type=int, default=128)
+    parser.add_argument("--act_layers", type=int, default=2)
+    parser.add_argument("--act_lr", type=float, default=1e-4)
+    parser.add_argument("--run_dir", type=Path, default=ROOT / "runs" / "bench_g1_anchor")
+    parser.add_argument("--json", type=Path, default=None, help="write the table here as JSON")
+    args = parser.parse_args()
+    if args.tiny:
+        args.steps, args.act_dim, args.act_layers, args.vla = 3, 16, 1, False
+    torch.set_num_threads(1)
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    frames = load_frames(FIXTURE / "g1_pick_bottle_v30")
+    pool = [e for e in np.unique(frames["episode"]).tolist() if e not in args.test]
+    has_act = args.act_python.is_file()
+    if not has_act:
+        print(f"ACT skipped: no LeRobot side venv at {args.act_python} (/work/shared/peers/lerobot/setup.sh)")
+    rows_out = []
+    for n in [int(x) for x in args.curve.split(",")]:
+        train_eps, unused = pool[:n], pool[n:]
+        tag = f"n{n}_s{args.steps}"
+        train_rows = np.flatnonzero(np.isin(frames["episode"], train_eps))
+        test_rows = np.flatnonzero(np.isin(frames["episode"], args.test))
+        act = run_act(args.run_dir, f"act_{tag}", frames, train_rows, test_rows, args) if has_act else None
+        bc, bc_s = train_flow(f"bc_{tag}", args.run_dir, args.test, unused, args.steps, [])
+        keep = np.isin(frames["episode"][bc.rows], args.test)
+        rows, rec, valid = bc.rows[keep], bc.recorded[keep], bc.valid[keep]
+        if not np.array_equal(rows, test_rows) or not np.allclose(rec[:, 0], frames["action"][rows]):
+            raise RuntimeError("scored frames do not line up with the dataset rows")
+        prev = frames["prev_action"][rows]
+        before = frames["prev_action"][np.maximum(rows - 1, 0)]
+        before[rows == 0] = prev[rows == 0]
+        same = frames["episode"][np.maximum(rows - 1, 0)] == frames["episode"][rows]
+        before[~same] = prev[~same]
+        k = np.arange(1, rec.shape[1] + 1)[None, :, None]
+        preds = {
+            "hold a[t-1]": np.repeat(prev[:, None], rec.shape[1], 1),
+            "extrapolate a[t-1]+k(a[t-1]-a[t-2])": prev[:, None] + k * (prev - before)[:, None],
+            "flow BC (configs/g1_pick_bottle.yaml)": bc.predicted[keep],
+        }
+        seconds = {"flow BC (configs/g1_pick_bottle.yaml)": bc_s}
+        if args.vla:
+            vla, vla_s = train_flow(f"vla_{tag}", args.run_dir, args.test, unused, args.steps, VLA)
+            preds["small VLA (camera 96x128)"] = vla.predicted[
+                np.isin(frames["episode"][vla.rows], args.test)
+            ]
+            seconds["small VLA (camera 96x128)"] = vla_s
+        if act is not None:
+            proc, out = act
+            if proc.wait() != 0:
+                raise RuntimeError(f"ACT peer failed (exit {proc.returncode}); see its output above")
+            name = f"ACT (LeRobot 0.4.4, state+last command, dim {args.act_dim}, {args.act_layers} layers)"
+            result = np.load(out)
+            preds[name], seconds[name] = result["predicted"], float(result["seconds"])
+        for name, pred in preds.items():
+            metrics = score(pred, rec, valid, prev)
+            rows_out.append(
+                {"train_episodes": n, "model": name, "train_s": seconds.get(name, 0.0), **metrics}
+            )
+    hold = {r["train_episodes"]: r for r in rows_out if r["model"].startswith("hold")}
+    print(f"G1 open loop, test episode(s) {args.test}, {args.steps} steps at batch 64 per model")
+    print(
+        f"{'n':>2} {'model':<62} {'chunk':>8} {'vs hold':>8} {'first':>8} {'vs hold':>8} "
+        f"{'1st chg':>8} {'1st held':>8} {'copy':>5} {'train s':>7}"
+    )
+    for r in rows_out:
+        h = hold[r["train_episodes"]]
+        print(
+            f"{r['train_episodes']:>2} {r['model']:<62} {r['chunk_mae']:8.5f} "
+            f"{100 * (r['chunk_mae'] / h['chunk_mae'] - 1):+7.1f}% {r['first_mae']:8.5f} "
+            f"{100 * (r['first_mae'] / h['first_mae'] - 1):+7.1f}% {r['first_mae_changed']:8.5f} "
+            f"{r['first_mae_held']:8.5f} {r['copy_ratio_changed']:5.2f} {r['train_s']:7.0f}"
+        )
+    frac = rows_out[0]["frac_changed"]
+    print(
+        f"command changes (mean |a[t]-a[t-1]| > 1e-3) on {100 * frac:.0f}% of test frames; "
+        "copy = policy / hold first-step MAE on those frames"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(rows_out, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
