@@ -54,33 +54,41 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # The costliest test files, costliest first: seconds of one serial `pytest -n 0` run of the file on this
-# 2-core machine, quiet (2026-11-28), or of the slowest tests in full runs' --durations. They go first so
-# that the two xdist workers (--dist loadfile, --no-loadscope-reorder) never end the run with one of them
-# still in a long file and the other idle: xdist's default order (most tests first) handed out the long
-# one- and two-test files (the robot-server stage run, the MJX smoke runs, the ROS 2 pipelines) last.
-# Modules that run `alone` are left out: beside a long test on the other worker they would wait for it.
+# 2-core machine, quiet (2026-11-28), or of the slowest tests in full runs' --durations (CI's clean clone,
+# empty JAX cache: issue 36). They go first so that the two xdist workers (--dist loadfile,
+# --no-loadscope-reorder) never end the run with one of them still in a long file and the other idle:
+# xdist's default order (most tests first) handed out the long one- and two-test files (the robot-server
+# stage run, the MJX smoke runs, the ROS 2 pipelines) last. Modules that run `alone` go before them all.
 HEAVY_FIRST = (
+    "test_sim_mjx.py",  # 180+ cold (full run: stack 98 + push 80 compiling MJX)
+    "test_sim_mjx_bench.py",  # 168 cold (full run), 76 warm
     "test_critic.py",  # 132: the trained-critic fixture (collect 24 demos, 400 critic steps)
+    "test_robot_env_stages.py",  # 123 (full run): five real-time stages on the robot server
     "test_benchmarks_run.py",  # 124: 25 benchmark scripts, each in its own process
-    "test_sim_maniskill.py",  # about 80 (full runs: 48 setup + 22-32 call)
-    "test_robot_env_stages.py",  # 80: five real-time stages on the robot server
-    "test_sim_mjx_bench.py",  # 76
     "test_ros2_policy_kill.py",  # up to 120 (full runs)
-    "test_ros2_stock_pipeline.py",  # 38-57 (full runs)
+    "test_sim_maniskill.py",  # about 80 (full runs: 48 setup + 22-32 call)
+    "test_ros2_stock_pipeline.py",  # 38-60 (full runs)
+    "test_online_vla.py",  # 32-48 (full runs)
     "test_sim_mjx_pipeline.py",  # 42
     "test_online_outage.py",  # 41: a 15-s learner outage
-    "test_online_vla.py",  # 32-40 (full runs)
+    "test_online_batched.py",  # 6 online runs
     "test_online_runtime.py",  # 26-35 for its Ray test (full runs)
     "test_pipeline_smoke.py",  # 28 for its quick pipeline (full runs)
     "test_deploy_eval.py",  # 23 (full runs)
     "test_resume_kill.py",  # 20
 )
 
+_ALONE_MODULES: set[Path] = set()
+"""Test files with a test that runs ``alone``: the whole file runs so (see :func:`alone`)."""
+
 
 def pytest_collection_modifyitems(items):
-    """Run the files in ``HEAVY_FIRST`` first, in its order; every file's tests keep their own order."""
+    """Run the files with a test that runs ``alone`` first, then the files in ``HEAVY_FIRST`` in its order;
+    every file's tests keep their own order. An ``alone`` file at the start waits for nothing: later, it
+    waited for the test running on the other worker (a full run's test_hang_watch setup took 59 s so)."""
+    _ALONE_MODULES.update(item.path for item in items if "alone" in getattr(item, "fixturenames", ()))
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    items.sort(key=lambda item: (item.path not in _ALONE_MODULES, rank.get(item.path.name, len(rank))))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -130,7 +138,8 @@ def alone(tmp_path_factory):
     """The module's tests that use this run with no test of another xdist worker running meanwhile (the
     live GUI run takes more CPU than 2 cores have; beside it, real-time tests elsewhere missed their
     deadlines in CI). Other workers' tests wait for it, and it waits for the ones already running. Held
-    from the first test that asks for it to the end of its module."""
+    from the module's first test (its other tests take it too: ``_not_beside_an_alone_module``) to its
+    end, so that a later test asking for it never waits for a long test on the other worker."""
     with _session_lock(tmp_path_factory, exclusive=True):
         _HOLDING_ALONE.set()
         try:
@@ -142,7 +151,10 @@ def alone(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _not_beside_an_alone_module(request, tmp_path_factory):
     """Every test holds the session lock in shared mode, so a module that asks to run ``alone`` waits for
-    it and holds it back (tests under ``alone`` already hold it exclusively)."""
+    it and holds it back (tests under ``alone`` already hold it exclusively). Every test of a module with
+    an ``alone`` test takes ``alone``."""
+    if request.node.path in _ALONE_MODULES:
+        request.getfixturevalue("alone")
     if "alone" in request.fixturenames or _HOLDING_ALONE.is_set():
         yield
         return
