@@ -5,9 +5,11 @@ action dim 4, h=5; default network sizes; per-step rewards in [0, 1] (``offline.
 
 The cases are timed in interleaved rounds (``--rounds``), so a change in the machine's load during the run
 weighs on every case alike and the ratios stay comparable. ``--float32`` adds QC best-of-N with
-``offline.learner_dtype=float32`` (the learner before bfloat16 products); ``--lerobot-python`` adds LeRobot
+``offline.learner_dtype=float32`` and ``target_flow_steps=0`` (the policy's K = 10: the learner before
+issue 38 but for its fused Adam and LayerNorm pass); ``--lerobot-python`` adds LeRobot
 0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once between the rounds) with the same
-network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``).
+network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``), timed in each
+round too (its own process per round; start-up and warm-up are not timed).
 
 Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32]
      [--lerobot-python ~/.cache/robot_rl/lerobot044/bin/python [--lerobot-compile]]
@@ -40,21 +42,25 @@ def timed_updates(agent, batch, budget_s: float, min_updates: int = 1) -> tuple[
     return n, time.perf_counter() - start
 
 
-def lerobot_sac_rate(args, pcfg: PolicyConfig, ocfg: OfflineRLConfig) -> float | str:
-    """LeRobot 0.4.4 SAC's updates/s from its side venv at QC's widths, or why it did not run."""
+def lerobot_sac_round(
+    args, pcfg: PolicyConfig, ocfg: OfflineRLConfig, budget_s: float
+) -> tuple[int, float] | str:
+    """(updates, seconds) of LeRobot 0.4.4 SAC's learner for ``budget_s`` from its side venv at QC's
+    widths, or why it did not run."""
     if not Path(args.lerobot_python).is_file():
         return f"skipped: no LeRobot side venv at {args.lerobot_python} (../shared/peers/lerobot/setup.sh)"
     cmd = [args.lerobot_python, str(HERE / "lerobot_sac_peer.py"), "--batch-size", str(args.batch_size)]
     cmd += ["--critic-hidden", *map(str, ocfg.critic_hidden_dims)]
     cmd += ["--actor-hidden", *map(str, pcfg.hidden_dims)]
-    cmd += ["--time-per-case", str(args.time_per_case), "--threads", str(torch.get_num_threads())]
+    cmd += ["--time-per-case", str(budget_s), "--threads", str(torch.get_num_threads())]
     cmd += ["--compile" if args.lerobot_compile else "--no-compile"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         return f"failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
-    return float(json.loads(lines[-1])["updates_per_s"])
+    out = json.loads(lines[-1])
+    return int(out["updates"]), float(out["seconds"])
 
 
 def main() -> None:
@@ -72,7 +78,8 @@ def main() -> None:
     print(
         f"learner updates, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"batch {args.batch_size}, h={pcfg.horizon} d={SIM_ACTION_DIM}; policy MLP {pcfg.hidden_dims}, "
-        f"critic 2x{default.critic_hidden_dims}, learner_dtype {default.learner_dtype}"
+        f"critic 2x{default.critic_hidden_dims}, learner_dtype {default.learner_dtype}, "
+        f"target_flow_steps {default.target_flow_steps}"
     )
     bc = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     agents = {"flow BC (baseline)": bc}
@@ -82,35 +89,42 @@ def main() -> None:
         ("qc_fql", default.best_of_n, default.learner_dtype, "QC-FQL"),
     ]
     if args.float32:
-        cases.append(("qc", default.best_of_n, "float32", f"QC best-of-{default.best_of_n} float32"))
+        cases.append(("qc", default.best_of_n, "float32", f"QC best-of-{default.best_of_n} f32, K=10"))
     for method, n, dtype, label in cases:
         # the fake batch's rewards are in [0, 1]; training fills this range from the dataset's next.reward
         ocfg = OfflineRLConfig(method=method, best_of_n=n, reward_range=[0.0, 1.0], learner_dtype=dtype)
+        if dtype == "float32":  # the learner before issue 38: float32 products, the policy's K target steps
+            ocfg.target_flow_steps = 0
         agents[label] = build_agent(method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     for agent in agents.values():
         agent.update(batch)  # warm-up
     totals = {label: [0, 0.0] for label in agents}
-    peer: float | str | None = None
+    peer_label, peer_error = "LeRobot 0.4.4 SAC (peer)", ""
     rounds = max(1, args.rounds)
-    for r in range(rounds):
+    for _ in range(rounds):
         for label, agent in agents.items():
             n, seconds = timed_updates(agent, batch, args.time_per_case / rounds)
             totals[label][0] += n
             totals[label][1] += seconds
-        if args.lerobot_python and r == (rounds - 1) // 2:
-            peer = lerobot_sac_rate(args, pcfg, default)
+        if args.lerobot_python and not peer_error:
+            got = lerobot_sac_round(args, pcfg, default, args.time_per_case / rounds)
+            if isinstance(got, str):
+                peer_error = got
+            else:
+                totals.setdefault(peer_label, [0, 0.0])
+                totals[peer_label][0] += got[0]
+                totals[peer_label][1] += got[1]
     rates = {label: n / seconds for label, (n, seconds) in totals.items()}
     base = rates["flow BC (baseline)"]
     for label, ups in rates.items():
         print(f"{label:<28} {ups:8.2f} updates/s   {ups / base:.3f}x of flow BC")
-    if isinstance(peer, float):
+    if peer_label in rates:
         qc = rates[cases[0][3]]
         print(
-            f"{'LeRobot 0.4.4 SAC (peer)':<28} {peer:8.2f} updates/s   {peer / base:.3f}x of flow BC; "
-            f"QC best-of-{default.best_of_n} {qc / peer:.2f}x of it"
+            f"QC best-of-{default.best_of_n} (default) is {qc / rates[peer_label]:.2f}x LeRobot's SAC learner"
         )
-    elif peer is not None:
-        print(f"LeRobot 0.4.4 SAC (peer): {peer}")
+    elif peer_error:
+        print(f"{peer_label}: {peer_error}")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ step; temperature loss, backward, clip, step; Polyak update of the target critic
 ``observation.environment_state`` (7,), action (``--action-dim``,), reward, done. Network sizes come from
 the command line (``--critic-hidden``, ``--actor-hidden``) so the row can match robot_rl's learner;
 ``--no-compile`` turns off SAC's default ``torch.compile`` of the critics. Prints one JSON line
-``{"updates_per_s": ..., "compile": ..., "critic_hidden": [...], "actor_hidden": [...]}``; the warm-up
-updates (and any compilation) are not timed.
+``{"updates": ..., "seconds": ..., "updates_per_s": ..., "compile": ..., "critic_hidden": [...], ...}``;
+the warm-up updates (and any compilation) are not timed.
 
     HF_HUB_OFFLINE=1 ~/.cache/robot_rl/lerobot044/bin/python benchmarks/lerobot_sac_peer.py --threads 1
 """
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--time-per-case", type=float, default=6.0)
-    parser.add_argument("--min-updates", type=int, default=3)
+    parser.add_argument("--min-updates", type=int, default=1)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -106,11 +106,13 @@ def main() -> None:
     while n < args.min_updates or time.perf_counter() - start < args.time_per_case:
         update(policy, optimizers, batch, clip)
         n += 1
-    rate = n / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
     print(
         json.dumps(
             {
-                "updates_per_s": rate,
+                "updates": n,
+                "seconds": seconds,
+                "updates_per_s": n / seconds,
                 "compile": args.compile,
                 "critic_hidden": args.critic_hidden,
                 "actor_hidden": args.actor_hidden,
