@@ -41,9 +41,10 @@ def offline_checkpoint(tmp_path_factory) -> str:
 
 TIMEOUT_S = 0.3
 """sim_robot_node's ``command_timeout_s`` (s): how long a twist is applied after its stamp."""
-BRAKE_S = 0.3
-"""Time (s) the halted arm takes to brake from the policy's speed (up to about 0.2 m/s) and settle to under
-0.1 mm per 20 ms: the joint PD's time constant KD/KP is 0.1 s (``sim.controller``)."""
+BRAKE_S = 1.0
+"""Time (s) the halted arm takes to brake from the policy's speed (up to 0.3 m/s) and settle: the sim's
+joint PD rings on the heavy proximal joints (measured at load 20: 7.7 mm past the halt point 0.3 s after
+it, 0.6 mm at 0.7 s, 0.05 mm at 1.0 s), not the 0.1 s of KD/KP."""
 
 
 @pytest.mark.slow
@@ -112,12 +113,11 @@ def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path, offline_ch
         spin(30.0, lambda: bool(poses) and max(t for t, _ in poses) > hold_start + 2.0)
         assert max(twists) == last  # nobody commands now
         assert sim.poll() is None  # the robot node keeps running
-        settle = [round(1000 * path_length(last + k * 0.1, last + (k + 1) * 0.1), 2) for k in range(10)]
         held_m = path_length(hold_start, hold_start + 2.0)
         end = poses[-1][1]
         trace = [(round(t - last, 2), round(1000 * float(np.linalg.norm(p - end)), 2)) for t, p in poses]
-        # the arm holds (m over 2 s); settle: mm per 0.1 s after the last twist; trace: (s, mm from the end)
-        assert held_m < 0.002, f"{held_m} m; settle {settle}; trace {[x for x in trace if x[0] > -0.3]}"
+        # the arm holds (m over 2 s); trace: (s after the last twist, mm from where it ends)
+        assert held_m < 0.002, f"{held_m} m; trace {[x for x in trace if x[0] > -0.3]}"
         # ... and the node keeps publishing through the hold: 50 Hz idle, 5-7 Hz measured at load 20
         held = [
             hold_start,
