@@ -2,7 +2,9 @@
 hold-last-command, constant-velocity extrapolation, flow BC, the small VLA and LeRobot 0.4.4's ACT, all
 trained on the same episodes for the same number of steps in one run and scored by the same code.
 
-    python benchmarks/bench_g1_anchor.py                      # full size (see benchmarks/README.md)
+    python benchmarks/bench_g1_anchor.py                      # hold, extrapolate, flow BC, ACT; 2,000 steps
+    python benchmarks/bench_g1_anchor.py --vla                # + the small VLA (camera: ~1.5 h on 2 cores)
+    python benchmarks/bench_g1_anchor.py --curve 1,2,3        # learning curve (1..3 training episodes)
     python benchmarks/bench_g1_anchor.py --tiny               # smoke run: a few steps, no VLA
 
 Metrics (robot_rl.eval.open_loop's formulas, in action units: rad for arms, normalised hand joints):
@@ -12,6 +14,10 @@ same frames; ACT's predictions come back from the side venv as a file. "Hold" re
 a[t−1] the policies see (``observation.prev_action``; the state at an episode's first frame);
 "extrapolate" continues its last change, a[t−1] + (k+1)(a[t−1] − a[t−2]), a no-learning reference for
 what two past commands tell. ``--curve 1,2,3,4`` trains on the first n of the non-test episodes.
+Trained models are kept under ``--run_dir`` by setting (tag) and reused by a rerun. ACT runs in a
+subprocess of the LeRobot side venv (``$ROBOT_RL_LEROBOT_VENV``, default ``~/.cache/robot_rl/lerobot044``;
+its ``lerobot.policies`` import needs ``pyserial``, which ``/work/shared/peers/lerobot/setup.sh`` leaves
+out) and trains while flow BC does; without that venv its row is skipped.
 """
 
 from __future__ import annotations
@@ -96,9 +102,12 @@ def train_flow(tag: str, run_root: Path, test: list[int], unused: list[int], ste
             *extra,
         ],
     )
-    start = time.time()
-    train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), init_from=None)
-    seconds = time.time() - start
+    timing = run / "bench_train_s.json"  # a finished model is reused by a rerun (same tag = same settings)
+    if not timing.is_file():
+        start = time.time()
+        train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), init_from=None)
+        timing.write_text(json.dumps(time.time() - start))
+    seconds = json.loads(timing.read_text())
     from robot_rl.policies.factory import load_agent  # noqa: PLC0415  (heavy; as robot_rl.training.loop)
 
     agent, _ = load_agent(RunDir(cfg.run_dir).checkpoint("bc", 0), "cpu", evaluate=True, seed=0)
@@ -121,6 +130,8 @@ def run_act(
     returns (process, path of its predictions)."""
     data = run_root / f"{tag}_in.npz"
     out = run_root / f"{tag}_out.npz"
+    if out.is_file():  # trained by an earlier run with the same tag (same settings): reuse
+        return subprocess.Popen([sys.executable, "-c", ""]), out
     np.savez(data, **frames, train_rows=train_rows, score_rows=score_rows)
     cmd = [
         str(args.act_python),
@@ -164,10 +175,11 @@ def main() -> None:
     rows_out = []
     for n in [int(x) for x in args.curve.split(",")]:
         train_eps, unused = pool[:n], pool[n:]
-        tag = f"n{n}_s{args.steps}"
+        tag = f"n{n}_s{args.steps}" + ("_tiny" if args.tiny else "")
         train_rows = np.flatnonzero(np.isin(frames["episode"], train_eps))
         test_rows = np.flatnonzero(np.isin(frames["episode"], args.test))
-        act = run_act(args.run_dir, f"act_{tag}", frames, train_rows, test_rows, args) if has_act else None
+        act_tag = f"act_{tag}_d{args.act_dim}_l{args.act_layers}_lr{args.act_lr:g}"
+        act = run_act(args.run_dir, act_tag, frames, train_rows, test_rows, args) if has_act else None
         bc, bc_s = train_flow(f"bc_{tag}", args.run_dir, args.test, unused, args.steps, [])
         keep = np.isin(frames["episode"][bc.rows], args.test)
         rows, rec, valid = bc.rows[keep], bc.recorded[keep], bc.valid[keep]
