@@ -98,8 +98,8 @@ class QCAgent(Agent):
         self.target_critic = make_target(critic)
         self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         resolve_learner_dtype(cfg.learner_dtype, self.device)
-        # fused: one kernel per step instead of ~10 passes over the parameters (same Adam update); the
-        # critic's Adam was ~1/4 of a QC update on CPU before (benchmarks/README.md, learner section)
+        # fused: one kernel per step instead of one pass per operation (the same Adam update): the critic's
+        # step went from 35 to 7.6 ms on one loaded CPU thread (benchmarks/README.md, learner section)
         self.optimizers = {
             "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True),
             "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr, fused=True),
