@@ -10,10 +10,8 @@ import argparse
 from robot_rl.hardware.ros2.registry import NODES, entry_point
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``ros2`` on the top-level subparsers."""
-    text = "run a ROS 2 node of robot_rl (sim robot, policy) with ROS-style arguments"
-    p = sub.add_parser("ros2", help=text, description=text)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``ros2`` subcommand's arguments: the node and its ROS-style arguments."""
     p.add_argument("node", choices=sorted(NODES), help="node executable")
     p.add_argument(
         "node_args",
