@@ -1,6 +1,6 @@
 """The house has no back-edges: no import circles, nothing below ``robot_rl/cli/`` imports the CLI, only the
 CLI imports the stages (``robot_rl.stages``), and the core does not import ``sim``/``policies``/``hardware``/
-``teleop`` at module level (docs/design.md §2); the wiring layer (the CLI and the stages) may."""
+``teleop``/``deploy`` at module level (docs/design.md §2); the wiring layer (the CLI and the stages) may."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ FOLDERS = {
     "robot_rl.hardware": "hardware",
     "robot_rl.teleop": "teleop",
 }
-OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.teleop")
+OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.teleop", "robot_rl.deploy")
 WIRING = ("robot_rl.cli", "robot_rl.stages")
 
 

@@ -16,8 +16,8 @@ import zmq
 from serve_setup import Server
 
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
-from robot_rl.hardware.policy_protocol import PROTOCOL, PolicyInputError, PolicyTokenError, encode_body
-from robot_rl.hardware.remote_policy import PolicyServerUnavailable, RemotePolicy
+from robot_rl.deploy.policy_protocol import PROTOCOL, PolicyInputError, PolicyTokenError, encode_body
+from robot_rl.deploy.remote_policy import PolicyServerUnavailable, RemotePolicy
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import build_agent_from_config, load_agent, save_agent
 from robot_rl.policies.executor import AsyncChunkExecutor, ChunkExecutor

@@ -412,8 +412,8 @@ def test_serve_a_vla_checkpoint_with_any_instruction(vlm, tmp_path):
     from serve_setup import Server
 
     from robot_rl.config import PipelineConfig, config_to_dict
-    from robot_rl.hardware.policy_protocol import PolicyInputError
-    from robot_rl.hardware.remote_policy import RemotePolicy
+    from robot_rl.deploy.policy_protocol import PolicyInputError
+    from robot_rl.deploy.remote_policy import RemotePolicy
     from robot_rl.policies import build_agent_from_config, load_agent, save_agent
 
     cfg = PipelineConfig(policy=_cfg(vlm))

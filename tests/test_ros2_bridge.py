@@ -98,7 +98,7 @@ def transport(request) -> str:
 @pytest.fixture
 def sim_node(transport):
     """sim_robot_node in this process, spun by a thread, on a fresh domain; yields (app, domain)."""
-    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+    from robot_rl.deploy.ros2.sim_robot_node import SimRobotNode
 
     spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport, "state_rate_hz:=50.0")
     yield spun.app, spun.domain

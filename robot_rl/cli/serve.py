@@ -1,5 +1,5 @@
 """``robot-rl serve --checkpoint DIR [--address tcp://127.0.0.1:5580] [--token T] [--keys FOLDER]``: serve a
-trained checkpoint's action chunks to robots (robot_rl.hardware.policy_server)."""
+trained checkpoint's action chunks to robots (robot_rl.deploy.policy_server)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import signal
 import threading
 
 from robot_rl.cli import errors
-from robot_rl.hardware.policy_protocol import DEFAULT_ADDRESS
-from robot_rl.hardware.policy_server import ServedPolicy, serve_policy
+from robot_rl.deploy.policy_protocol import DEFAULT_ADDRESS
+from robot_rl.deploy.policy_server import ServedPolicy, serve_policy
 from robot_rl.security import check_address, load_server_keys
 from robot_rl.threads import set_threads
 
