@@ -81,3 +81,22 @@ def test_core_does_not_import_outer_packages_at_module_level():
     core = {m: d for m, d in _graph(module_level=True).items() if not m.startswith(OUTER + WIRING)}
     bad = [(m, t) for m, deps in core.items() for t in deps if t.startswith(OUTER)]
     assert not bad, f"core modules import sim/policies/hardware/teleop at module level: {bad}"
+
+
+def test_no_shipped_module_imports_the_test_support():
+    """``robot_rl_testing`` (testing/: emulators, fakes, the safety audit) is not in the robot-rl wheel, so
+    nothing robot_rl ships may import it, not even inside a function."""
+    bad = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            bad += [(name, n) for n in names if n.split(".")[0] == "robot_rl_testing"]
+    assert not bad, f"shipped modules import the test support: {bad}"
+    support = {p.stem for p in (ROOT / "testing" / "robot_rl_testing").glob("*.py")} - {"__init__"}
+    shipped = [m for m in _modules() if m.rsplit(".", 1)[-1] in support]
+    assert support and not shipped, f"test support shipped in robot_rl: {shipped}"
