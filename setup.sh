@@ -37,6 +37,8 @@ extra=""
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt -e ".${extra}"
 if [ "${1:-}" = "test" ]; then
+  # the test support (emulators, fakes, the safety audit): its own distribution, not in robot-rl's wheel
+  .venv/bin/pip install -q -c constraints.txt --no-deps -e ./testing
   # ManiSkill3 for env.backend=maniskill (the `maniskill` extra) without the opencv-python it pulls in: two
   # OpenCV wheels would share one cv2 folder, and the headless one above (< 5) already provides cv2.
   .venv/bin/pip install -q -c constraints.txt --no-deps "mani-skill>=3.0.1,<3.1" "sapien>=3.0.3,<3.1"

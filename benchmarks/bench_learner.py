@@ -28,7 +28,7 @@ from torch_bench import start_torch, torch_parser
 
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch
 
 HERE = Path(__file__).resolve().parent
 

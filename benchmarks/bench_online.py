@@ -25,11 +25,11 @@ import shutil
 import time
 from pathlib import Path
 
-from robot_rl.cli import stages
-from robot_rl.cli.online import online
 from robot_rl.config import load_config
 from robot_rl.eval.metrics import EpisodeResult, summarize_seeds
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.stages.evaluate import evaluate
+from robot_rl.stages.online import online
 
 
 def _prepare(src: Path, out: Path, seeds: list[int]) -> None:
@@ -48,7 +48,7 @@ def _run(config: str | None, overrides: list[str], seeds: list[int], episodes: i
     for seed in seeds:
         summary = online(cfg, seed)
         name = online_name(cfg)
-        evaluated = stages.evaluate(cfg, name, seed)
+        evaluated = evaluate(cfg, name, seed)
         per_seed[seed] = [EpisodeResult(**e) for e in evaluated["episodes"]]
         train.append(summary)
     return {"eval": summarize_seeds(per_seed), "train": train}

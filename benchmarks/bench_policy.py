@@ -18,7 +18,7 @@ from torch_bench import start_torch, torch_parser
 
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs
 
 
 def latency_ms(fn, budget_s: float, min_iters: int = 5) -> float:

@@ -26,11 +26,11 @@ import sys
 import time
 from pathlib import Path
 
-from robot_rl.cli.envs import EVAL_SEED_OFFSET, make_rollout_vec_env
 from robot_rl.config import load_config
 from robot_rl.eval.metrics import EpisodeResult, paired_comparison, wilson_interval
 from robot_rl.rollout import rollout
 from robot_rl.sources import policy_source
+from robot_rl.stages.envs import EVAL_SEED_OFFSET, make_rollout_vec_env
 
 ROBOT_RL = [sys.executable, "-m", "robot_rl.cli.main"]
 

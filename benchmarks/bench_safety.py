@@ -1,6 +1,6 @@
 """The safety layer under attack, and what it costs per command.
 
-Part 1 drives each adversary of :data:`robot_rl.hardware.safety_audit.ADVERSARIES` for ``--steps`` steps
+Part 1 drives each adversary of :data:`robot_rl_testing.safety_audit.ADVERSARIES` for ``--steps`` steps
 through ``SafeRobot -> LimitAudit -> MujocoRobot`` (lock-step, the box and 0.5 speed/acceleration scales of
 tests/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot, plus
 how far the measured end effector went beyond the box (``ee``; ``ee@sw`` within 10 steps after a
@@ -33,10 +33,10 @@ from robot_rl.config import SafetyConfig
 from robot_rl.hardware.drivers.sim_server import SimServerRobot
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
-from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 from robot_rl.hardware.sim_robot import LinkCollisions, MujocoRobot
 from robot_rl.hardware.sim_server import serve_in_subprocess
 from robot_rl.sim.assets import load_model
+from robot_rl_testing.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 
 HEADER = (
     f"{'policy':<17}{'commands':>9}{'clipped':>9}{'rejected':>9}{'holds':>7}{'tracking':>9}{'unsafe':>8}"

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from robot_rl.cli.envs import make_rollout_vec_env
 from robot_rl.config import load_config
 from robot_rl.rollout import rollout
 from robot_rl.sources import ExpertSource
+from robot_rl.stages.envs import make_rollout_vec_env
 
 CONFIGS = {
     "robot_rl/PandaPickCube-v0": "configs/panda_pick_cube.yaml",

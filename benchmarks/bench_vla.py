@@ -35,10 +35,10 @@ from torch_bench import start_torch, torch_parser
 from robot_rl.algos import FlowBC
 from robot_rl.config import BCConfig, PolicyConfig, VLAConfig
 from robot_rl.policies import FlowChunkPolicy, build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 from robot_rl.policies.vla import VLAPolicy
 from robot_rl.policies.vla import backbone as bb
 from robot_rl.policies.vla.backbone import DTYPES
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from tiny_vlm import SMOLVLM_256M, SMOLVLM_500M, TINY, random_idefics3  # noqa: E402

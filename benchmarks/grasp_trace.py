@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 from robot_rl import keys
-from robot_rl.cli.envs import EVAL_SEED_OFFSET
 from robot_rl.config import EnvConfig
 from robot_rl.policies.factory import load_agent
 from robot_rl.sim import make_env
 from robot_rl.sources import AgentSource
+from robot_rl.stages.envs import EVAL_SEED_OFFSET
 
 PINCH = slice(14, 17)  # observation.state: pinch-site position (m, world)
 GRIPPER = 21  # observation.state: gripper closure (0 open, 1 closed)

@@ -7,7 +7,7 @@ import argparse
 import torch
 
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.policies.fakes import fake_stats
+from robot_rl_testing.fakes import fake_stats
 
 
 def torch_parser(doc: str, time_per_case: float) -> argparse.ArgumentParser:

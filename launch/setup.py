@@ -9,11 +9,11 @@ from setuptools import setup
 
 PACKAGE = "robot_rl"
 NODES = {
-    "sim_robot_node": "robot_rl.hardware.ros2.sim_robot_node:main",
-    "policy_node": "robot_rl.hardware.ros2.policy_node:main",
-    "actor_node": "robot_rl.hardware.ros2.actor_node:main",
-    "intervention_node": "robot_rl.hardware.ros2.intervention_node:main",
-    "critic_node": "robot_rl.hardware.ros2.critic_node:main",
+    "sim_robot_node": "robot_rl.deploy.ros2.sim_robot_node:main",
+    "policy_node": "robot_rl.deploy.ros2.policy_node:main",
+    "actor_node": "robot_rl.deploy.ros2.actor_node:main",
+    "intervention_node": "robot_rl.deploy.ros2.intervention_node:main",
+    "critic_node": "robot_rl.deploy.ros2.critic_node:main",
 }
 
 setup(

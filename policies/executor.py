@@ -163,7 +163,7 @@ def align_chunk(remaining: np.ndarray, chunk: np.ndarray, elapsed: int, blend: i
 
 class AsyncChunkExecutor:
     """Open-loop chunk execution whose next chunk is inferred while the current one runs, so a real-time
-    control loop does not wait for inference (deployment: :class:`robot_rl.hardware.remote_policy.
+    control loop does not wait for inference (deployment: :class:`robot_rl.deploy.remote_policy.
     RemotePolicy` or an in-process policy behind a ``RobotEnv``).
 
     Scheme (``deploy.async_lead`` = k, ``deploy.async_blend`` = b):

@@ -517,7 +517,7 @@ class EnvConfig:
     (gymnasium's vector env, any id), ``mujoco_cpu`` (the built-in task, in-process threads) or ``maniskill``
     (ManiSkill3's own tasks such as ``PickCube-v1`` on SAPIEN's PhysX CPU backend; ``cameras`` are then
     ManiSkill's sensor names, e.g. ``base_camera``); collect,
-    eval, pipeline and ``ppo`` roll out on it (:func:`robot_rl.cli.envs.make_rollout_vec_env`); an online
+    eval, pipeline and ``ppo`` roll out on it (:func:`robot_rl.stages.envs.make_rollout_vec_env`); an online
     actor with ``online.envs_per_actor`` > 1 requires ``mujoco_cpu``. ``robot_type`` is the robot model that
     ``collect`` and ``record`` write into the dataset's ``info.json`` (LeRobot's ``robot_type``); empty:
     ``panda`` for the built-in task and the simulated robot drivers, the driver's name for a real robot

@@ -243,7 +243,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     ``{"checkpoint": path, "inference": {knob: value in effect}}``, after ``inference`` (dotted key -> value
     given on the command line, :func:`robot_rl.eval.inference.apply_inference`) is set on the agent.
     With it (``inference`` is then ignored, with a printed note): the policy server at that address
-    (``robot-rl serve``, :class:`robot_rl.hardware.remote_policy.RemotePolicy`; ``checkpoint`` is not read),
+    (``robot-rl serve``, :class:`robot_rl.deploy.remote_policy.RemotePolicy`; ``checkpoint`` is not read),
     whose chunks are
     clipped to the action box and seeded from ``seed`` and each episode's env seed; executed open loop, by
     temporal ensembling, or asynchronously when ``deploy.async_lead`` > 0 (:class:`StepwiseSource`);
@@ -293,7 +293,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
             f"values; --{', --'.join(inference)} ignored (evaluate the checkpoint in process to change them)",
             flush=True,
         )
-    from robot_rl.hardware.remote_policy import RemotePolicy
+    from robot_rl.deploy.remote_policy import RemotePolicy
 
     remote = RemotePolicy.from_config(cfg, low, high, seed=seed)
     try:

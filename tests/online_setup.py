@@ -14,8 +14,9 @@ import numpy as np
 import zarr
 
 from robot_rl import keys
-from robot_rl.cli import stages
 from robot_rl.config import load_config
+from robot_rl.stages.collect import collect
+from robot_rl.stages.train import train
 
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
@@ -52,8 +53,8 @@ def overrides(run_dir: Path, *extra: str) -> list[str]:
 def build_offline_run(run_dir: Path) -> None:
     """Collect 6 demos and train BC then QC for 10 steps each (tiny networks)."""
     cfg = load_config(None, overrides(run_dir))
-    stages.collect(cfg)
-    stages.train(cfg, "offline", 0)
+    collect(cfg)
+    train(cfg, "offline", 0)
 
 
 def run_online(args: list[str], timeout: float = 300.0) -> Path:

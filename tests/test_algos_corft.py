@@ -17,8 +17,8 @@ from robot_rl.algos.targets import prefix_targets
 from robot_rl.config import ConfigError, CORFTConfig, OfflineRLConfig, PolicyConfig, load_config
 from robot_rl.data.training.sampler import ChunkSampler
 from robot_rl.policies.factory import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM as D
-from robot_rl.policies.fakes import SIM_OBS_SHAPES, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM as D
+from robot_rl_testing.fakes import SIM_OBS_SHAPES, fake_obs, fake_stats
 
 H, G = 3, 0.9
 
@@ -209,9 +209,9 @@ def test_corft_updates_and_acts_on_the_vla_policy(tmp_path):
     from tiny_vlm import IMAGE, build_tiny_vlm
 
     from robot_rl.config import VLAConfig
-    from robot_rl.policies.fakes import fake_batch
     from robot_rl.policies.vla import VLAPolicy
     from robot_rl.policies.vla.trunk import VLATrunkFeatures
+    from robot_rl_testing.fakes import fake_batch
 
     shapes = {keys.STATE: (5,), "observation.images.front": (IMAGE, IMAGE, 3)}
     vla = VLAConfig(vlm=str(build_tiny_vlm(tmp_path)), expert_width=32, expert_layers=1, instruction="pick")

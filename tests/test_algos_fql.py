@@ -6,7 +6,7 @@ import torch
 from robot_rl.algos import QCFQLAgent
 from robot_rl.config import OfflineRLConfig, PolicyConfig
 from robot_rl.policies import build_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
 PCFG = PolicyConfig(horizon=H, hidden_dims=[64, 64])

@@ -9,7 +9,7 @@ from robot_rl.algos import batch_to_torch
 from robot_rl.config import BCConfig, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.data.normalize import compute_stats
 from robot_rl.policies import build_agent_from_config, load_agent, save_agent, warm_start_from_bc
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES
 
 sampler_mod = pytest.importorskip("robot_rl.data.training.sampler")
 

@@ -14,7 +14,7 @@ from robot_rl.algos.qc import best_of_n_target
 from robot_rl.config import BCConfig, OfflineRLConfig, PolicyConfig
 from robot_rl.keys import STATE
 from robot_rl.policies import build_agent, build_agent_from_config, build_policy
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
 PCFG = PolicyConfig(horizon=H, hidden_dims=[32, 32])

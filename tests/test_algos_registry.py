@@ -16,7 +16,7 @@ from robot_rl.config import (
     config_to_dict,
 )
 from robot_rl.policies import METHODS, build_agent, build_agent_from_config, load_agent, save_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 4, SIM_ACTION_DIM
 PCFG = PolicyConfig(horizon=H, hidden_dims=[32, 32])

@@ -11,8 +11,8 @@ from robot_rl.config import PipelineConfig, PolicyConfig, SACConfig, config_to_d
 from robot_rl.data.normalize import compute_stats
 from robot_rl.keys import ACTION, STATE
 from robot_rl.policies import METHODS, build_agent, build_agent_from_config, load_agent, save_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 from robot_rl.policies.gaussian import GaussianTanhPolicy
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 D = SIM_ACTION_DIM
 PCFG = PolicyConfig(horizon=1, hidden_dims=[32, 32])

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from random_source import RandomSource
 
-from robot_rl.cli import stages
-from robot_rl.cli.envs import dataset_features, make_rollout_vec_env
 from robot_rl.config import load_config
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir
+from robot_rl.stages.envs import dataset_features, make_rollout_vec_env
+from robot_rl.stages.evaluate import evaluate
+from robot_rl.stages.train import train
 
 
 @pytest.mark.slow
@@ -45,8 +46,8 @@ def test_train_and_eval_on_a_foreign_env_dataset(tmp_path):
         vec.close()
 
     for algo in ("bc", "offline"):
-        stages.train(cfg, algo, seed=0)
-        result = stages.evaluate(cfg, algo, seed=0)
+        train(cfg, algo, seed=0)
+        result = evaluate(cfg, algo, seed=0)
         assert result["summary"]["num_episodes"] == 3
         assert [e["steps"] for e in result["episodes"]] == [20, 20, 20]  # Reacher never terminates early
         assert all(np.isfinite(e["episode_return"]) and e["episode_return"] < 0 for e in result["episodes"])

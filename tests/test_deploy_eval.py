@@ -86,15 +86,15 @@ def test_eval_with_the_policy_server_down_is_one_line(tmp_path):
 def test_ensembled_and_async_execution_through_the_policy_server(tiny_offline_run, tmp_path, extra, mode):
     """On the direct sim env: temporal ensembling asks the server once per control step; async execution
     asks for the next chunk when ``async_lead`` actions remain, i.e. more often than every h steps."""
-    from robot_rl.cli import stages
     from robot_rl.config import load_config
+    from robot_rl.stages.evaluate import evaluate
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
     served, banner = _serve(run / "checkpoints" / "bc_seed0")
     try:
         args = overrides(run, f"--deploy.server={banner.split()[1]}", "--eval.episodes_per_seed=1", *extra)
         cfg = load_config(None, args)
-        evaluated = stages.evaluate(cfg, "bc", 0)
+        evaluated = evaluate(cfg, "bc", 0)
     finally:
         served.terminate()
         out, err = served.communicate(timeout=30)

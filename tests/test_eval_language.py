@@ -11,14 +11,16 @@ import pytest
 from online_setup import copy_run, overrides
 
 from robot_rl import keys
-from robot_rl.cli import stages
-from robot_rl.cli.envs import make_rollout_vec_env
 from robot_rl.config import ConfigError, EnvConfig, load_config
 from robot_rl.eval.instructions import ParaphraseSource
 from robot_rl.rollout import rollout
 from robot_rl.sim import make_env
 from robot_rl.sim.panda_tasks import PandaPickColourEnv
 from robot_rl.sources import ExpertSource
+from robot_rl.stages.collect import collect
+from robot_rl.stages.envs import make_rollout_vec_env
+from robot_rl.stages.evaluate import evaluate
+from robot_rl.stages.train import train
 
 COLOUR = "robot_rl/PandaPickColour-v0"
 
@@ -111,7 +113,7 @@ def test_named_eval_variant_records_instructions_groups_and_conditions(tiny_offl
         f"--eval.paraphrases={{'{task}': ['Lift the cube.', 'Raise the block.']}}",
         "--env.spawn_region=[0.56, 0.62, 0.16, 0.22]",
     ]
-    out = stages.evaluate(load_config(None, overrides(run, *extra)), "bc", 0)
+    out = evaluate(load_config(None, overrides(run, *extra)), "bc", 0)
     path = run / "eval" / "bc_seed0_para_pos.json"
     assert path.is_file() and not (run / "eval" / "bc_seed0.json").exists()
     saved = json.loads(path.read_text())
@@ -123,12 +125,12 @@ def test_named_eval_variant_records_instructions_groups_and_conditions(tiny_offl
     assert list(saved["per_task"]) == [task] and saved["per_task"][task]["num_episodes"] == 2
     assert sorted(saved["per_instruction"]) == ["Lift the cube.", "Raise the block."]
     assert out["per_instruction"] == saved["per_instruction"]
-    default = stages.evaluate(load_config(None, overrides(run)), "bc", 0)
+    default = evaluate(load_config(None, overrides(run)), "bc", 0)
     assert (run / "eval" / "bc_seed0.json").is_file()
     assert {e["instruction"] for e in default["episodes"]} == {task}
     # the same name under other conditions is refused, not answered with the earlier result
     with pytest.raises(ConfigError, match="already ran with other env_id"):
-        stages.evaluate(load_config(None, overrides(run, "--env.id=robot_rl/PandaPushToTarget-v0")), "bc", 0)
+        evaluate(load_config(None, overrides(run, "--env.id=robot_rl/PandaPushToTarget-v0")), "bc", 0)
 
 
 def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
@@ -143,7 +145,7 @@ def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
     tiny = ["--env.max_episode_steps=8", "--env.num_envs=1", "--env.backend=mujoco_cpu", "--seeds=[0]"]
     tasks = {"bin": "robot_rl/PandaPlaceInBin-v0", "stack": "robot_rl/PandaStack-v0"}
     for name, task_id in tasks.items():
-        stages.collect(
+        collect(
             load_config(
                 None,
                 [f"--run_dir={tmp_path / name}", f"--env.id={task_id}", "--collect.num_episodes=2", *tiny],
@@ -166,12 +168,10 @@ def test_one_policy_on_two_suite_tasks_is_evaluated_per_task(tmp_path):
         *tiny,
     ]
     run += ["--bc.steps=2", "--bc.batch_size=8", "--policy.hidden_dims=[16]", "--eval.episodes_per_seed=1"]
-    stages.train(load_config(None, run), "bc", 0)
+    train(load_config(None, run), "bc", 0)
     config = json.loads((tmp_path / "mt" / "checkpoints" / "bc_seed0" / "config.json").read_text())
     instructions = ["Put the cube in the bin.", "Stack the red cube on the blue cube."]
     assert sorted(config["policy"]["tasks"]) == sorted(instructions)
     for (name, task_id), instruction in zip(tasks.items(), instructions, strict=True):
-        out = stages.evaluate(
-            load_config(None, [*run, f"--env.id={task_id}", f"--eval.name={name}"]), "bc", 0
-        )
+        out = evaluate(load_config(None, [*run, f"--env.id={task_id}", f"--eval.name={name}"]), "bc", 0)
         assert list(out["per_task"]) == [instruction] and out["conditions"]["env_id"] == task_id

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from online_setup import copy_run, overrides
 
-from robot_rl.cli import stages
 from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, load_config
 from robot_rl.eval.report import write_report
 from robot_rl.eval.splits import eval_variant, split_seeds
+from robot_rl.stages.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_validation_and_test_seeds_are_disjoint_and_filed_apart(tiny_offline_run, tmp_path, capsys):
     run = copy_run(tiny_offline_run, tmp_path / "run")
-    val = stages.evaluate(load_config(None, overrides(run, "--eval.split=validation")), "bc", 0)
+    val = evaluate(load_config(None, overrides(run, "--eval.split=validation")), "bc", 0)
     assert val["split"] == "validation" and val["conditions"]["split"] == "validation"
     assert [e["env_seed"] for e in val["episodes"]] == split_seeds("validation", 2) == [1_500_000, 1_500_001]
     assert (run / "eval" / "bc_seed0_validation.json").is_file()

@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("mujoco")
 from robot_rl.config import RobotConfig  # noqa: E402
 from robot_rl.config_checks import robot_problems  # noqa: E402
-from robot_rl.hardware.bus_emulator import SYNC_READ, FeetechBusEmulator, checksum, status_packet  # noqa: E402
 from robot_rl.hardware.drivers import feetech, so101_model  # noqa: E402
 from robot_rl.hardware.drivers.so101 import Calibration, SO101Robot, calibrate  # noqa: E402
 from robot_rl.hardware.errors import (  # noqa: E402
@@ -29,6 +28,7 @@ from robot_rl.hardware.factory import make_robot  # noqa: E402
 from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
 from robot_rl.runtime.intervention import DeviceError  # noqa: E402
 from robot_rl.teleop.leader import LeaderArm  # noqa: E402
+from robot_rl_testing.bus_emulator import SYNC_READ, FeetechBusEmulator, checksum, status_packet  # noqa: E402
 
 # A non-trivial mounting: offsets away from 2048 and some servos counting against the URDF axis.
 ZERO = (2048, 1500, 2600, 2100, 1900, 2000)

@@ -22,7 +22,7 @@ from robot_rl.config import (
 )
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import build_agent, build_policy, load_agent, save_agent
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
 
 H, D, K = 3, SIM_ACTION_DIM, 4
 PCFG = PolicyConfig(horizon=H, flow_steps=K, hidden_dims=[32, 32])

@@ -24,7 +24,7 @@ from launch_files import LAUNCH, executable_command, node_command, read
 
 from robot_rl.cli.main import parse_command_line
 from robot_rl.config import load_config
-from robot_rl.hardware.ros2 import registry
+from robot_rl.deploy.ros2 import registry
 from robot_rl.hardware.ros2.node import check_declared, load_params_file, parse_args, robot_run_config
 
 ROOT = LAUNCH.parent

@@ -1,5 +1,6 @@
-"""The house has no back-edges: no import circles, nothing below ``robot_rl/cli/`` imports the CLI, and the
-core does not import ``sim``/``policies``/``hardware``/``teleop`` at module level (docs/design.md §2)."""
+"""The house has no back-edges: no import circles, nothing below ``robot_rl/cli/`` imports the CLI, only the
+CLI imports the stages (``robot_rl.stages``), and the core does not import ``sim``/``policies``/``hardware``/
+``teleop``/``deploy`` at module level (docs/design.md §2); the wiring layer (the CLI and the stages) may."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ FOLDERS = {
     "robot_rl.hardware": "hardware",
     "robot_rl.teleop": "teleop",
 }
-OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.teleop")
+OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.teleop", "robot_rl.deploy")
+WIRING = ("robot_rl.cli", "robot_rl.stages")
 
 
 def _modules() -> dict[str, Path]:
@@ -65,12 +67,36 @@ def test_nothing_below_the_cli_imports_it():
     assert not up, f"modules below robot_rl/cli/ import the CLI: {up}"
 
 
-def test_core_does_not_import_outer_packages_at_module_level():
-    core = {m: d for m, d in _graph(module_level=True).items() if not m.startswith(OUTER)}
-    bad = [
+def test_only_the_cli_imports_the_stages():
+    up = [
         (m, t)
-        for m, deps in core.items()
+        for m, deps in _graph().items()
         for t in deps
-        if t.startswith(OUTER) and not m.startswith("robot_rl.cli")
+        if t.startswith(WIRING) and not m.startswith(WIRING)
     ]
+    assert not up, f"modules outside robot_rl.cli and robot_rl.stages import them: {up}"
+
+
+def test_core_does_not_import_outer_packages_at_module_level():
+    core = {m: d for m, d in _graph(module_level=True).items() if not m.startswith(OUTER + WIRING)}
+    bad = [(m, t) for m, deps in core.items() for t in deps if t.startswith(OUTER)]
     assert not bad, f"core modules import sim/policies/hardware/teleop at module level: {bad}"
+
+
+def test_no_shipped_module_imports_the_test_support():
+    """``robot_rl_testing`` (testing/: emulators, fakes, the safety audit) is not in the robot-rl wheel, so
+    nothing robot_rl ships may import it, not even inside a function."""
+    bad = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            bad += [(name, n) for n in names if n.split(".")[0] == "robot_rl_testing"]
+    assert not bad, f"shipped modules import the test support: {bad}"
+    support = {p.stem for p in (ROOT / "testing" / "robot_rl_testing").glob("*.py")} - {"__init__"}
+    shipped = [m for m in _modules() if m.rsplit(".", 1)[-1] in support]
+    assert support and not shipped, f"test support shipped in robot_rl: {shipped}"

@@ -29,9 +29,9 @@ from robot_rl.config import (  # noqa: E402
 from robot_rl.config_checks import problems as config_problems
 from robot_rl.config_checks import robot_problems  # noqa: E402
 from robot_rl.data.lerobot.reader import LeRobotDataset  # noqa: E402
-from robot_rl.hardware.bus_emulator import FeetechBusEmulator  # noqa: E402
 from robot_rl.recording import make_teleop  # noqa: E402
 from robot_rl.sim import make_env  # noqa: E402
+from robot_rl_testing.bus_emulator import FeetechBusEmulator  # noqa: E402
 
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
 NAMES = [f"{j}.pos" for j in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")]

@@ -20,11 +20,11 @@ from foreign_envs import ENV_ID, IMAGE_HW, RENDER_FPS
 from random_source import RandomSource
 
 from robot_rl import keys
-from robot_rl.cli.envs import EVAL_SEED_OFFSET, dataset_features, make_rollout_vec_env
 from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
+from robot_rl.stages.envs import EVAL_SEED_OFFSET, dataset_features, make_rollout_vec_env
 
 TESTS = Path(__file__).parent
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"

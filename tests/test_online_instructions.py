@@ -14,13 +14,14 @@ from online_setup import CODE, copy_run, free_address, overrides
 
 from robot_rl import keys
 from robot_rl.actor_build import describe_env
-from robot_rl.cli import stages
 from robot_rl.config import load_config
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET
 from robot_rl.runtime.batched_actor import ENV_SEED_KEY
 from robot_rl.runtime.learner import Learner
 from robot_rl.sim import make_env
+from robot_rl.stages.collect import collect
+from robot_rl.stages.train import train
 
 COLOUR = [
     "--env.id=robot_rl/PandaPickColour-v0",
@@ -35,8 +36,8 @@ def colour_run(tmp_path_factory):
     """12 pick-colour demos (three instructions) and tiny BC + QC checkpoints conditioned on them."""
     root = tmp_path_factory.mktemp("colour_run")
     cfg = load_config(None, overrides(root, *COLOUR))
-    stages.collect(cfg)
-    stages.train(cfg, "offline", 0)
+    collect(cfg)
+    train(cfg, "offline", 0)
     return root
 
 

@@ -15,12 +15,13 @@ import pytest
 from online_setup import CODE, free_address, overrides, replay_on_single_env
 
 from robot_rl import keys
-from robot_rl.cli import stages
 from robot_rl.config import EnvConfig, load_config
 from robot_rl.data.lerobot.ops import merge
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY
 from robot_rl.sim import make_env
+from robot_rl.stages.collect import collect
+from robot_rl.stages.train import train
 from robot_rl.teleop import make_device
 
 PICK, DRAWER = "robot_rl/PandaPickCube-v0", "robot_rl/PandaOpenDrawer-v0"
@@ -48,10 +49,10 @@ def two_task_run(tmp_path_factory):
             None,
             overrides(root / name, f"--env.id={task}", PADDED, "--collect.num_episodes=4"),
         )
-        stages.collect(cfg)
+        collect(cfg)
     merge([root / "pick" / "dataset", root / "drawer" / "dataset"], root / "run" / "dataset")
     cfg = load_config(None, overrides(root / "run", PADDED))
-    stages.train(cfg, "offline", 0)
+    train(cfg, "offline", 0)
     return root / "run"
 
 

@@ -28,7 +28,7 @@ from robot_rl.policies import (
     warm_start_from_bc,
 )
 from robot_rl.policies.checkpoint import FORMAT_KEY, FORMAT_VERSION, CheckpointError, read_header
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
 

@@ -6,7 +6,7 @@ import torch
 from robot_rl.config import PolicyConfig
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import FlowChunkPolicy, ObservationEncoder
-from robot_rl.policies.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
+from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM
 

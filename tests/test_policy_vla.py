@@ -348,8 +348,8 @@ def test_qc_critic_on_the_vla_trunk(vlm, method):
     stop-gradient and not stored twice, as CO-RFT's; another policy kind or RECAP is a config error."""
     from robot_rl.config import ConfigError, OfflineRLConfig, load_config
     from robot_rl.policies import build_agent
-    from robot_rl.policies.fakes import fake_batch
     from robot_rl.policies.vla.trunk import VLATrunkFeatures
+    from robot_rl_testing.fakes import fake_batch
 
     offline = OfflineRLConfig(best_of_n=4, critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
     offline.critic_on_trunk = True
@@ -384,7 +384,7 @@ def test_qc_critic_on_the_vla_trunk(vlm, method):
 def test_offline_rl_agents_run_on_the_vla_policy(vlm, method, tmp_path):
     from robot_rl.config import OfflineRLConfig
     from robot_rl.policies import build_agent
-    from robot_rl.policies.fakes import fake_batch
+    from robot_rl_testing.fakes import fake_batch
 
     offline = OfflineRLConfig(best_of_n=4, critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
     torch.manual_seed(0)
@@ -412,8 +412,8 @@ def test_serve_a_vla_checkpoint_with_any_instruction(vlm, tmp_path):
     from serve_setup import Server
 
     from robot_rl.config import PipelineConfig, config_to_dict
-    from robot_rl.hardware.policy_protocol import PolicyInputError
-    from robot_rl.hardware.remote_policy import RemotePolicy
+    from robot_rl.deploy.policy_protocol import PolicyInputError
+    from robot_rl.deploy.remote_policy import RemotePolicy
     from robot_rl.policies import build_agent_from_config, load_agent, save_agent
 
     cfg = PipelineConfig(policy=_cfg(vlm))

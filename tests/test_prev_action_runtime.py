@@ -13,7 +13,6 @@ from online_setup import free_address, overrides
 
 from robot_rl import keys
 from robot_rl.actor_build import build_actor_parts
-from robot_rl.cli.envs import make_rollout_vec_env
 from robot_rl.config import (
     BCConfig,
     DataConfig,
@@ -27,6 +26,7 @@ from robot_rl.data.normalize import FeatureStats
 from robot_rl.policies.factory import build_agent, save_agent
 from robot_rl.rollout import rollout
 from robot_rl.sources import policy_source
+from robot_rl.stages.envs import make_rollout_vec_env
 
 
 def _save_prev_action_policy(path: Path, space) -> list[str]:

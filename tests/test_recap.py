@@ -242,7 +242,7 @@ def test_recap_runs_on_the_vla_policy(tmp_path):
     from tiny_vlm import IMAGE, build_tiny_vlm
 
     from robot_rl.config import VLAConfig
-    from robot_rl.policies.fakes import fake_batch
+    from robot_rl_testing.fakes import fake_batch
 
     shapes = {"observation.state": (3,), "observation.images.front": (IMAGE, IMAGE, 3)}
     vlm = build_tiny_vlm(tmp_path / "vlm")

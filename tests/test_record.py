@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from robot_rl import keys
-from robot_rl.cli.envs import dataset_features
 from robot_rl.config import EnvConfig, InterventionConfig, RobotConfig
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
@@ -23,6 +22,7 @@ from robot_rl.recording import RECORD_SEED_OFFSET, record
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim import make_env
 from robot_rl.sim.expert import PickCubeExpert
+from robot_rl.stages.envs import dataset_features
 from robot_rl.teleop.sim_human import SimulatedHuman
 
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.cli import stages
 from robot_rl.config import load_config
 from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.stages.collect import collect
 from robot_rl.training.resume import resume_checkpoint
 
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
@@ -76,7 +76,7 @@ def test_killed_collect_keeps_every_episode_and_continues(tmp_path):
             assert (after[ep][key] == value).all(), (ep, key)
     # The rerun continued with the remaining env seeds: a fresh, unkilled collection gives the same data.
     fresh = tmp_path / "fresh"
-    stages.collect(load_config(None, [f"--run_dir={fresh}", *args[2:]]))
+    collect(load_config(None, [f"--run_dir={fresh}", *args[2:]]))
     for ep, frames in enumerate(_episodes(fresh / "dataset")):
         assert (frames["action"] == after[ep]["action"]).all(), ep
 
@@ -90,7 +90,7 @@ def _log_steps(path: Path) -> list[int]:
 def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     run = tmp_path / "run"
     common = [f"--run_dir={run}", "--collect.num_episodes=4", "--checkpoint_every=100"]
-    stages.collect(load_config(None, common))
+    collect(load_config(None, common))
     tiny = ["--bc.steps=800", "--bc.batch_size=16", "--policy.hidden_dims=[32,32]"]
     args = ("train", "--algo=bc", "--seed=0", *common, *tiny)
     final = run / "checkpoints" / "bc_seed0"

@@ -13,13 +13,15 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from robot_rl import keys
-from robot_rl.cli import stages
-from robot_rl.cli.envs import make_rollout_vec_env
 from robot_rl.config import ConfigError, EnvConfig, PipelineConfig, RobotConfig
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.sim import make_vector_env
 from robot_rl.sim.render import RendererError, select_backend
 from robot_rl.sources import ExpertSource
+from robot_rl.stages.collect import collect
+from robot_rl.stages.envs import make_rollout_vec_env
+from robot_rl.stages.evaluate import evaluate
+from robot_rl.stages.train import train
 
 COLOUR = "robot_rl/PandaPickColour-v0"
 
@@ -77,19 +79,19 @@ def test_collect_and_eval_on_mujoco_cpu_match_gym_vector(tmp_path):
     depend on the env seeds only) are the same on both backends."""
     ref, new = _run(tmp_path, "gym", "gym_vector"), _run(tmp_path, "mj", "mujoco_cpu")
     for cfg in (ref, new):
-        stages.collect(cfg)
+        collect(cfg)
     ref_data, new_data = tmp_path / "gym" / "dataset", tmp_path / "mj" / "dataset"
     for path in sorted(ref_data.rglob("*.parquet")) + sorted(ref_data.rglob("tasks*")):
         rel = path.relative_to(ref_data)
         assert path.read_bytes() == (new_data / rel).read_bytes(), rel
-    stages.train(ref, "bc", 0)
+    train(ref, "bc", 0)
     # Evaluate the same checkpoint on both backends.
     new_ckpt = tmp_path / "mj" / "checkpoints"
     new_ckpt.parent.mkdir(exist_ok=True)
     (tmp_path / "gym" / "checkpoints").rename(new_ckpt)
-    new_out = stages.evaluate(replace(new, env=replace(new.env, num_envs=2)), "bc", 0)
+    new_out = evaluate(replace(new, env=replace(new.env, num_envs=2)), "bc", 0)
     new_ckpt.rename(tmp_path / "gym" / "checkpoints")
-    ref_out = stages.evaluate(ref, "bc", 0)
+    ref_out = evaluate(ref, "bc", 0)
     assert [e["env_seed"] for e in new_out["episodes"]] == [1_000_000, 1_000_001, 1_000_002]
     assert json.dumps(new_out["episodes"]) == json.dumps(ref_out["episodes"])
     assert new_out["summary"] == ref_out["summary"]

@@ -98,7 +98,7 @@ def transport(request) -> str:
 @pytest.fixture
 def sim_node(transport):
     """sim_robot_node in this process, spun by a thread, on a fresh domain; yields (app, domain)."""
-    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+    from robot_rl.deploy.ros2.sim_robot_node import SimRobotNode
 
     spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport, "state_rate_hz:=50.0")
     yield spun.app, spun.domain
@@ -314,7 +314,7 @@ def test_a_late_servo_twist_runs_until_its_stamp_plus_the_timeout(transport):
     ``incoming_command_timeout`` does, then halts the arm: a twist delivered 0.4 s late with a 0.5 s timeout
     moves the arm for 0.1 s (1 cm at 0.1 m/s). Before, it counted from receipt: 0.5 s, 5 cm; a loaded
     rclpy node, its callbacks a second behind, moved the arm after its policy was dead."""
-    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+    from robot_rl.deploy.ros2.sim_robot_node import SimRobotNode
 
     params = ("state_rate_hz:=50.0", "twist_mode:=servo", "command_timeout_s:=0.5")
     spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport, *params)

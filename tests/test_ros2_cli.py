@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("cyclonedds")
 from ros2_helpers import TRANSPORTS, new_domain, node_flags  # noqa: E402
 
-from robot_rl.hardware.ros2 import msgs, registry  # noqa: E402
+from robot_rl.deploy.ros2 import registry  # noqa: E402
+from robot_rl.hardware.ros2 import msgs  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 

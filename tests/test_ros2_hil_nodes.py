@@ -51,8 +51,8 @@ def _held(x: float = 1.0, **pressed: int) -> msgs.Joy:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(caplog, transport):
+    from robot_rl.deploy.ros2.intervention_node import InterventionNode
     from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
-    from robot_rl.hardware.ros2.intervention_node import InterventionNode
 
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
     domain = new_domain()
@@ -127,7 +127,7 @@ def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(c
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog, transport):
     from robot_rl.config import RewardModelConfig
-    from robot_rl.hardware.ros2.critic_node import CriticNode
+    from robot_rl.deploy.ros2.critic_node import CriticNode
     from robot_rl.rewards.compact import CompactProgressCritic
 
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
@@ -174,8 +174,8 @@ def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_
 
     from robot_rl import keys
     from robot_rl.config import load_config
-    from robot_rl.hardware.ros2.intervention_node import InterventionNode
-    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+    from robot_rl.deploy.ros2.intervention_node import InterventionNode
+    from robot_rl.deploy.ros2.sim_robot_node import SimRobotNode
     from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.link import LearnerServer
 

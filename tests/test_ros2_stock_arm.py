@@ -43,7 +43,7 @@ def _wait(cond, timeout_s=5.0):
 
 def _stock_arm(*params: str) -> Spun:
     """``sim_robot_node mode:=stock`` in this process on its own domain (cyclonedds), spun by a thread."""
-    from robot_rl.hardware.ros2.sim_robot_node import SimRobotNode
+    from robot_rl.deploy.ros2.sim_robot_node import SimRobotNode
 
     stock = ("mode:=stock", "state_rate_hz:=50.0", *params)
     return Spun("sim_robot_node", SimRobotNode, new_domain(), "cyclonedds", *stock)
@@ -225,7 +225,7 @@ def test_servo_twists_move_the_stock_arm_on_rclpy_only_after_its_start_service(t
     pytest.importorskip("rclpy")
     domain = new_domain()
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "robot_rl.hardware.ros2.sim_robot_node", "--ros-transport", "rclpy"]
+    cmd = [sys.executable, "-m", "robot_rl.deploy.ros2.sim_robot_node", "--ros-transport", "rclpy"]
     proc = subprocess.Popen(
         [*cmd, f"--domain-id={domain}", "mode:=stock", "state_rate_hz:=50.0"],
         stdout=subprocess.PIPE,

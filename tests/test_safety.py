@@ -21,9 +21,9 @@ from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.motion_limits import braking_path, braking_velocity, stop_offset
 from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
-from robot_rl.hardware.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 from robot_rl.hardware.sim_robot import LinkCollisions, MujocoRobot
 from robot_rl.sim.assets import load_model
+from robot_rl_testing.safety_audit import ADVERSARIES, LimitAudit, attack, single_mode
 
 BOX = dict(workspace_low=[0.35, -0.2, 0.05], workspace_high=[0.6, 0.2, 0.35])
 """A workspace box well inside the sim robot's own, so the layer (not the sim) does the clipping."""

@@ -16,10 +16,12 @@ from online_setup import copy_run, free_address, overrides, run_online
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
-from robot_rl.cli import stages  # noqa: E402
 from robot_rl.config import EnvConfig, PipelineConfig  # noqa: E402
 from robot_rl.data.replay import ZarrReplayBuffer  # noqa: E402
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY  # noqa: E402
+from robot_rl.stages.collect import collect  # noqa: E402
+from robot_rl.stages.evaluate import evaluate  # noqa: E402
+from robot_rl.stages.train import train  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -38,10 +40,10 @@ def test_collect_bc_eval_and_ppo_on_mjx(task, horizon, tmp_path, capsys):
     cfg.bc.steps, cfg.bc.batch_size = 20, 16
     cfg.policy.hidden_dims = [32, 32]
     cfg.eval.episodes_per_seed = 2
-    collected = stages.collect(cfg)
+    collected = collect(cfg)
     assert collected["num_episodes"] == 2 and collected["demo_success_rate"] == 1.0, collected
-    stages.train(cfg, "bc", 0)
-    out = stages.evaluate(cfg, "bc", 0)
+    train(cfg, "bc", 0)
+    out = evaluate(cfg, "bc", 0)
     assert out["summary"]["num_episodes"] == 2
     assert [e["env_seed"] for e in out["episodes"]] == [1_000_000, 1_000_001]
     args = [

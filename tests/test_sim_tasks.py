@@ -120,8 +120,8 @@ def test_batched_envs_report_each_envs_instruction(backend):
 
 
 def test_collect_writes_each_pick_colour_episode_with_its_instruction(tmp_path):
-    from robot_rl.cli.stages import collect
     from robot_rl.data.lerobot.reader import LeRobotDataset
+    from robot_rl.stages.collect import collect
 
     cfg = PipelineConfig(run_dir=str(tmp_path / "run"))
     cfg.env = EnvConfig(id="robot_rl/PandaPickColour-v0", num_envs=1, max_episode_steps=30)

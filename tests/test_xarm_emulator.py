@@ -1,5 +1,5 @@
 """The real ``xarm-python-sdk`` and our xArm driver against the protocol-level xArm 7 control box emulator
-(:mod:`robot_rl.hardware.xarm_emulator`), whose arm is MuJoCo: connect, read, servo-mode streaming, the
+(:mod:`robot_rl_testing.xarm_emulator`), whose arm is MuJoCo: connect, read, servo-mode streaming, the
 gripper, ``emergency_stop``, controller errors, and UFACTORY's servo-mode rule (a setpoint more than
 10 mm from the last is not executed) catching the day-one stream (10 Hz, 30 mm apart).
 
@@ -24,7 +24,7 @@ from robot_rl.hardware.drivers.arm_common import quat_from_rpy  # noqa: E402
 from robot_rl.hardware.errors import RobotConnectionError, RobotFault  # noqa: E402
 from robot_rl.hardware.factory import make_robot  # noqa: E402
 from robot_rl.hardware.robot import Command, CommandMode  # noqa: E402
-from robot_rl.hardware.xarm_emulator import SERVO_STEP_MAX_M, XArmControllerEmulator  # noqa: E402
+from robot_rl_testing.xarm_emulator import SERVO_STEP_MAX_M, XArmControllerEmulator  # noqa: E402
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """xArm 7 kinematics: UFACTORY's published modified D-H parameters, joint limits, link masses, forward
 kinematics and a numeric inverse, shared by the driver (:mod:`robot_rl.hardware.drivers.xarm`, to check
 joint commands against the workspace box) and the controller emulator's MuJoCo arm
-(:mod:`robot_rl.hardware.xarm_emulator`).
+(:mod:`robot_rl_testing.xarm_emulator`).
 
 Source: UFACTORY, "Kinematic and Dynamic Parameters of xArm 7" (docs.ufactory.cc, the ``ufactory_docs``
 repository, ``support_articles/developer/kinematic-and-dynamic-parameters/xarm-series/xarm-7.md``):

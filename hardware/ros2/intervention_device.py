@@ -2,7 +2,7 @@
 :class:`~robot_rl.runtime.intervention.InterventionDevice`, which the online actor polls each control step
 like any gamepad (``actor_node`` plugs it in; docs/design.md §4: the human wins within one control step).
 
-Subscribes under ``prefix`` (:mod:`robot_rl.hardware.ros2.intervention_node` documents the topics):
+Subscribes under ``prefix`` (:mod:`robot_rl.deploy.ros2.intervention_node` documents the topics):
 ``active`` (Bool) and ``twist`` (TwistStamped, unitless [-1, 1]) count while younger than ``timeout_s``
 (a dead intervention node hands control back to the policy); ``gripper`` (Float32 closure in [0, 1]) is
 latched, open at each episode start; ``label`` (String ``success``/``failure``) ends the episode once.

@@ -3,6 +3,7 @@ evaluate it (VOC, AUC, curves), and write critic rewards into a dataset."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -14,11 +15,38 @@ from robot_rl.config import ConfigError, PipelineConfig
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.progress import progress
 from robot_rl.rewards.episodes import critic_episodes, iter_episodes
+from robot_rl.rewards.evaluate import plot_progress, score_episodes
+from robot_rl.rewards.label import label_dataset
+from robot_rl.rewards.pairs import PairSampler
+from robot_rl.rewards.registry import build_critic, load_critic
+from robot_rl.rewards.server import serve_checkpoint
+from robot_rl.rewards.shaping import shaping_gamma, shaping_gamma_key
+from robot_rl.rewards.trainable import train_critic
 from robot_rl.run_dir import RunDir, write_json_atomic
+from robot_rl.threads import set_threads
 
 
-def run(args, cfg: PipelineConfig) -> None:
+def critic_arguments(p: argparse.ArgumentParser) -> None:
+    """``robot-rl critic``'s action and the flags of ``serve``."""
+    p.add_argument("action", choices=["train", "eval", "serve"])
+    p.add_argument(
+        "--address",
+        default="tcp://127.0.0.1:5555",
+        help="serve: ZeroMQ bind address (off loopback it needs --security.keys)",
+    )
+    p.add_argument("--max-batch", type=int, default=64, help="serve: most pairs per forward pass")
+    p.add_argument("--max-wait-ms", type=float, default=0.0, help="serve: wait this long to fill a batch")
+
+
+def label_arguments(p: argparse.ArgumentParser) -> None:
+    """``robot-rl label``'s output folder."""
+    p.add_argument("--output", required=True, help="folder of the labelled copy of the dataset")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+
+
+def run(args: argparse.Namespace, cfg: PipelineConfig, overrides: list[str]) -> None:
     """Dispatch ``robot-rl critic <action>`` and ``robot-rl label``."""
+    set_threads(cfg.threads)
     if args.command == "label":
         label(cfg, args.output, args.overwrite)
     elif args.action == "train":
@@ -65,10 +93,6 @@ def split_episodes(cfg: PipelineConfig, num_episodes: int) -> tuple[list[int], l
 
 def train(cfg: PipelineConfig) -> dict:
     """Train a critic on the dataset's training episodes, save it, and evaluate it on the held-out ones."""
-    from robot_rl.rewards.pairs import PairSampler
-    from robot_rl.rewards.registry import build_critic
-    from robot_rl.rewards.trainable import train_critic
-
     root = dataset_root(cfg)
     train_eps, val_eps = split_episodes(cfg, LeRobotDataset(root).num_episodes)
     state_key = keys.STATE if cfg.reward_model.use_state else None
@@ -101,9 +125,6 @@ def evaluate(
     cfg: PipelineConfig, critic=None, episodes: list[int] | None = None, out_dir: Path | None = None
 ) -> dict:
     """Score held-out episodes (``data.val_episodes``, default all) and write eval.json and progress.png."""
-    from robot_rl.rewards.evaluate import plot_progress, score_episodes
-    from robot_rl.rewards.registry import load_critic
-
     critic = critic or load_critic(checkpoint_dir(cfg), cfg.device)
     root = dataset_root(cfg)
     if episodes is None:
@@ -127,10 +148,6 @@ def label(cfg: PipelineConfig, output: str, overwrite: bool) -> dict:
     Raises:
         ConfigError: ``reward.mode`` is not shaped or critic.
     """
-    from robot_rl.rewards.label import label_dataset
-    from robot_rl.rewards.registry import load_critic
-    from robot_rl.rewards.shaping import shaping_gamma, shaping_gamma_key
-
     if cfg.reward.mode not in ("shaped", "critic"):
         raise ConfigError(f"reward.mode={cfg.reward.mode!r}: label writes 'shaped' or 'critic' rewards")
     critic = load_critic(checkpoint_dir(cfg), cfg.device)
@@ -156,8 +173,6 @@ def serve(cfg: PipelineConfig, address: str, max_batch: int, max_wait_ms: float)
     """Serve the trained critic on ``address`` until interrupted (robot_rl.rewards.server), with the keys
     of ``security.keys`` and the limits ``reward_model.serve_max_pairs`` and
     ``reward_model.serve_max_message_mb``."""
-    from robot_rl.rewards.server import serve_checkpoint
-
     serve_checkpoint(
         checkpoint_dir(cfg),
         address,

@@ -14,6 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from robot_rl.data.convert.hdf5 import hdf5_to_lerobot
+from robot_rl.data.convert.rosbag import bag_to_lerobot, is_rosbag2
+from robot_rl.data.convert.rosbag_export import lerobot_to_bag
+from robot_rl.data.convert.zarr_buffers import lerobot_to_zarr, zarr_to_lerobot
+from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.episode_copy import copy_episodes
+from robot_rl.data.lerobot.ops import convert_v21_to_v30, filter_success, merge, split
+from robot_rl.data.lerobot.tools import dataset_summary, recompute_stats
+from robot_rl.data.lerobot.validate import validate_dataset
+from robot_rl.data.lerobot.visualize import write_episode_video, write_rerun
+from robot_rl.rewards.evaluate import episode_vocs
+from robot_rl.rewards.registry import load_critic
+
 _PATH_HELP = "dataset root (the folder holding meta/info.json)"
 _OVERWRITE_HELP = "replace the output if it exists (only a LeRobot dataset or a folder of them)"
 _HDF5_SUFFIXES = (".hdf5", ".h5")
@@ -29,11 +43,8 @@ class Action:
     run: Callable[[argparse.Namespace], int]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``dataset`` and its actions on the top-level subparsers."""
-    parser = sub.add_parser(
-        "dataset", help="inspect, validate, merge, split, filter, convert and visualize datasets"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the actions, each with its arguments, to the ``dataset`` subcommand's parser."""
     actions = parser.add_subparsers(dest="action", required=True)
     for name, action in ACTIONS.items():
         action.arguments(actions.add_parser(name, help=action.help, description=action.help))
@@ -42,8 +53,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one dataset action; returns the exit code (1 on a bad dataset or bad input, with the problem,
     naming the file, on stderr)."""
-    from robot_rl.data.errors import DatasetError
-
     try:
         return ACTIONS[args.action].run(args)
     except (DatasetError, ValueError, OSError) as err:
@@ -58,8 +67,6 @@ def _info_args(p: argparse.ArgumentParser) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.tools import dataset_summary
-
     summary = dataset_summary(args.path)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -88,8 +95,6 @@ def _path_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.validate import validate_dataset
-
     problems = validate_dataset(args.path)
     if not problems:
         print(f"{args.path}: OK")
@@ -106,16 +111,12 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.tools import recompute_stats
-
     print(f"wrote {recompute_stats(args.path, args.out)}")
     return 0
 
 
 # -- merge | split | filter | convert ----------------------------------------------------------------
 def _wrote(path: str | Path) -> None:
-    from robot_rl.data.lerobot import layout as fmt
-
     info = fmt.read_json(Path(path) / fmt.INFO)
     print(f"wrote {path}: {info['total_episodes']} episodes, {info['total_frames']} frames")
 
@@ -134,8 +135,6 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.ops import merge
-
     _wrote(merge(args.sources, args.out, args.overwrite, args.drop))
     return 0
 
@@ -163,8 +162,6 @@ def _split_args(p: argparse.ArgumentParser) -> None:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.ops import split
-
     if args.by_task:
         parts = split(args.path, args.out, by="task", overwrite=args.overwrite)
     else:
@@ -194,16 +191,9 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
 
 
 def _filter(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.ops import filter_success
-
     if args.success:
         _wrote(filter_success(args.path, args.out, args.overwrite))
         return 0
-    from robot_rl.data.errors import DatasetError
-    from robot_rl.data.lerobot.episode_copy import copy_episodes
-    from robot_rl.rewards.evaluate import episode_vocs
-    from robot_rl.rewards.registry import load_critic
-
     if not args.critic:
         raise ValueError("--min-voc needs --critic <trained critic checkpoint folder>")
     vocs = episode_vocs(load_critic(args.critic), args.path)
@@ -244,9 +234,6 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 def _input_kind(path: Path) -> str:
     """``lerobot``, ``zarr``, ``hdf5`` or ``rosbag2``. Raises ValueError naming the path when it is none
     of them."""
-    from robot_rl.data.convert.rosbag import is_rosbag2
-    from robot_rl.data.lerobot import layout as fmt
-
     if not path.exists():
         raise ValueError(f"{path}: not found")
     if is_rosbag2(path):
@@ -284,34 +271,22 @@ def _convert(args: argparse.Namespace) -> int:
     if args.overwrite and (kind != "lerobot" or args.to != "v3.0"):
         raise ValueError(f"{src}: --overwrite is supported for LeRobot v2.1 -> v3.0 only")
     if kind == "lerobot" and args.to == "v3.0":
-        from robot_rl.data.lerobot.ops import convert_v21_to_v30
-
         _wrote(convert_v21_to_v30(src, args.out, args.overwrite))
         return 0
     try:
         if kind == "rosbag2":
-            from robot_rl.data.convert.rosbag import bag_to_lerobot
-
             _wrote(bag_to_lerobot(src, args.out, args.topics, fps=args.fps))
             return 0
         if args.to == "rosbag2":
-            from robot_rl.data.convert.rosbag_export import lerobot_to_bag
-
             episodes = parse_episodes(args.episodes)
             print(f"wrote {lerobot_to_bag(src, args.out, args.topics, episodes, args.storage)}")
             return 0
         if kind == "lerobot":
-            from robot_rl.data.convert.zarr_buffers import lerobot_to_zarr
-
             print(f"wrote {lerobot_to_zarr(src, args.out)}")
             return 0
         if kind == "zarr":
-            from robot_rl.data.convert.zarr_buffers import zarr_to_lerobot
-
             _wrote(zarr_to_lerobot(src, args.out, fps=args.fps))
             return 0
-        from robot_rl.data.convert.hdf5 import hdf5_to_lerobot
-
         _wrote(hdf5_to_lerobot(src, args.out, fps=args.fps))
         return 0
     except ModuleNotFoundError as err:
@@ -333,8 +308,6 @@ def _visualize_args(p: argparse.ArgumentParser) -> None:
 
 
 def _visualize(args: argparse.Namespace) -> int:
-    from robot_rl.data.lerobot.visualize import write_episode_video, write_rerun
-
     out = Path(args.out)
     writers = {".mp4": write_episode_video, ".rrd": write_rerun}
     if out.suffix not in writers:

@@ -43,8 +43,8 @@ KNOWN = (
     ("robot_rl.runtime.learner", "ActorsFaultedError", "actor fault", 1),
     ("robot_rl.runtime.link", "ActorIdError", "actor id clash", 1),
     ("robot_rl.hardware.errors", "HardwareError", "hardware error", 1),
-    ("robot_rl.hardware.policy_protocol", "PolicyInputError", "policy server error", 1),
-    ("robot_rl.hardware.policy_protocol", "PolicyTokenError", "policy server error", 1),
+    ("robot_rl.deploy.policy_protocol", "PolicyInputError", "policy server error", 1),
+    ("robot_rl.deploy.policy_protocol", "PolicyTokenError", "policy server error", 1),
 )
 
 DISK_FIXES = {

@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import os
 
+from robot_rl.cli import errors
 from robot_rl.teleop.gui.device import TOKEN_ENV
+from robot_rl.teleop.gui.server import serve
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``gui`` on the top-level subparsers."""
-    text = "the human-in-the-loop web GUI of a run: watch, take over, label and stop the actors"
-    p = sub.add_parser("gui", help=text, description=text)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``gui`` subcommand's arguments."""
     p.add_argument("--run_dir", required=True, help="the run's folder (runs/<name>)")
     p.add_argument("--host", default="127.0.0.1", help="bind address; off loopback it needs --token")
     p.add_argument("--port", type=int, default=8765, help="TCP port (0: a free one; printed)")
@@ -28,11 +28,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM; returns the exit code (a known error is one line on stderr)."""
-    from robot_rl.cli import errors
-
-    def serve() -> None:
-        from robot_rl.teleop.gui.server import serve
-
-        serve(args.run_dir, args.host, args.port, args.token)
-
-    return errors.run_server(serve, args.debug)
+    return errors.run_server(lambda: serve(args.run_dir, args.host, args.port, args.token), args.debug)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from robot_rl.config import ConfigError
+from robot_rl.security import actor_key_name, make_keys
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``keys`` on the top-level subparsers."""
-    text = (
-        "make ZeroMQ CURVE keys for the learner and the critic server (a server binding anything but "
-        "127.0.0.1 needs them: --security.keys=FOLDER)"
-    )
-    p = sub.add_parser("keys", help=text, description=text)
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``keys`` subcommand's arguments."""
     p.add_argument("folder", help="key folder to create or add to")
     p.add_argument("--actors", type=int, default=0, help="make keys actor0 .. actor<N-1>")
     p.add_argument("--clients", nargs="*", default=[], help="other client key names (e.g. critic clients)")
@@ -21,9 +19,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the keys and list them; returns the exit code (1 on a bad name or an unwritable folder)."""
-    from robot_rl.config import ConfigError
-    from robot_rl.security import actor_key_name, make_keys
-
     names = [actor_key_name(k) for k in range(max(args.actors, 0))] + list(args.clients)
     try:
         written = make_keys(args.folder, names)

@@ -11,24 +11,35 @@ evaluated here: evaluation runs one task at a time, and the summary says how.
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
 from robot_rl.config import PipelineConfig
+from robot_rl.eval.summary import eval_summary
 from robot_rl.run_dir import RunDir
+from robot_rl.stages.collect import collect
+from robot_rl.stages.evaluate import evaluate
+from robot_rl.stages.train import train
+from robot_rl.threads import set_threads
+from robot_rl.training.ppo import ppo_name, train_ppo
 
 
-def run(cfg: PipelineConfig, seed: int) -> str:
+def run(args: argparse.Namespace, cfg: PipelineConfig, overrides: list[str]) -> None:
+    """``robot-rl ppo``: run :func:`run_seed` for each training seed (``--seed``, else ``cfg.seeds``) and
+    print its summary."""
+    set_threads(cfg.threads)
+    for seed in [args.seed] if args.seed is not None else cfg.seeds:
+        print(run_seed(cfg, seed), flush=True)
+
+
+def run_seed(cfg: PipelineConfig, seed: int) -> str:
     """Run the stages for ``seed`` and return a short summary (PPO metrics, success before and after).
 
     Raises:
         FileNotFoundError: ``ppo.init`` names a missing checkpoint.
         ConfigError / CheckpointError: as :func:`robot_rl.training.ppo.train_ppo`.
     """
-    from robot_rl.cli import stages
-    from robot_rl.eval.summary import eval_summary
-    from robot_rl.training.ppo import ppo_name, train_ppo
-
     run_dir = RunDir(cfg.run_dir)
     run_dir.check_writable()
     if cfg.ppo.init:
@@ -38,8 +49,8 @@ def run(cfg: PipelineConfig, seed: int) -> str:
     else:
         init = run_dir.checkpoint("bc", seed)
         if not cfg.data.path:
-            stages.collect(cfg)
-        stages.train(cfg, "bc", seed)
+            collect(cfg)
+        train(cfg, "bc", seed)
     name = ppo_name(cfg)
     stage = f"{name}_seed{seed}"
     if run_dir.is_done(stage):
@@ -72,8 +83,8 @@ def run(cfg: PipelineConfig, seed: int) -> str:
         )
         return "\n".join(lines)
     if not cfg.ppo.init:
-        before = stages.evaluate(cfg, "bc", seed)
+        before = evaluate(cfg, "bc", seed)
         lines.append(eval_summary("bc", seed, before["summary"], str(run_dir.eval_file("bc", seed))))
-    after = stages.evaluate(cfg, name, seed)
+    after = evaluate(cfg, name, seed)
     lines.append(eval_summary(name, seed, after["summary"], str(run_dir.eval_file(name, seed))))
     return "\n".join(lines)

@@ -3,13 +3,20 @@ the run's LeRobot v3.0 dataset (robot_rl.recording); a rerun resumes it."""
 
 from __future__ import annotations
 
-from robot_rl.config import PipelineConfig
+import argparse
+from pathlib import Path
+
+from robot_rl.config import ConfigError, PipelineConfig
+from robot_rl.data.lerobot.writer import LeRobotWriter
+from robot_rl.recording import TELEOPS, make_teleop, record
+from robot_rl.run_dir import RunDir
+from robot_rl.sim import make_env, robot_type
+from robot_rl.stages.envs import action_bounds, dataset_features
+from robot_rl.threads import set_threads
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``record`` subcommand's own flags (the rest are config overrides)."""
-    from robot_rl.recording import TELEOPS
-
     p.add_argument("--teleop", choices=TELEOPS, required=True, help="the device the operator drives with")
     p.add_argument(
         "--num_episodes", type=int, default=10, help="record until the dataset holds this many episodes"
@@ -17,7 +24,13 @@ def add_arguments(p) -> None:
     p.add_argument("--dataset", default=None, help="dataset folder (default: <run_dir>/dataset)")
 
 
-def run(args, cfg: PipelineConfig) -> dict:
+def run(args: argparse.Namespace, cfg: PipelineConfig, overrides: list[str]) -> None:
+    """``robot-rl record``: :func:`record_demos`, then print its summary."""
+    set_threads(cfg.threads, 1)
+    print(record_demos(args, cfg))
+
+
+def record_demos(args: argparse.Namespace, cfg: PipelineConfig) -> dict:
     """Build the env, the teleop device and the writer, then record (robot_rl.recording.record).
 
     Raises:
@@ -25,15 +38,6 @@ def run(args, cfg: PipelineConfig) -> dict:
         OSError: the dataset folder is not writable (checked first; names the path).
         HardwareError, DeviceError: the robot or the device failed (finished episodes are kept).
     """
-    from pathlib import Path
-
-    from robot_rl.cli.envs import action_bounds, dataset_features
-    from robot_rl.config import ConfigError
-    from robot_rl.data.lerobot.writer import LeRobotWriter
-    from robot_rl.recording import make_teleop, record
-    from robot_rl.run_dir import RunDir
-    from robot_rl.sim import make_env, robot_type
-
     if args.num_episodes < 1:
         raise ConfigError(f"--num_episodes={args.num_episodes}: must be >= 1")
     run = RunDir(cfg.run_dir)

@@ -1,5 +1,5 @@
 """``robot-rl ros2 <node> [ROS arguments]``: run one of robot_rl's ROS 2 nodes
-(:data:`robot_rl.hardware.ros2.registry.NODES`) with ROS-style arguments (``name:=value``,
+(:data:`robot_rl.deploy.ros2.registry.NODES`) with ROS-style arguments (``name:=value``,
 ``--ros-args -p name:=value``, ``--params-file FILE``, ``--ros-transport``, ``--domain-id``,
 ``--dds-loopback``), as ``ros2 run robot_rl <node>`` does on a ROS 2 machine."""
 
@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-from robot_rl.hardware.ros2.registry import NODES, entry_point
+from robot_rl.deploy.ros2.registry import NODES, entry_point
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``ros2`` on the top-level subparsers."""
-    text = "run a ROS 2 node of robot_rl (sim robot, policy) with ROS-style arguments"
-    p = sub.add_parser("ros2", help=text, description=text)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``ros2`` subcommand's arguments: the node and its ROS-style arguments."""
     p.add_argument("node", choices=sorted(NODES), help="node executable")
     p.add_argument(
         "node_args",

@@ -1,5 +1,5 @@
 """``robot-rl serve --checkpoint DIR [--address tcp://127.0.0.1:5580] [--token T] [--keys FOLDER]``: serve a
-trained checkpoint's action chunks to robots (robot_rl.hardware.policy_server)."""
+trained checkpoint's action chunks to robots (robot_rl.deploy.policy_server)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import os
 import signal
 import threading
 
-from robot_rl.hardware.policy_protocol import DEFAULT_ADDRESS
+from robot_rl.cli import errors
+from robot_rl.deploy.policy_protocol import DEFAULT_ADDRESS
+from robot_rl.deploy.policy_server import ServedPolicy, serve_policy
+from robot_rl.security import check_address, load_server_keys
+from robot_rl.threads import set_threads
 
 TOKEN_ENV = "ROBOT_RL_SERVE_TOKEN"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``serve`` on the top-level subparsers."""
-    text = "serve a checkpoint's action chunks over ZeroMQ to RemotePolicy clients (a robot's control loop)"
-    p = sub.add_parser("serve", help=text, description=text)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``serve`` subcommand's arguments."""
     p.add_argument("--checkpoint", required=True, help="checkpoint folder (runs/<run>/checkpoints/<algo>...)")
     p.add_argument("--address", default=DEFAULT_ADDRESS, help="bind address; off loopback it needs --keys")
     p.add_argument(
@@ -39,15 +41,10 @@ def run(args: argparse.Namespace) -> int:
     accepts requests and ``stopped: served N chunks, M error replies`` when SIGTERM stops it. Returns the
     exit code; a known error (bad key folder, non-loopback address without keys, missing or corrupt
     checkpoint) is one line on stderr (robot_rl.cli.errors)."""
-    from robot_rl.cli import errors
-    from robot_rl.security import check_address, load_server_keys
-    from robot_rl.threads import set_threads
 
     def serve() -> None:
         keys = load_server_keys(args.keys) if args.keys else None
         check_address(args.address, keys, "--address", bind=True)
-        from robot_rl.hardware.policy_server import ServedPolicy, serve_policy  # torch: after the checks
-
         if args.threads:
             set_threads(args.threads)
         policy = ServedPolicy.load(args.checkpoint, args.device)

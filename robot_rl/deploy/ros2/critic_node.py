@@ -25,8 +25,12 @@ import sys
 
 import numpy as np
 
+from robot_rl.deploy.ros2.cli import run_node
 from robot_rl.hardware.ros2 import msgs, validate
 from robot_rl.hardware.ros2.node import Node
+from robot_rl.rewards.base import CriticScoreError
+from robot_rl.rewards.progress import vlac_step
+from robot_rl.rewards.registry import load_critic
 
 PARAMETERS: dict = {
     "checkpoint": "",
@@ -51,8 +55,6 @@ class CriticNode:
     """
 
     def __init__(self, node: Node) -> None:
-        from robot_rl.rewards.registry import load_critic
-
         self.node = node
         p = node.params(PARAMETERS)
         if not p["checkpoint"] or not p["task"].strip():
@@ -97,9 +99,6 @@ class CriticNode:
         self._last, self.progress = None, 0.0
 
     def _tick(self) -> None:
-        from robot_rl.rewards.base import CriticScoreError
-        from robot_rl.rewards.progress import vlac_step
-
         if len(self._latest) < len(self.critic.image_keys):
             return  # a new frame of every camera since the last score
         current, self._latest = self._latest, {}
@@ -124,8 +123,6 @@ class CriticNode:
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 critic_node [--ros-args -p name:=value ...]``; runs until SIGINT/SIGTERM."""
-    from robot_rl.hardware.ros2.cli import run_node
-
     return run_node("critic_node", CriticNode, sys.argv[1:] if argv is None else argv)
 
 

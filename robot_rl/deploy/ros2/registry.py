@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 NODES: dict[str, str] = {
-    "sim_robot_node": "robot_rl.hardware.ros2.sim_robot_node",
-    "policy_node": "robot_rl.hardware.ros2.policy_node",
-    "actor_node": "robot_rl.hardware.ros2.actor_node",
-    "intervention_node": "robot_rl.hardware.ros2.intervention_node",
-    "critic_node": "robot_rl.hardware.ros2.critic_node",
+    "sim_robot_node": "robot_rl.deploy.ros2.sim_robot_node",
+    "policy_node": "robot_rl.deploy.ros2.policy_node",
+    "actor_node": "robot_rl.deploy.ros2.actor_node",
+    "intervention_node": "robot_rl.deploy.ros2.intervention_node",
+    "critic_node": "robot_rl.deploy.ros2.critic_node",
 }
 """Executable name -> module with ``main(argv) -> int`` and ``PARAMETERS`` (name -> default)."""
 

@@ -28,7 +28,15 @@ import threading
 import time
 from functools import partial
 
+from robot_rl.actor_build import build_actor_parts
 from robot_rl.hardware.ros2 import msgs
+from robot_rl.hardware.ros2.bridge import acquire, release
+from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
+from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
+from robot_rl.run_dir import RunDir
+from robot_rl.runtime.batched_actor import actor_class
+from robot_rl.runtime.local import run_actor
+from robot_rl.sim import resolve_control_hz
 
 PARAMETERS: dict = {
     "config": "",
@@ -42,7 +50,7 @@ PARAMETERS: dict = {
     "robot_wait_s": 60.0,
     "status_hz": 1.0,
 }
-"""The node's parameters and defaults (module doc); :mod:`robot_rl.hardware.ros2.registry` reads them."""
+"""The node's parameters and defaults (module doc); :mod:`robot_rl.deploy.ros2.registry` reads them."""
 STATUS_TOPIC = "/robot_rl/actor/status"
 
 
@@ -50,8 +58,6 @@ def ros_actor_build(prefix: str, timeout_s: float):
     """The actor's parts builder (:func:`robot_rl.actor_build.build_actor_parts`) with its intervention
     device on ``intervention_node``'s topics under ``prefix`` (an empty prefix: the config's
     ``intervention.device``)."""
-    from robot_rl.actor_build import build_actor_parts
-
     if not prefix:
         return build_actor_parts
     return partial(build_actor_parts, device=partial(_ros_device, prefix, timeout_s))
@@ -59,8 +65,6 @@ def ros_actor_build(prefix: str, timeout_s: float):
 
 def _ros_device(prefix: str, timeout_s: float, cfg, low, high, actor_id: int, task_id: str):
     """:class:`~robot_rl.hardware.ros2.intervention_device.RosInterventionDevice` on ``prefix``'s topics."""
-    from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
-
     return RosInterventionDevice(cfg.env.robot.ros2, prefix, low, high, cfg.intervention.scale, timeout_s)
 
 
@@ -97,11 +101,6 @@ def _wait_for_robot(shared, topic: str, wait_s: float) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 actor_node [--ros-args -p name:=value ...]``; returns 0 when the run's budget is
     spent, 1 on a fault, 2 for bad input."""
-    from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
-    from robot_rl.run_dir import RunDir
-    from robot_rl.sim import resolve_control_hz
-
     try:
         p, cfg = robot_node_setup(argv, "actor_node", PARAMETERS)
         ros2 = cfg.env.robot.ros2
@@ -146,9 +145,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(cfg, p: dict, status: _Status) -> int:
     """Run the actor as the runtime does (:func:`robot_rl.runtime.local.run_actor`); 0 when done."""
-    from robot_rl.runtime.batched_actor import actor_class
-    from robot_rl.runtime.local import run_actor
-
     build = ros_actor_build(p["intervention_prefix"], p["intervention_timeout_s"])
 
     class Reported(actor_class(cfg)):

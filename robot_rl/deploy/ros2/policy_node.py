@@ -19,8 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 
+from gymnasium.vector import AutoresetMode
+
+from robot_rl.deploy.remote_policy import PolicyServerUnavailable
 from robot_rl.hardware.ros2 import msgs
+from robot_rl.hardware.ros2.bridge import acquire, release
+from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
+from robot_rl.rollout import rollout
+from robot_rl.sim import make_vector_env
+from robot_rl.sources import policy_source
 
 PARAMETERS: dict = {
     "config": "",
@@ -31,18 +40,11 @@ PARAMETERS: dict = {
     "sim_prefix": "/robot_rl/sim",
     "server_wait_s": 30.0,
 }
-"""The node's parameters and defaults (module doc); :mod:`robot_rl.hardware.ros2.registry` reads them."""
+"""The node's parameters and defaults (module doc); :mod:`robot_rl.deploy.ros2.registry` reads them."""
 
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 policy_node [--ros-args -p name:=value ...]``; returns 0 when done, 2 for bad input."""
-    from gymnasium.vector import AutoresetMode
-
-    from robot_rl.hardware.ros2.bridge import acquire, release
-    from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
-    from robot_rl.rollout import rollout
-    from robot_rl.sim import make_vector_env
-
     try:
         p, cfg = robot_node_setup(argv, "policy_node", PARAMETERS)
         ros2 = cfg.env.robot.ros2
@@ -81,11 +83,6 @@ def _source(cfg, checkpoint: str, seed: int, space, wait_s: float):
     Raises:
         PolicyServerUnavailable: still no answer after ``wait_s``.
     """
-    import time
-
-    from robot_rl.hardware.remote_policy import PolicyServerUnavailable
-    from robot_rl.sources import policy_source
-
     deadline = time.monotonic() + wait_s
     while True:
         try:

@@ -9,6 +9,8 @@ from gymnasium.vector import AutoresetMode
 from robot_rl import keys
 from robot_rl.config import ConfigError, EnvConfig
 from robot_rl.eval.splits import SPLIT_SEED_OFFSETS
+from robot_rl.sim import make_batched_env, make_vector_env
+from robot_rl.sim.batched_rollout import RolloutView
 
 # Demo episodes use env seeds [collect.seed * DEMO_SEED_STRIDE, + N); evaluation uses the test seeds from
 # EVAL_SEED_OFFSET on (robot_rl.eval.splits: validation seeds from 1,500,000), shared by every method and
@@ -37,12 +39,7 @@ def make_rollout_vec_env(cfg: EnvConfig, num_envs: int | None = None):
             "--env.id=<task> (with --eval.name=<task> for one file per task)"
         )
     if cfg.backend == "gym_vector":
-        from robot_rl.sim import make_vector_env
-
         return make_vector_env(cfg, num_envs, autoreset_mode=AutoresetMode.DISABLED)
-    from robot_rl.sim import make_batched_env
-    from robot_rl.sim.batched_rollout import RolloutView
-
     try:
         env = make_batched_env(cfg, num_envs)
     except ValueError as err:
@@ -79,4 +76,5 @@ def dataset_features(
 
 
 def action_bounds(space: gym.spaces.Box) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` of an action box as float32 arrays of the action's shape (the robot's units)."""
     return space.low.astype(np.float32), space.high.astype(np.float32)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.security import ClientKeys
+from robot_rl.config import ConfigError
+from robot_rl.security import ClientKeys, load_client_keys
 from robot_rl.transport import PeerUnavailableError, RpcClient
 
 from .policy_protocol import (
@@ -91,9 +92,6 @@ class RemotePolicy:
         Raises:
             ConfigError: ``deploy.server`` is empty, or the key files are missing (names the path).
         """
-        from robot_rl.config import ConfigError
-        from robot_rl.security import load_client_keys
-
         d = cfg.deploy
         if not d.server:
             raise ConfigError("deploy.server is empty: set it to the address of `robot-rl serve`")

@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from gymnasium.wrappers import RenderCollection
 
-from robot_rl.cli.envs import EVAL_SEED_OFFSET, action_bounds
 from robot_rl.config import PipelineConfig
 from robot_rl.data.lerobot.video import encode_video
 from robot_rl.policies.factory import load_agent
 from robot_rl.rollout import RecordedEpisode, Rollout
 from robot_rl.run_dir import RunDir
+from robot_rl.sim import make_env
 from robot_rl.single_env import SingleEnvVector
 from robot_rl.sources import AgentSource
+from robot_rl.stages.envs import EVAL_SEED_OFFSET, action_bounds
 
 
 def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "offline")) -> list[Path]:
@@ -21,10 +23,6 @@ def record_videos(cfg: PipelineConfig, run: RunDir, seed: int, methods=("bc", "o
     into ``run_dir/videos/<method>_ep<k>_<success|failure>.mp4``, each from the reset frame to the frame
     after its last step (:class:`~robot_rl.rollout.Rollout` on one env whose frames a
     ``RenderCollection`` keeps). Existing videos are kept."""
-    from gymnasium.wrappers import RenderCollection
-
-    from robot_rl.sim import make_env
-
     if cfg.eval.num_videos <= 0:
         return []
     run.videos.mkdir(parents=True, exist_ok=True)

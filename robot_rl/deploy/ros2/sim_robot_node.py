@@ -51,12 +51,18 @@ import sys
 import time
 from collections.abc import Callable
 
+import mujoco
 import numpy as np
 
+from robot_rl.deploy.ros2.cli import run_node
+from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode, RobotState
 from robot_rl.hardware.ros2 import msgs, stock_arm, validate
 from robot_rl.hardware.ros2.node import Node, ServiceUnsupportedError
+from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
+from robot_rl.sim.panda_pick_cube import CAMERAS
+from robot_rl.sim.render import OffscreenRenderer
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 TWIST_MODES = ("step", "servo")
@@ -89,7 +95,7 @@ PARAMETERS: dict = {
 """The node's parameters and defaults (``mode`` sim|stock; ``use_sim_time``; ``control_hz``, ``physics_hz``
 Hz; ``scene_seed`` -1: random; ``lift_height_m`` m; ``stale_s``, ``command_timeout_s`` s; ``twist_mode``
 step|servo; ``image_size`` px; rates Hz; topics; ``servo_start_service`` in stock mode), declared all at
-start-up; :mod:`robot_rl.hardware.ros2.registry` reads them from here."""
+start-up; :mod:`robot_rl.deploy.ros2.registry` reads them from here."""
 
 
 class SimRobotNode:
@@ -100,9 +106,6 @@ class SimRobotNode:
     """
 
     def __init__(self, node: Node) -> None:
-        from robot_rl.hardware.sim_robot import MujocoRobot
-        from robot_rl.sim.panda_pick_cube import CAMERAS
-
         self.node = node
         p = node.params(PARAMETERS)
         self.mode = p["mode"]
@@ -149,10 +152,6 @@ class SimRobotNode:
         }
         node.timer(1.0 / p["state_rate_hz"], self._tick)
         if self.cameras:  # the GL context now (probing the backend takes seconds), not in the loop
-            import mujoco
-
-            from robot_rl.sim.render import OffscreenRenderer
-
             self._renderer = OffscreenRenderer(self.robot.env.model)
             self._scratch = mujoco.MjData(self.robot.env.model)
             node.timer(1.0 / p["camera_rate_hz"], self._render)
@@ -217,8 +216,6 @@ class SimRobotNode:
         self.node.log.warning("rejected %s: %s", topic, err)
 
     def _apply(self, cmd: Command) -> None:
-        from robot_rl.hardware.errors import CommandRejected
-
         try:
             self.robot.command(cmd)
         except CommandRejected as err:
@@ -324,8 +321,6 @@ class SimRobotNode:
         return msgs.stamp(self._sim_time) if self.use_sim_time else msgs.stamp()
 
     def _render(self) -> None:
-        import mujoco
-
         mujoco.mj_copyData(self._scratch, self.robot.env.model, self.robot.env.data)
         header = msgs.Header(self._stamp(), "")
         s = self.image_size
@@ -342,8 +337,6 @@ class SimRobotNode:
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 sim_robot_node [--ros-args -p name:=value ...]``; runs until SIGINT/SIGTERM."""
-    from robot_rl.hardware.ros2.cli import run_node
-
     return run_node("sim_robot_node", SimRobotNode, sys.argv[1:] if argv is None else argv)
 
 

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from robot_rl.deploy.ros2.cli import run_node
 from robot_rl.hardware.ros2 import msgs, validate
 from robot_rl.hardware.ros2.node import Node
 from robot_rl.teleop.command import apply_deadzone
@@ -137,8 +138,6 @@ class InterventionNode:
 
 def main(argv: list[str] | None = None) -> int:
     """``robot-rl ros2 intervention_node [--ros-args -p name:=value ...]``; runs until SIGINT/SIGTERM."""
-    from robot_rl.hardware.ros2.cli import run_node
-
     return run_node("intervention_node", InterventionNode, sys.argv[1:] if argv is None else argv)
 
 

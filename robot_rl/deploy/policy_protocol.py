@@ -1,5 +1,5 @@
-"""Wire format of the policy server (``robot-rl serve``, :mod:`robot_rl.hardware.policy_server`) and its
-client (:class:`robot_rl.hardware.remote_policy.RemotePolicy`), protocol 1. No pickle anywhere.
+"""Wire format of the policy server (``robot-rl serve``, :mod:`robot_rl.deploy.policy_server`) and its
+client (:class:`robot_rl.deploy.remote_policy.RemotePolicy`), protocol 1. No pickle anywhere.
 
 Every message is ZeroMQ multipart ``[header, body?]``, the envelope every robot_rl server speaks
 (:mod:`robot_rl.transport`): ``header`` is UTF-8 JSON, ``body`` a msgpack map.
@@ -38,7 +38,7 @@ DEFAULT_ADDRESS = "tcp://127.0.0.1:5580"
 class PolicyTokenError(PermissionError):
     """The policy server refused a request: it carries no token or the wrong one (``robot-rl serve
     --token``; the client's ``deploy.token``). Raised by the server in its error reply and re-raised by
-    :class:`~robot_rl.hardware.remote_policy.RemotePolicy` with the address and the fix."""
+    :class:`~robot_rl.deploy.remote_policy.RemotePolicy` with the address and the fix."""
 
 
 class PolicyInputError(ValueError):

@@ -1,7 +1,7 @@
 """Policy server: one process holds a trained checkpoint and answers action-chunk requests over ZeroMQ
 (``robot-rl serve --checkpoint DIR``), so the robot's control loop can run on a small computer, or in
 another Python environment, while the policy runs on a GPU machine. Wire format:
-:mod:`robot_rl.hardware.policy_protocol`; client: :class:`robot_rl.hardware.remote_policy.RemotePolicy`.
+:mod:`robot_rl.deploy.policy_protocol`; client: :class:`robot_rl.deploy.remote_policy.RemotePolicy`.
 
 In the spirit of openpi's websocket policy server (``scripts/serve_policy.py``), with these choices:
 
@@ -32,6 +32,9 @@ import numpy as np
 import torch
 import zmq
 
+from robot_rl.data.prev_action import prev_action_start
+from robot_rl.policies.factory import load_agent
+from robot_rl.policies.vla import InstructionError
 from robot_rl.security import ServerKeys
 from robot_rl.transport import (
     ProtocolError,
@@ -78,9 +81,6 @@ class ServedPolicy:
         Raises:
             FileNotFoundError / CheckpointError: as :func:`robot_rl.policies.load_agent` (names the file).
         """
-        from robot_rl.data.prev_action import prev_action_start
-        from robot_rl.policies.factory import load_agent
-
         agent, header = load_agent(checkpoint, device=device, evaluate=True)  # SAC: the mean action
         config = header.config
         keys = config.get("obs_keys") or sorted(config["obs_shapes"])
@@ -119,8 +119,6 @@ class ServedPolicy:
             return self.agent.act(batch)[0].float().cpu().numpy()
         except ValueError as err:
             if self.spec.open_vocabulary:  # a VLA that cannot read the instruction: the client's to fix
-                from robot_rl.policies.vla import InstructionError
-
                 if isinstance(err, InstructionError):
                     raise PolicyInputError(str(err)) from err
             raise
