@@ -485,6 +485,10 @@ class RandomizeConfig:
     light_diffuse_scale: list[float] = bounded(factory=list, ge=0)
     rgba_jitter: list[float] = bounded(factory=list)
 
+    def any_set(self) -> bool:
+        """Whether any knob is set (a non-empty range); with none set the env is not randomised."""
+        return any(getattr(self, f.name) for f in fields(self))
+
     def validate(self, at: str = "env.randomize.") -> list[str]:
         """Problems of the ranges' shape, each naming its key under ``at``: ``[]`` or ``[low, high]`` with
         ``low <= high``."""
