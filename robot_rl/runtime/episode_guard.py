@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.runtime.agents import env_shapes
 
 ACTION_TOLERANCE = 1e-3
 """Fraction of the action box's span an action may lie outside it (float rounding, an env's own slack)."""
@@ -161,8 +162,6 @@ def run_guard(cfg, config: dict, stats: dict, obs_shapes: dict[str, tuple[int, .
     like an observation. Raises what building the env raises.
     """
     from dataclasses import replace
-
-    from robot_rl.runtime.agents import env_shapes
 
     unboxed = replace(cfg, policy=replace(cfg.policy, action_low=[], action_high=[]))
     box = env_shapes(unboxed)[2]
