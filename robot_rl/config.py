@@ -1202,7 +1202,7 @@ class DeployConfig:
     client's key in ``security.keys`` (needed for a server off loopback). ``async_lead`` (k): infer the
     next chunk when k actions of the current one remain (0: synchronous; else 1 <= k < policy.horizon);
     ``async_blend``: cross-fade that many steps from the old chunk to the new one (0 <= b <= k)
-    (``robot_rl.policies.executor.AsyncChunkExecutor``).
+    (``robot_rl.executor.AsyncChunkExecutor``).
     """
 
     server: str = ""
