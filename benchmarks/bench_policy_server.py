@@ -33,9 +33,9 @@ import torch
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.deploy.policy_server import ServedPolicy
 from robot_rl.deploy.remote_policy import RemotePolicy
+from robot_rl.executor import AsyncChunkExecutor, ChunkExecutor
 from robot_rl.keys import image_key, is_image_key
 from robot_rl.policies import build_agent_from_config, save_agent
-from robot_rl.policies.executor import AsyncChunkExecutor, ChunkExecutor
 from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_stats
 
 OBS_SHAPES = {**SIM_OBS_SHAPES, image_key("front"): (64, 64, 3)}

@@ -68,9 +68,10 @@ from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.hardware.camera import Camera
 from robot_rl.hardware.errors import CommandRejected, HardwareError, RobotFault
-from robot_rl.hardware.factory import has_gripper
+from robot_rl.hardware.factory import has_gripper, make_cameras
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotState
+from robot_rl.hardware.safety import SafeRobot
 from robot_rl.sim.panda_pick_cube import ENV_STATE_DIM, MAX_DELTA_M, TASK, check_action
 
 log = logging.getLogger(__name__)
@@ -562,12 +563,9 @@ class RobotEnv(gym.Env):
         (:mod:`robot_rl.hardware.factory`) and, for
         ``success=critic``, the critic at ``success_critic``. Raises what the drivers and ``__init__``
         raise."""
-        from robot_rl.hardware.factory import make_cameras
-        from robot_rl.hardware.safety import SafeRobot
-
         critic = None
         if cfg.robot.success == "critic":
-            from robot_rl.rewards.registry import load_critic
+            from robot_rl.rewards.registry import load_critic  # torch: loaded only for a critic
 
             critic = load_critic(cfg.robot.success_critic)
         robot = SafeRobot.from_config(cfg.robot, cfg.control_hz)  # every command passes the safety layer

@@ -53,10 +53,11 @@ from typing import Any
 import numpy as np
 import zmq
 
+from robot_rl.config import ConfigError
 from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode
-from robot_rl.security import ServerKeys, check_address
+from robot_rl.security import ServerKeys, check_address, load_server_keys
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
 
 PROTOCOL = 2
@@ -451,9 +452,6 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit code (2 for a bad flag or address, 1 if it cannot
     bind or the physics thread failed). Prints ``sim-server listening on ADDRESS`` once serving, and the
     counters at exit."""
-    from robot_rl.config import ConfigError
-    from robot_rl.security import load_server_keys
-
     try:
         faults = SimServerFaults(args.latency_ms, args.jitter_ms, args.drop_prob, args.seed)
         keys = load_server_keys(args.keys) if args.keys else None

@@ -1,9 +1,11 @@
-"""Policies: observation encoders, flow-matching chunk policy, FQL one-step policy, chunk execution,
-checkpoints and the agent registry (``build_agent``)."""
+"""Policies: observation encoders, flow-matching chunk policy, FQL one-step policy and the agent registry
+(``build_agent``); chunk execution (:mod:`robot_rl.executor`) and checkpoints (:mod:`robot_rl.checkpoint`)
+are core modules, re-exported here."""
 
-from .checkpoint import check_compatible, load_checkpoint, load_extra_state, save_checkpoint
+from robot_rl.checkpoint import check_compatible, load_checkpoint, load_extra_state, save_checkpoint
+from robot_rl.executor import ChunkExecutor
+
 from .encoders import ObservationEncoder
-from .executor import ChunkExecutor
 from .factory import (
     METHODS,
     build_agent,

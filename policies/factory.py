@@ -16,10 +16,7 @@ from torch import nn
 
 from robot_rl.algos.base import Agent
 from robot_rl.algos.registry import Algorithm, algorithm, names
-from robot_rl.config import PipelineConfig, PolicyConfig
-from robot_rl.data.normalize import FeatureStats
-
-from .checkpoint import (
+from robot_rl.checkpoint import (
     CheckpointError,
     CheckpointHeader,
     check_compatible,
@@ -27,10 +24,15 @@ from .checkpoint import (
     save_checkpoint,
     weights_mismatch,
 )
+from robot_rl.config import PipelineConfig, PolicyConfig
+from robot_rl.data.normalize import FeatureStats
+
 from .encoders import ObservationEncoder
 from .flow import FlowChunkPolicy
 from .gaussian import GaussianTanhPolicy
 from .one_step import OneStepChunkPolicy
+from .vla import VLAPolicy
+from .vla.trunk import VLATrunkFeatures
 
 METHODS = names()
 """Every registered method (:func:`robot_rl.algos.registry.names`)."""
@@ -64,8 +66,6 @@ def build_policy(
         ValueError: unknown ``policy.kind``; the VLA policy's errors (a missing extra, an unloadable VLM).
     """
     if policy_cfg.kind == "vla":
-        from .vla import VLAPolicy
-
         return VLAPolicy(policy_cfg, obs_shapes, action_dim, stats)
     if policy_cfg.kind != "flow":
         raise ValueError(f"unknown policy.kind {policy_cfg.kind!r}; expected 'flow' or 'vla'")
@@ -104,8 +104,6 @@ class _Networks:
 
     def encoder(self, on_trunk: bool = False) -> nn.Module:
         if on_trunk and self._kind == "vla":  # critic and one-step heads on the VLA trunk (stop-gradient)
-            from .vla.trunk import VLATrunkFeatures
-
             return VLATrunkFeatures(self.policy())
         return self._factory()
 
@@ -238,7 +236,7 @@ def load_agent(
     """Rebuild the agent of a checkpoint -> (agent, its header). The one loader of agents.
 
     Args:
-        path: the checkpoint folder (any format :func:`robot_rl.policies.checkpoint.load_checkpoint` reads).
+        path: the checkpoint folder (any format :func:`robot_rl.checkpoint.load_checkpoint` reads).
         device: where the modules go.
         evaluate: put the agent in eval mode and make it act deterministically (:attr:`Agent.deterministic`:
             SAC's mean action), as evaluations and the policy server use it; else it is in train mode.

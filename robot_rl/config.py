@@ -492,6 +492,10 @@ class RandomizeConfig:
     light_diffuse_scale: list[float] = bounded(factory=list, ge=0)
     rgba_jitter: list[float] = bounded(factory=list)
 
+    def any_set(self) -> bool:
+        """Whether any knob is set (a non-empty range); with none set the env is not randomised."""
+        return any(getattr(self, f.name) for f in fields(self))
+
     def validate(self, at: str = "env.randomize.") -> list[str]:
         """Problems of the ranges' shape, each naming its key under ``at``: ``[]`` or ``[low, high]`` with
         ``low <= high``."""
@@ -1213,7 +1217,7 @@ class DeployConfig:
     client's key in ``security.keys`` (needed for a server off loopback). ``async_lead`` (k): infer the
     next chunk when k actions of the current one remain (0: synchronous; else 1 <= k < policy.horizon);
     ``async_blend``: cross-fade that many steps from the old chunk to the new one (0 <= b <= k)
-    (``robot_rl.policies.executor.AsyncChunkExecutor``).
+    (``robot_rl.executor.AsyncChunkExecutor``).
     """
 
     server: str = ""

@@ -8,6 +8,10 @@ import torch
 
 from robot_rl import keys
 from robot_rl.algos.base import NonFiniteChunkError
+from robot_rl.config import ConfigError
+from robot_rl.data.prev_action import prev_action_start, start_actions
+from robot_rl.eval.inference import apply_inference
+from robot_rl.executor import AsyncChunkExecutor, ChunkError, ChunkExecutor
 
 
 class ExpertSource:
@@ -36,7 +40,7 @@ class ExpertSource:
 class AgentSource:
     """Queries ``agent.act`` (B, h, d) and applies the safety filter: NaN/inf chunks are rejected with a
     NonFiniteChunkError, a chunk of another action dimension than the box's with a ChunkError
-    (:mod:`robot_rl.policies.executor`), and finite actions are clipped to the env's action box [low, high].
+    (:mod:`robot_rl.executor`), and finite actions are clipped to the env's action box [low, high].
 
     ``execution='open_loop'`` returns whole chunks (the rollout executes all h actions before the next
     query); ``'temporal_ensemble'`` queries every step and returns the ACT-weighted action as a chunk of 1.
@@ -60,8 +64,6 @@ class AgentSource:
         num_envs: int = 1,
         seed: int | None = None,
     ):
-        from robot_rl.policies.executor import ChunkExecutor
-
         self.agent, self.obs_keys, self.low, self.high, self.device = agent, obs_keys, low, high, device
         horizon = agent.policy.horizon
         self.executors = [ChunkExecutor(horizon, execution, decay, low, high) for _ in range(num_envs)]
@@ -105,8 +107,6 @@ class AgentSource:
         Raises:
             ChunkError: the policy's chunks are not (B, h, d) with the box's d (names both shapes).
             NonFiniteChunkError: they hold NaN or inf (nothing is executed)."""
-        from robot_rl.policies.executor import ChunkError
-
         chunk = self._act(obs, env_ids)
         if chunk.ndim != 3 or chunk.shape[-1] != len(self.low):
             raise ChunkError(
@@ -132,8 +132,8 @@ class AgentSource:
 
 class StepwiseSource:
     """A per-observation policy (``RemotePolicy``) executed one action per control step by one executor
-    per sub-env: :class:`robot_rl.policies.executor.ChunkExecutor` (temporal ensembling) or
-    :class:`robot_rl.policies.executor.AsyncChunkExecutor` (the next chunk is inferred while the current
+    per sub-env: :class:`robot_rl.executor.ChunkExecutor` (temporal ensembling) or
+    :class:`robot_rl.executor.AsyncChunkExecutor` (the next chunk is inferred while the current
     one runs, ``deploy.async_lead``). Returns chunks of h = 1, (k, 1, d) float32.
     """
 
@@ -212,8 +212,6 @@ class PrevActionSource(SourceWrapper):
         self.prev[env_id] = np.asarray(action, np.float32).reshape(self.action_dim).copy()
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        from robot_rl.data.prev_action import start_actions
-
         first = [self.prev[i] is None for i in env_ids]
         starts = start_actions(self.start, obs, len(env_ids), self.action_dim) if any(first) else None
         prev = np.stack(
@@ -263,8 +261,6 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     action_dim = int(space[1].shape[0])
     space = _with_prev_action(space)
     if not cfg.deploy.server:
-        from robot_rl.data.prev_action import prev_action_start
-        from robot_rl.eval.inference import apply_inference
         from robot_rl.policies.factory import load_agent
 
         obs_shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
@@ -305,15 +301,11 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     named = {"server": cfg.deploy.server, "model_id": spec.model_id}
     d = cfg.deploy
     if d.async_lead:
-        from robot_rl.policies.executor import AsyncChunkExecutor
-
         executors = [
             AsyncChunkExecutor(spec.horizon, d.async_lead, d.async_blend, d.timeout_s, low, high)
             for _ in range(num_envs)
         ]
     elif cfg.policy.execution == "temporal_ensemble":
-        from robot_rl.policies.executor import ChunkExecutor
-
         executors = [
             ChunkExecutor(spec.horizon, "temporal_ensemble", cfg.policy.ensemble_decay, low, high)
             for _ in range(num_envs)
@@ -327,8 +319,6 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
 
 
 def _check_served(address: str, spec, space) -> None:
-    from robot_rl.config import ConfigError
-
     action_dim = int(space[1].shape[0])
     env_shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
     missing = sorted(k for k, shape in spec.obs_shapes.items() if env_shapes.get(k) != tuple(shape))

@@ -7,6 +7,10 @@ from typing import Any, get_args
 
 from robot_rl.config import Backend, EnvConfig
 from robot_rl.sim.batched import BatchedEnv
+from robot_rl.sim.batched_gym import GymVectorBatchedEnv
+from robot_rl.sim.batched_maniskill import ManiSkillBatchedEnv
+from robot_rl.sim.batched_mjx import MjxBatchedEnv
+from robot_rl.sim.batched_mujoco import MujocoCpuBatchedEnv
 
 BACKENDS: tuple[str, ...] = get_args(Backend)
 
@@ -38,17 +42,9 @@ def make_batched_env(
     if n < 1:
         raise ValueError(f"num_envs must be >= 1, got {n}")
     if name == "gym_vector":
-        from robot_rl.sim.batched_gym import GymVectorBatchedEnv
-
         return GymVectorBatchedEnv(cfg, n, **kwargs)
     if name == "maniskill":
-        from robot_rl.sim.batched_maniskill import ManiSkillBatchedEnv
-
         return ManiSkillBatchedEnv(cfg, n, **kwargs)
     if name == "mjx":
-        from robot_rl.sim.batched_mjx import MjxBatchedEnv
-
         return MjxBatchedEnv(cfg, n, **kwargs)
-    from robot_rl.sim.batched_mujoco import MujocoCpuBatchedEnv
-
     return MujocoCpuBatchedEnv(cfg, n, **kwargs)

@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+from robot_rl.sim.vector import make_vector_env
 
 TERMINATED, TRUNCATED = "batched.terminated", "batched.truncated"
 
@@ -56,8 +57,6 @@ class GymVectorBatchedEnv(BatchedEnv):
     """
 
     def __init__(self, cfg: EnvConfig, num_envs: int, asynchronous: bool | None = None) -> None:
-        from robot_rl.sim.vector import make_vector_env
-
         self.vec = make_vector_env(cfg, num_envs, AutoresetMode.DISABLED, asynchronous, wrapper=HoldWrapper)
         if not isinstance(self.vec.single_action_space, spaces.Box):
             self.vec.close()

@@ -33,6 +33,8 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+from robot_rl.sim.gl_env import check_mujoco_gl
+from robot_rl.sim.tasks import TASKS, build_task_env
 
 
 class MujocoCpuBatchedEnv(BatchedEnv):
@@ -58,8 +60,6 @@ class MujocoCpuBatchedEnv(BatchedEnv):
     """
 
     def __init__(self, cfg: EnvConfig, num_envs: int, num_threads: int | None = None) -> None:
-        from robot_rl.sim.tasks import TASKS, build_task_env
-
         if importlib.util.find_spec("mujoco") is None:
             raise ImportError("env.backend=mujoco_cpu needs MuJoCo: `pip install mujoco gym-hil`")
         task_ids = list(cfg.tasks) or [cfg.id]
@@ -79,9 +79,7 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         threads = (os.cpu_count() or 1) if num_threads is None else num_threads
         if threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {threads}")
-        from robot_rl.sim.gl_env import check_mujoco_gl
-
-        check_mujoco_gl()
+        check_mujoco_gl()  # before the first import of MuJoCo
         from robot_rl.sim.panda_base import CAMERAS
 
         self.task_ids = [task_ids[i % len(task_ids)] for i in range(num_envs)]

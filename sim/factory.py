@@ -3,11 +3,15 @@ adapter."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.config import EnvConfig, PipelineConfig
+from robot_rl.config import AdapterConfig, EnvConfig, PipelineConfig
 from robot_rl.known_warnings import filter_known_warnings
+from robot_rl.sim.adapter import env_rate_hz, make_foreign_env
+from robot_rl.sim.batched_maniskill import ManiSkillEnv
 from robot_rl.sim.gl_env import check_mujoco_gl
 from robot_rl.sim.tasks import TASKS, build_task_env
 
@@ -45,15 +49,11 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
         return RobotEnv.from_config(cfg, render_mode=render_mode)
     if cfg.backend == "maniskill":
-        from robot_rl.sim.batched_maniskill import ManiSkillEnv
-
         return ManiSkillEnv(cfg, render_mode)
     if cfg.id in TASKS:
         # Constructed directly: gym.make would swallow max_episode_steps into its own TimeLimit wrapper.
         return build_task_env(cfg, render_mode)
-    from robot_rl.sim.randomize import is_enabled
-
-    if is_enabled(cfg.randomize):
+    if cfg.randomize is not None and cfg.randomize.any_set():
         raise ValueError(f"env.randomize randomises the built-in tasks only, not env.id={cfg.id!r}; unset it")
     if cfg.spawn_region:
         raise ValueError(f"env.spawn_region places the built-in tasks' objects only, not env.id={cfg.id!r}")
@@ -61,8 +61,6 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
         raise ValueError(
             f"env.environment_state_size pads the built-in tasks' state only, not env.id={cfg.id!r}"
         )
-    from robot_rl.sim.adapter import make_foreign_env
-
     return make_foreign_env(cfg.id, cfg.module, cfg.adapter, dict(cfg.kwargs), render_mode)
 
 
@@ -117,11 +115,6 @@ def resolve_control_hz(
         AdapterError: a foreign env with none of the three (names ``env.adapter.fps``).
         Whatever :func:`make_env` raises when an env is built.
     """
-    from dataclasses import replace
-
-    from robot_rl.config import AdapterConfig
-    from robot_rl.sim.adapter import env_rate_hz
-
     if cfg.env.id in TASKS or cfg.env.robot is not None:
         return cfg
     adapter = cfg.env.adapter or AdapterConfig()

@@ -42,6 +42,7 @@ from robot_rl.config import RandomizeConfig
 from robot_rl.sim.assets import load_model
 from robot_rl.sim.controller import DiffIKController
 from robot_rl.sim.randomize import Randomizer
+from robot_rl.sim.render import OffscreenRenderer, RendererError
 
 MAX_DELTA_M = 0.03
 """Largest end-effector target move per control step (m)."""
@@ -349,8 +350,6 @@ class PandaTaskEnv(gym.Env):
     # ----------------------------------------------------------------- helpers
     def _get_renderer(self):
         if self._renderer is None:
-            from robot_rl.sim.render import OffscreenRenderer, RendererError
-
             renderer = OffscreenRenderer(self.model)
             mujoco.mj_forward(self.model, self.data)
             if renderer.render(self.data, "front", 32).std() == 0:  # the floor is always in view

@@ -34,11 +34,6 @@ KNOBS = tuple(f.name for f in fields(RandomizeConfig))
 _DEFAULT_RGBA = np.array([0.5, 0.5, 0.5, 1.0], dtype=np.float32)
 
 
-def is_enabled(cfg: RandomizeConfig | None) -> bool:
-    """Whether any knob of ``cfg`` is set (a non-empty range)."""
-    return cfg is not None and any(getattr(cfg, k) for k in KNOBS)
-
-
 def check(cfg: RandomizeConfig) -> None:
     """Validate ``cfg`` as ``load_config`` does.
 
@@ -80,7 +75,7 @@ class Randomizer:
     def __init__(self, env, cfg: RandomizeConfig | None) -> None:
         self.cfg = cfg if cfg is not None else RandomizeConfig()
         check(self.cfg)
-        self.enabled = is_enabled(self.cfg)
+        self.enabled = self.cfg.any_set()
         if not self.enabled:
             return
         self.env = env

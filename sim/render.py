@@ -10,30 +10,13 @@ spawned workers inherit it without probing again.
 from __future__ import annotations
 
 import atexit
-import os
-import subprocess
-import sys
 import weakref
 
 import mujoco
 import numpy as np
 
-from robot_rl.sim.gl_env import RendererError
+from robot_rl.sim.gl_env import RendererError, no_backend_message, select_backend
 
-BACKENDS = ("egl", "osmesa")
-FIX = {"egl": "apt-get install libegl1", "osmesa": "apt-get install libosmesa6"}
-
-_PROBE = """
-import mujoco, numpy as np
-xml = '<mujoco><worldbody><light pos="0 0 1"/><geom size=".1"/></worldbody></mujoco>'
-m = mujoco.MjModel.from_xml_string(xml)
-d = mujoco.MjData(m); mujoco.mj_forward(m, d)
-from mujoco.{backend} import GLContext
-ctx = GLContext(16, 16); ctx.make_current()
-con = mujoco.MjrContext(m, mujoco.mjtFontScale.mjFONTSCALE_150)
-ctx.free()
-"""
-_chosen: str | None = None
 _live: weakref.WeakSet[OffscreenRenderer] = weakref.WeakSet()
 _atexit_registered = False
 
@@ -46,66 +29,6 @@ def _close_all() -> None:
             renderer.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown: nothing useful left to report
             pass
-
-
-def _probe(backend: str) -> str | None:
-    """None if ``backend`` renders in a fresh interpreter, else the reason it does not."""
-    env = {**os.environ, "MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", _PROBE.format(backend=backend)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return str(err)
-    if out.returncode == 0:
-        return None
-    lines = (out.stderr or out.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit code {out.returncode}"
-
-
-def select_backend() -> str:
-    """The offscreen GL backend for this process (``egl`` or ``osmesa``), probed once and cached.
-
-    Raises:
-        RendererError: no candidate backend works (names each, its error, and the apt package to install).
-    """
-    global _chosen
-    if _chosen is not None:
-        return _chosen
-    forced = os.environ.get("MUJOCO_GL", "").strip().lower()
-    if forced in BACKENDS:
-        candidates = [forced]
-    else:
-        candidates = [b.strip().lower() for b in os.environ.get("ROBOT_RL_GL", ",".join(BACKENDS)).split(",")]
-    errors = {}
-    for backend in candidates:
-        if backend not in BACKENDS:
-            errors[backend] = "not a supported offscreen backend"
-            continue
-        if backend == forced and os.environ.get("PYOPENGL_PLATFORM", backend) == backend:
-            reason = None  # explicitly requested: try it in-process, errors surface below
-        else:
-            reason = _probe(backend)
-        if reason is None:
-            os.environ["MUJOCO_GL"] = backend
-            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
-            _chosen = backend
-            return backend
-        errors[backend] = reason
-    raise RendererError(_message(errors))
-
-
-def _message(errors: dict[str, str]) -> str:
-    tried = "; ".join(f"{b}: {e}" for b, e in errors.items())
-    return (
-        "no offscreen OpenGL backend works (tried EGL and OSMesa). "
-        f"Tried {tried}. Fix: `{FIX['egl']}` (EGL) or `{FIX['osmesa']}` (OSMesa, software), "
-        "or set MUJOCO_GL=egl|osmesa."
-    )
 
 
 def _gl_context(backend: str, width: int, height: int):
@@ -135,7 +58,7 @@ class OffscreenRenderer:
             self._ctx.make_current()
             self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         except Exception as err:  # noqa: BLE001 - any GL failure becomes one clear error
-            raise RendererError(_message({self.backend: f"{type(err).__name__}: {err}"})) from err
+            raise RendererError(no_backend_message({self.backend: f"{type(err).__name__}: {err}"})) from err
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
         self._scene = mujoco.MjvScene(model, maxgeom=1000)
         self._opt = mujoco.MjvOption()

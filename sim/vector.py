@@ -19,6 +19,9 @@ import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from robot_rl.config import EnvConfig
+from robot_rl.sim.factory import make_env
+from robot_rl.sim.gl_env import select_backend
+from robot_rl.sim.tasks import TASKS
 
 _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -36,8 +39,6 @@ def _single_threaded_children() -> Iterator[None]:
 
 
 def _wrapped(cfg: EnvConfig, wrapper: Callable[[gym.Env], gym.Env]) -> gym.Env:
-    from robot_rl.sim.factory import make_env
-
     return wrapper(make_env(cfg))
 
 
@@ -62,17 +63,12 @@ def make_vector_env(
         ValueError: ``num_envs`` < 1, or > 1 with a robot (``cfg.robot``).
         RendererError: cameras are requested and no offscreen GL backend works.
     """
-    from robot_rl.sim.factory import make_env
-    from robot_rl.sim.tasks import TASKS
-
     n = cfg.num_envs if num_envs is None else num_envs
     if n < 1:
         raise ValueError(f"num_envs must be >= 1, got {n}")
     if cfg.robot is not None and n != 1:
         raise ValueError(f"env.num_envs={n}: a robot (env.robot) is one env; set env.num_envs=1")
     if cfg.cameras and cfg.id in TASKS:
-        from robot_rl.sim.render import select_backend
-
         select_backend()  # probe once here; workers inherit MUJOCO_GL instead of each probing
     fns = [partial(make_env, cfg) if wrapper is None else partial(_wrapped, cfg, wrapper) for _ in range(n)]
     if not (n > 1 if asynchronous is None else asynchronous):

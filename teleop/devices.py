@@ -8,6 +8,10 @@ import numpy as np
 
 from robot_rl.config import InterventionConfig, InterventionDeviceName
 from robot_rl.runtime.intervention import InterventionDevice
+from robot_rl.teleop.gamepad import GamepadDevice
+from robot_rl.teleop.gui.device import GuiDevice
+from robot_rl.teleop.keyboard import KeyboardDevice
+from robot_rl.teleop.spacemouse import SpaceMouseDevice
 
 DEVICES: tuple[str, ...] = get_args(InterventionDeviceName)
 
@@ -27,7 +31,7 @@ def make_device(
     push-to-target and open-drawer, else :class:`~robot_rl.teleop.sim_human.SimulatedHuman` (pick-cube,
     pick-colour, and the robot-server and ROS 2 sims of pick-cube); ``keyboard``, ``gamepad``,
     ``spacemouse`` -> the real device readers, with ``cfg.scale`` (fraction of the largest step at full
-    deflection). Optional packages are imported only here, when the device is built. ``gui`` ->
+    deflection). Optional packages are imported only when the device is built. ``gui`` ->
     :class:`~robot_rl.teleop.gui.device.GuiDevice`, actor ``actor_id`` of the web GUI at
     ``cfg.gui_host:cfg.gui_port``, paced to ``control_hz`` (Hz).
 
@@ -42,30 +46,21 @@ def make_device(
     if name == "none":
         return None
     if name == "sim_human":
-        from robot_rl.sim.task_progress import PROGRESS
-        from robot_rl.teleop.sim_human import SimulatedHuman
-        from robot_rl.teleop.task_human import TaskHuman
+        # MuJoCo-backed: imported here so that building any other device (and the CLI) stays MuJoCo-free
+        from robot_rl.teleop.task_human import simulated_human
 
         if np.shape(action_low) != (4,) or np.shape(action_high) != (4,):
             raise ValueError(
                 "intervention.device=sim_human drives the built-in Panda tasks (action shape (4,)); "
                 f"got an action box of shape {np.shape(action_low)}"
             )
-        return TaskHuman(task_id, cfg) if task_id in PROGRESS else SimulatedHuman(cfg)
+        return simulated_human(task_id, cfg)
     if name == "keyboard":
-        from robot_rl.teleop.keyboard import KeyboardDevice
-
         return KeyboardDevice(action_low, action_high, cfg.scale)
     if name == "gamepad":
-        from robot_rl.teleop.gamepad import GamepadDevice
-
         return GamepadDevice(action_low, action_high, cfg.scale)
     if name == "spacemouse":
-        from robot_rl.teleop.spacemouse import SpaceMouseDevice
-
         return SpaceMouseDevice(action_low, action_high, cfg.scale)
     if name == "gui":
-        from robot_rl.teleop.gui.device import GuiDevice
-
         return GuiDevice.from_config(cfg, action_low, action_high, actor_id, control_hz)
     raise ValueError(f"intervention.device must be one of {', '.join(DEVICES)}; got {name!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.config import RobotConfig
+from robot_rl.hardware.drivers.so101 import SO101Robot
 from robot_rl.hardware.errors import HardwareError
 from robot_rl.hardware.robot import Command, CommandMode, RobotLimits, RobotState
 from robot_rl.runtime.intervention import DeviceError, HumanInput
@@ -44,8 +45,6 @@ class LeaderArm:
         follower_limits: RobotLimits | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        from robot_rl.hardware.drivers.so101 import SO101Robot
-
         if follower_limits is not None and follower_limits.num_joints != 5:
             raise ValueError(
                 f"the SO-101 leader maps 5 arm joints; the follower has {follower_limits.num_joints} "

@@ -13,7 +13,7 @@ from robot_rl.config import InterventionConfig
 from robot_rl.runtime.intervention import HumanInput
 from robot_rl.sim.task_progress import PROGRESS
 from robot_rl.sim.tasks import make_expert
-from robot_rl.teleop.sim_human import ScriptedHuman, StallWatch
+from robot_rl.teleop.sim_human import ScriptedHuman, SimulatedHuman, StallWatch
 
 
 class TaskHuman(ScriptedHuman):
@@ -89,3 +89,11 @@ class TaskHuman(ScriptedHuman):
         if progress < self._best - self.cfg.drift_distance_m:
             return "regress"
         return None
+
+
+def simulated_human(task_id: str, cfg: InterventionConfig) -> ScriptedHuman:
+    """The scripted simulated human of the env ``task_id`` (``intervention.device=sim_human``):
+    :class:`TaskHuman` for a task with a progress measure (:data:`robot_rl.sim.task_progress.PROGRESS`),
+    else :class:`~robot_rl.teleop.sim_human.SimulatedHuman` (pick-cube, pick-colour, and the robot-server
+    and ROS 2 sims of pick-cube, whose ``task_id`` is not a suite id)."""
+    return TaskHuman(task_id, cfg) if task_id in PROGRESS else SimulatedHuman(cfg)

@@ -1,5 +1,5 @@
 """AsyncChunkExecutor: the next chunk is inferred in a worker thread while the current one runs; its
-elapsed prefix is dropped and it is cross-faded into what is left (policies/executor.py)."""
+elapsed prefix is dropped and it is cross-faded into what is left (robot_rl/executor.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from robot_rl.config import DeployConfig, PipelineConfig
 from robot_rl.config_checks import problems
-from robot_rl.policies.executor import AsyncChunkExecutor, align_chunk
+from robot_rl.executor import AsyncChunkExecutor, align_chunk
 
 
 class Counter:

@@ -75,7 +75,7 @@ CORRUPT = {
 
 def test_corrupt_safetensors_names_the_file(run):
     """Each corruption is refused by the loader naming the file; one goes through the real CLI."""
-    from robot_rl.policies.checkpoint import CheckpointError, load_checkpoint
+    from robot_rl.checkpoint import CheckpointError, load_checkpoint
 
     model = run / "checkpoints" / "bc_seed0" / "model.safetensors"
     good = model.read_bytes()

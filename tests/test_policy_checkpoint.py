@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from robot_rl.checkpoint import FORMAT_KEY, FORMAT_VERSION, CheckpointError, read_header
 from robot_rl.config import (
     BCConfig,
     CORFTConfig,
@@ -27,7 +28,6 @@ from robot_rl.policies import (
     save_checkpoint,
     warm_start_from_bc,
 )
-from robot_rl.policies.checkpoint import FORMAT_KEY, FORMAT_VERSION, CheckpointError, read_header
 from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
 
 H, D = 5, SIM_ACTION_DIM

@@ -75,11 +75,11 @@ def test_a_chunk_of_another_action_dim_or_outside_the_box_is_never_executed(tiny
     safety filter's clip), and no executor range-checked actions. With the env's action box, each executor
     refuses such a chunk whole, naming the expected and given shapes or the action and its bounds."""
     from robot_rl.algos.base import NonFiniteChunkError
+    from robot_rl.checkpoint import read_config
     from robot_rl.cli.errors import explain
     from robot_rl.config import EnvConfig
+    from robot_rl.executor import AsyncChunkExecutor, ChunkError
     from robot_rl.policies import load_agent
-    from robot_rl.policies.checkpoint import read_config
-    from robot_rl.policies.executor import AsyncChunkExecutor, ChunkError
     from robot_rl.sim import make_env
     from robot_rl.sources import AgentSource
 

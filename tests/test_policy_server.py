@@ -18,9 +18,9 @@ from serve_setup import Server
 from robot_rl.config import PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.deploy.policy_protocol import PROTOCOL, PolicyInputError, PolicyTokenError, encode_body
 from robot_rl.deploy.remote_policy import PolicyServerUnavailable, RemotePolicy
+from robot_rl.executor import AsyncChunkExecutor, ChunkExecutor
 from robot_rl.keys import ENV_STATE, STATE
 from robot_rl.policies import build_agent_from_config, load_agent, save_agent
-from robot_rl.policies.executor import AsyncChunkExecutor, ChunkExecutor
 from robot_rl.security import load_client_keys, make_keys
 from robot_rl.transport import decode_header, encode_header, split_envelope
 from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_stats

@@ -13,12 +13,12 @@ pytest.importorskip("peft")
 
 from tiny_vlm import IMAGE, TINY, build_tiny_paligemma, build_tiny_vlm, random_idefics3  # noqa: E402
 
+from robot_rl.checkpoint import CheckpointError, save_checkpoint  # noqa: E402
 from robot_rl.cli.main import main  # noqa: E402
 from robot_rl.config import PolicyConfig, VLAConfig  # noqa: E402
 from robot_rl.data.normalize import FeatureStats  # noqa: E402
 from robot_rl.extras import MissingExtraError  # noqa: E402
 from robot_rl.policies import FlowChunkPolicy  # noqa: E402
-from robot_rl.policies.checkpoint import CheckpointError, save_checkpoint  # noqa: E402
 from robot_rl.policies.factory import build_policy, load_policy  # noqa: E402
 from robot_rl.policies.vla import InstructionError, VLAPolicy, VLMLoadError, load_vlm  # noqa: E402
 

@@ -32,7 +32,9 @@ from robot_rl.hardware.errors import (
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.sim_robot import LinkCollisions, PinchKinematics, tracking_time_s
 from robot_rl.hardware.sim_server import PROTOCOL
-from robot_rl.security import ClientKeys, check_address, load_client_keys
+from robot_rl.security import ClientKeys, check_address, load_client_keys, secure_client_socket
+from robot_rl.sim.assets import load_model
+from robot_rl.sim.controller import KD, KP
 from robot_rl.transport import ProtocolError
 
 DEFAULT_TIMEOUT_S = 1.0
@@ -64,8 +66,6 @@ class SimServerLink:
         sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing while there is no connection
         sock.setsockopt(zmq.RECONNECT_IVL, 100)
         if keys is not None:
-            from robot_rl.security import secure_client_socket
-
             secure_client_socket(sock, keys)
         self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         try:
@@ -316,8 +316,6 @@ class SimServerRobot(Robot):
     def tracking_time_s(self) -> float:
         """How long (s) the simulated arm's joint PD takes to close a tracking error: the slowest
         ``KD / KP`` of :mod:`robot_rl.sim.controller`'s default gains (the server's)."""
-        from robot_rl.sim.controller import KD, KP
-
         return tracking_time_s(KP, KD)
 
     def link_clearance(self, joint_pos: np.ndarray) -> float:
@@ -367,8 +365,6 @@ def _checked_kinematics(reference: dict[str, Any], address: str) -> PinchKinemat
         RobotConnectionError: the end effector lands more than :data:`FK_TOLERANCE_M` from the server's.
         KeyError / ValueError: malformed reference (the caller reports it as a protocol mismatch).
     """
-    from robot_rl.sim.assets import load_model
-
     joint_pos = _array(reference["joint_pos"], "kinematics.joint_pos", address).astype(np.float64)
     ee_pos = _array(reference["ee_pos"], "kinematics.ee_pos", address).astype(np.float64)
     if joint_pos.ndim != 2 or ee_pos.shape != (len(joint_pos), 3) or len(joint_pos) == 0:

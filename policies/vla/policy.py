@@ -32,15 +32,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from robot_rl.checkpoint import CheckpointError
 from robot_rl.config import PolicyConfig
 from robot_rl.data.normalize import FeatureStats
 from robot_rl.keys import TASK, is_image_key
 
-from ..checkpoint import CheckpointError
 from ..encoders import ObservationEncoder
 from ..flow import NORMALIZATIONS, FlowChunkPolicy
 from . import backbone as bb
 from .expert import FlowExpert
+from .small import SmallVisionLanguage
 
 FINGERPRINT = "backbone_fingerprint"
 
@@ -108,8 +109,6 @@ class VLAPolicy(FlowChunkPolicy):
         vector = {k: v for k, v in obs_shapes.items() if not is_image_key(k)}
         self.state = ObservationEncoder(vector, stats) if vector else None
         if vcfg.backbone == "small":
-            from .small import SmallVisionLanguage
-
             model, processor = SmallVisionLanguage(self.image_keys), None
             self.backbone_ref, width = "small", model.hidden_size
         else:

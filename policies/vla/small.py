@@ -16,6 +16,9 @@ import torch
 from torch import nn
 
 from robot_rl.policies.encoders import conv_layers
+from robot_rl.rewards.text import default_text_model
+
+from .backbone import require_transformers
 
 GRID = 4  # image tokens per side
 
@@ -36,10 +39,6 @@ class SmallVisionLanguage(nn.Module):
 
     def __init__(self, image_keys: list[str], width: int = 128, channels: int = 32):
         super().__init__()
-        from robot_rl.rewards.text import default_text_model
-
-        from .backbone import require_transformers
-
         transformers = require_transformers()
 
         path = default_text_model()

@@ -22,10 +22,10 @@ from collections.abc import Callable
 # (module, class name, what the line starts with, exit code), most specific first
 KNOWN = (
     ("robot_rl.config", "ConfigError", "config error", 2),
-    ("robot_rl.policies.checkpoint", "CheckpointError", "checkpoint error", 1),
+    ("robot_rl.checkpoint", "CheckpointError", "checkpoint error", 1),
     ("robot_rl.policies.encoders", "UnknownTaskError", "policy error", 1),
     ("robot_rl.policies.vla.policy", "InstructionError", "policy error", 1),
-    ("robot_rl.policies.executor", "ChunkError", "policy error", 1),
+    ("robot_rl.executor", "ChunkError", "policy error", 1),
     ("robot_rl.algos.base", "NonFiniteChunkError", "policy error", 1),
     ("robot_rl.policies.vla.backbone", "VLMLoadError", "VLA backbone error", 1),
     ("robot_rl.data.errors", "DatasetError", "dataset error", 1),

@@ -3,7 +3,7 @@ policy is: it is a :class:`robot_rl.rollout.ChunkSource` like :class:`robot_rl.s
 (``reset(env_id, env_seed)``, ``__call__(obs, env_ids) -> (k, h, d)``), so the rollout loop, the online
 actor and a ``RobotEnv`` control loop run unchanged on a policy served from another process or machine.
 Its :meth:`RemotePolicy.infer` (one observation -> one (h, d) chunk) is what an asynchronous executor
-(:class:`robot_rl.policies.executor.AsyncChunkExecutor`) calls in its worker thread.
+(:class:`robot_rl.executor.AsyncChunkExecutor`) calls in its worker thread.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from dataclasses import asdict, is_dataclass, replace
 from functools import reduce
 from pathlib import Path
 
+from robot_rl.checkpoint import CONFIG_FILE, read_header
 from robot_rl.config import ConfigError
 
 INFERENCE_KEYS = ("offline.best_of_n", "recap.cfg_beta", "policy.vla.compile")
@@ -66,8 +67,6 @@ def check_trained_values(cfg, overrides: dict[str, object], checkpoint: Path) ->
         CheckpointError: the checkpoint's ``config.json`` is not valid JSON or not a format this code reads
             (naming the file).
     """
-    from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
-
     fixed = [k for k in overrides if k.startswith("policy.") and k not in INFERENCE_KEYS + EXECUTION_KEYS]
     if not fixed or not (Path(checkpoint) / CONFIG_FILE).is_file():
         return

@@ -10,6 +10,7 @@ import numpy as np
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.rewards.base import ProgressCritic
 
 
@@ -64,8 +65,6 @@ def iter_episodes(
         DatasetError: naming the dataset when a camera or ``next.success`` is missing, or an episode
             index is out of range.
     """
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     ds = LeRobotDataset(root)
     try:
         missing = [k for k in image_keys if k not in ds.video_keys]

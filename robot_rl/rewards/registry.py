@@ -11,7 +11,9 @@ from typing import get_args
 
 from robot_rl.config import ConfigError, RewardModelConfig, RewardModelKind
 from robot_rl.rewards.base import CriticInputError
+from robot_rl.rewards.compact import CompactProgressCritic
 from robot_rl.rewards.trainable import META_FILE, TrainableCritic, read_checkpoint
+from robot_rl.rewards.vlm import VLMProgressCritic
 
 CRITIC_KINDS: tuple[str, ...] = get_args(RewardModelKind)
 
@@ -23,14 +25,10 @@ def build_critic(cfg: RewardModelConfig, state_dim: int, device: str = "cpu") ->
         ConfigError: unknown kind, or ``vlm`` without ``reward_model.model``.
     """
     if cfg.kind == "compact":
-        from robot_rl.rewards.compact import CompactProgressCritic
-
         return CompactProgressCritic(cfg, state_dim=state_dim, device=device)
     if cfg.kind == "vlm":
         if not cfg.model:
             raise ConfigError("reward_model.model: a vlm critic needs a Hugging Face model id or local path")
-        from robot_rl.rewards.vlm import VLMProgressCritic
-
         return VLMProgressCritic.from_pretrained(cfg.model, cfg, device=device)
     raise ConfigError(f"reward_model.kind={cfg.kind!r}; expected one of {CRITIC_KINDS}")
 
@@ -44,11 +42,7 @@ def load_critic(path: str | Path, device: str = "cpu") -> TrainableCritic:
     meta, cfg, weights = read_checkpoint(path)
     kind = meta.get("kind")
     if kind == "compact":
-        from robot_rl.rewards.compact import CompactProgressCritic
-
         return CompactProgressCritic.from_checkpoint(meta, cfg, weights, device)
     if kind == "vlm":
-        from robot_rl.rewards.vlm import VLMProgressCritic
-
         return VLMProgressCritic.from_checkpoint(meta, cfg, weights, device)
     raise CriticInputError(f"{path}/{META_FILE}: unknown critic kind {kind!r} (one of {CRITIC_KINDS})")

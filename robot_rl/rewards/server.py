@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.rewards.base import CriticInputError, CriticOutput, ProgressCritic
+from robot_rl.rewards.registry import load_critic
 from robot_rl.security import ServerKeys, check_address, load_server_keys
 from robot_rl.transport import (
     ProtocolError,
@@ -436,8 +437,6 @@ def serve_checkpoint(
 
     Raises:
         ConfigError: a non-loopback ``address`` without ``keys``, or a bad key folder (before loading)."""
-    from robot_rl.rewards.registry import load_critic
-
     server_keys = load_server_keys(keys) if keys else None
     check_address(address, server_keys, "critic server address", bind=True)
     critic = load_critic(checkpoint, device)

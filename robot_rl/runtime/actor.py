@@ -268,8 +268,8 @@ class Actor:
     def _load_policy(self) -> bool:
         """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
         the cached copy of a previous run. Returns whether a policy is ready."""
+        from robot_rl.checkpoint import MODEL_FILE
         from robot_rl.data.prev_action import prev_action_start
-        from robot_rl.policies.checkpoint import MODEL_FILE
         from robot_rl.policies.factory import load_agent
         from robot_rl.sources import AgentSource, PrevActionSource
 
@@ -307,7 +307,7 @@ class Actor:
     def _cache(folder: Path, spec: dict, blob: bytes, version: int, with_spec: bool) -> None:
         """Keep the newest weights on disk (each file replaced atomically) for a restart without learner;
         ``with_spec`` also (re)writes the config and normalisation, which do not change within a run."""
-        from robot_rl.policies.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
+        from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
 
         folder.mkdir(parents=True, exist_ok=True)
         files = (

@@ -95,7 +95,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo
             on several instructions and the reward is not the success signal.
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
-    from robot_rl.policies.checkpoint import (
+    from robot_rl.checkpoint import (
         CONFIG_FILE,
         MODEL_FILE,
         check_compatible,

@@ -30,10 +30,13 @@ import numpy as np
 import torch
 
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.checkpoint import CONFIG_FILE, read_header, save_checkpoint
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.config_checks import problems
 from robot_rl.data.normalize import stats_to_json
+from robot_rl.progress import progress
 from robot_rl.run_dir import RunDir, online_name, write_json_atomic
+from robot_rl.runtime.agents import build_online_agent
 from robot_rl.runtime.env_info import EnvInfo
 from robot_rl.runtime.episode_guard import EpisodeRejected, run_guard
 from robot_rl.runtime.leases import Leases
@@ -56,6 +59,7 @@ from robot_rl.runtime.replay import (
 )
 from robot_rl.runtime.weights import NonFiniteWeightsError, agent_weights
 from robot_rl.threads import set_threads
+from robot_rl.training.resume import restore, resume_checkpoint, save_resume
 
 log = logging.getLogger(__name__)
 WAIT_REPORT_S = 30.0  # between log lines naming the actors a learner waits for
@@ -94,8 +98,6 @@ class Learner:
         self.dir = self.run.root / "online" / f"{self.name}_seed{seed}"
         self.lock = threading.Lock()
         torch.manual_seed(seed)
-        from robot_rl.runtime.agents import build_online_agent
-
         built = build_online_agent(cfg, seed, self.run, env)
         self.agent, self.config, self.stats = built.agent, built.config, built.stats
         self.obs_shapes, self.action_dim = built.obs_shapes, built.action_dim
@@ -348,8 +350,6 @@ class Learner:
         Raises:
             ActorsFaultedError: every actor that joined stopped on a reported fault and none is active.
             NonFiniteWeightsError: training diverged more than ``online.max_rollbacks`` times in a row."""
-        from robot_rl.progress import progress
-
         on = self.cfg.online
         sinks = self._sinks()
         env_rate, upd_rate = RateMeter(self.replay.num_steps), RateMeter(self.updates)
@@ -439,8 +439,6 @@ class Learner:
     def _first_checkpoint(self) -> None:
         """Write a resumable checkpoint when there is none and the weights are finite, so a divergence has
         one to roll back to."""
-        from robot_rl.training.resume import resume_checkpoint
-
         if resume_checkpoint(self.dir / "learner") is not None:
             return
         try:
@@ -459,8 +457,6 @@ class Learner:
         Raises:
             NonFiniteWeightsError: there is no checkpoint, or this is rollback ``online.max_rollbacks + 1``
                 in a row (no checkpoint written in between): one line naming the checkpoint."""
-        from robot_rl.training.resume import restore, resume_checkpoint
-
         path = resume_checkpoint(self.dir / "learner")
         limit = self.cfg.online.max_rollbacks
         if path is None:
@@ -545,15 +541,10 @@ class Learner:
         return {"updates": self.updates, "version": self.version, "format": RUNTIME_FORMAT}
 
     def _save_resume(self) -> None:
-        from robot_rl.training.resume import save_resume
-
         state = {**self._counters(), "replay_episodes": self.replay.num_episodes}  # the rollback's cut
         save_resume(self.agent, self.dir / "learner_resume", state, self.config, self.stats)
 
     def _resume(self) -> None:
-        from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
-        from robot_rl.training.resume import restore, resume_checkpoint
-
         path = resume_checkpoint(self.dir / "learner")
         if path is None:
             return
@@ -583,8 +574,6 @@ class Learner:
         )
 
     def _finish(self) -> dict:
-        from robot_rl.policies.checkpoint import save_checkpoint
-
         final = self.run.checkpoint(self.name, self.seed)
         self.agent.eval()
         save_checkpoint(

@@ -21,7 +21,10 @@ from pathlib import Path
 
 from robot_rl.config import PipelineConfig, save_config
 from robot_rl.run_dir import RunDir, online_name
+from robot_rl.runtime.actor import actor_folder
+from robot_rl.runtime.actor_claim import claim_folder
 from robot_rl.runtime.actor_parts import ActorBuilder
+from robot_rl.runtime.batched_actor import actor_class
 from robot_rl.runtime.env_info import EnvInfo
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
@@ -83,10 +86,6 @@ def run_actor(
             also names that file and the fixes.
         ConfigError: the token file is damaged.
         LinkTokenError: the learner refused this run dir's token (another learner's run)."""
-    from robot_rl.runtime.actor import actor_folder
-    from robot_rl.runtime.actor_claim import claim_folder
-    from robot_rl.runtime.batched_actor import actor_class
-
     actor_cls = actor_cls or actor_class(cfg)
     keys = load_client_keys(cfg.security.keys, actor_key_name(actor_id)) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=False)

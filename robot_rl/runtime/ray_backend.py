@@ -23,7 +23,9 @@ import draccus
 
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.runtime.actor_parts import ActorBuilder
+from robot_rl.runtime.batched_actor import actor_class
 from robot_rl.runtime.env_info import EnvInfo
+from robot_rl.runtime.learner import Learner
 from robot_rl.transport import PeerUnavailableError, decode_arrays, encode_arrays
 
 
@@ -78,8 +80,6 @@ class _LearnerActor:
     (Ray runs them on concurrent threads; the learner is thread-safe)."""
 
     def __init__(self, cfg_tree: dict, seed: int, env: EnvInfo) -> None:
-        from robot_rl.runtime.learner import Learner
-
         self.learner = Learner(_decode_config(cfg_tree), seed, progress=False, env=env)
 
     def train(self) -> dict:
@@ -106,8 +106,6 @@ class _ActorWorker:
         self.args = (_decode_config(cfg_tree), seed, actor_id, RayLearnerLink(learner), build)
 
     def run(self) -> dict:
-        from robot_rl.runtime.batched_actor import actor_class
-
         cfg, seed, actor_id, link, build = self.args
         return actor_class(cfg)(cfg, seed, actor_id, link, build(cfg, actor_id)).run()
 

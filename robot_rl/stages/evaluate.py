@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
+from robot_rl.checkpoint import CONFIG_FILE, read_header
 from robot_rl.config import ConfigError, PipelineConfig
 from robot_rl.eval.instructions import ParaphraseSource, summarize_groups
 from robot_rl.eval.metrics import EpisodeResult, episodes_to_json, summarize
 from robot_rl.eval.splits import eval_variant, split_seeds
-from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
 from robot_rl.progress import progress
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, write_json_atomic

@@ -15,8 +15,12 @@ import torch
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.registry import algorithm
 from robot_rl.algos.targets import reward_affine
+from robot_rl.checkpoint import CONFIG_FILE, read_header, save_checkpoint
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.data.training.loader import batches
+from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
 from robot_rl.eval.q_values import q_calibration
 from robot_rl.eval.report import plot_training
@@ -70,9 +74,6 @@ def train_agent(
     ignores (also saved as the checkpoint config's ``features``). Returns the last logged metrics (plus the
     final validation metrics).
     """
-    from robot_rl.algos.registry import algorithm
-    from robot_rl.data.training.loader import batches
-    from robot_rl.policies.checkpoint import save_checkpoint
     from robot_rl.policies.factory import build_agent_from_config, warm_start_from_bc
 
     budget = cfg.bc if algo == "bc" else cfg.offline
@@ -209,8 +210,6 @@ def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:
 
 def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
     """The dataset of ``cfg.data.path`` (else the run's own) prepared for ``algo`` (RL needs rewards)."""
-    from robot_rl.data.training.training_set import TrainingSet
-
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
     frame_cache = run.root / "frame_cache"
     return TrainingSet(
@@ -229,8 +228,6 @@ def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> 
     writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises ConfigError without validation episodes."""
     if not cfg.data.val_episodes:
         raise ConfigError("open-loop scoring needs held-out episodes: set data.val_episodes")
-    from robot_rl.policies.checkpoint import CONFIG_FILE, read_header
-
     checkpoint = run.checkpoint(algo, seed)
     if not (checkpoint / CONFIG_FILE).is_file():
         raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")

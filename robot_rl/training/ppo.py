@@ -59,8 +59,8 @@ def build_ppo_agent(cfg: PipelineConfig, init: Path):
     """
     import draccus
 
+    from robot_rl.checkpoint import load_checkpoint
     from robot_rl.config import PolicyConfig
-    from robot_rl.policies.checkpoint import load_checkpoint
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
     ckpt = load_checkpoint(init)
@@ -102,7 +102,7 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
         FileNotFoundError / CheckpointError: as :func:`build_ppo_agent`.
         ValueError: NaN/inf rewards, values or advantages (:func:`robot_rl.algos.flow_ppo.chunk_gae`).
     """
-    from robot_rl.policies.checkpoint import check_compatible, save_checkpoint
+    from robot_rl.checkpoint import check_compatible, save_checkpoint
     from robot_rl.runtime.metrics import MetricSinks
     from robot_rl.sim.batched_factory import make_batched_env
     from robot_rl.sim.batched_rollout import RolloutView

@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, load_checkpoint, read_header, save_checkpoint
+
 
 def resume_checkpoint(final_dir: Path) -> Path | None:
     """The resumable checkpoint a killed training run of ``final_dir`` continues from, or None.
@@ -38,10 +40,8 @@ def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
     Raises:
         OSError: naming ``path`` (the temporary folder removed) when writing fails.
         CheckpointError: ``config`` lacks the header's keys
-            (:func:`robot_rl.policies.checkpoint.save_checkpoint`).
+            (:func:`robot_rl.checkpoint.save_checkpoint`).
     """
-    from robot_rl.policies.checkpoint import save_checkpoint
-
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -61,8 +61,6 @@ def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
 
 def restore(agent, path: Path) -> dict:
     """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
-    from robot_rl.policies.checkpoint import load_checkpoint
-
     ckpt = load_checkpoint(path, extra_state=True)
     ckpt.load_modules(agent.modules(), path)
     agent.load_optimizer_state(ckpt.extra_state)
@@ -82,8 +80,6 @@ def trained_steps(final_dir: Path, algo: str) -> int | None:
 
     Raises:
         CheckpointError: its config.json is corrupt or of a format this code does not read."""
-    from robot_rl.policies.checkpoint import CONFIG_FILE, MODEL_FILE, read_header
-
     if not (final_dir / MODEL_FILE).is_file() or not (final_dir / CONFIG_FILE).is_file():
         return None
     return int(read_header(final_dir).config["bc" if algo == "bc" else "offline"]["steps"])
@@ -94,6 +90,4 @@ def restore_trained(agent, final_dir: Path) -> None:
     optimizers start afresh (a final checkpoint keeps no optimizer state).
 
     Raises CheckpointError naming the file when a module's tensors do not fit the agent."""
-    from robot_rl.policies.checkpoint import load_checkpoint
-
     load_checkpoint(final_dir).load_modules(agent.modules(), final_dir)

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from robot_rl.extras import MissingExtraError
 from robot_rl.teleop.gui.auth import check_bind
 from robot_rl.teleop.gui.device import TOKEN_ENV
 
@@ -28,11 +29,14 @@ def serve(run_dir: str | Path, host: str = "127.0.0.1", port: int = 8765, token:
 
     Raises:
         ValueError: ``host`` is not loopback and ``token`` is empty.
-        ModuleNotFoundError: uvicorn/fastapi are missing (``pip install 'robot-rl[gui]'``).
+        MissingExtraError: uvicorn/fastapi are missing (names ``pip install 'robot-rl[gui]'``).
     """
-    import uvicorn
+    try:
+        import uvicorn
 
-    from robot_rl.teleop.gui.app import create_app
+        from robot_rl.teleop.gui.app import create_app
+    except ModuleNotFoundError as err:
+        raise MissingExtraError(f"the GUI needs {err.name}: pip install 'robot-rl[gui]'") from err
 
     check_bind(host, token)
     run_dir = Path(run_dir)

@@ -17,6 +17,7 @@ import numpy as np
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.writer import LeRobotWriter
 
 
 def state_names(shapes: dict[str, tuple[int, ...]]) -> list[str]:
@@ -73,8 +74,6 @@ def write_lerobot(
     gives a key's names. Written to a hidden sibling folder renamed onto ``dst`` at the end.
     Raises DatasetError if ``dst`` exists, there is no episode, or the writer's on bad frames.
     """
-    from robot_rl.data.lerobot.writer import LeRobotWriter
-
     with fmt.staged_destination(dst) as tmp:
         stream: Iterator = iter(episodes)
         first = next(stream, None)

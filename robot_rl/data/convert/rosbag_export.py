@@ -15,6 +15,7 @@ from robot_rl.data.convert import rosbag_align as align
 from robot_rl.data.convert import rosbag_messages as rm
 from robot_rl.data.convert import rosbag_topics as rt
 from robot_rl.data.errors import DatasetError
+from robot_rl.data.lerobot.reader import LeRobotDataset
 
 START_NS = 1_700_000_000 * align.NS  # the first episode's first frame (2023-11-14), never 0 (unset)
 STORAGES = ("sqlite3", "mcap")
@@ -115,8 +116,6 @@ def lerobot_to_bag(
         without observation.state or action, or joint names that do not fit; ConfigError for a bad topics
         file; MissingExtraError when ``rosbags`` (or OpenCV, for CompressedImage) is missing.
     """
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     src, dst = Path(src), Path(dst)
     if storage not in STORAGES:
         raise DatasetError(f"{dst}: storage must be one of {list(STORAGES)}, got {storage!r}")

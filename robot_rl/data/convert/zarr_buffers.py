@@ -24,6 +24,7 @@ from robot_rl import keys
 from robot_rl.data.convert.arrays import Plan, build_frames, is_rgb, state_names, write_lerobot
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.reader import LeRobotDataset
 
 # zarr array name -> (LeRobot key, dtype it is stored as)
 EXACT_KEYS = {
@@ -224,8 +225,6 @@ def lerobot_to_zarr(src: str | Path, dst: str | Path) -> Path:
     Returns ``dst``. Raises DatasetError naming the file for an unreadable source, an existing ``dst``,
     or two features that would share a zarr name.
     """
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     ds = LeRobotDataset(src)
     try:
         with fmt.staged_destination(dst) as tmp:

@@ -8,6 +8,7 @@ import numpy as np
 
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, PooledStats, compute_stats
 
 VIDEO_STATS_FRAMES = 16  # frames sampled per episode for image statistics
@@ -27,8 +28,6 @@ def dataset_summary(root: str | Path) -> dict:
         DatasetError: the dataset cannot be opened; the message names the file (run ``validate`` for a
             full list of problems).
     """
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     root = Path(root)
     ds = LeRobotDataset(root)
     try:
@@ -70,8 +69,6 @@ def recompute_stats(root: str | Path, out: str | Path | None = None) -> Path:
         DatasetError: the dataset cannot be opened or a video cannot be decoded (names the file), or a
             feature holds NaN or inf (names the dataset and the key).
     """
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     root = Path(root)
     ds = LeRobotDataset(root)
     try:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
+from robot_rl.data.lerobot.reader import LeRobotDataset
 
 _FLOAT_DTYPES = ("float32", "float64", "float16")
 
@@ -139,8 +140,6 @@ def _check_time(path: Path, table: pa.Table, episode: np.ndarray) -> list[str]:
 
 def _check_with_reader(root: Path) -> list[str]:
     """The reader's structural checks, then every video against its episodes' frame counts."""
-    from robot_rl.data.lerobot.reader import LeRobotDataset
-
     try:
         ds = LeRobotDataset(root)
     except DatasetError as err:

@@ -23,6 +23,7 @@ from robot_rl import keys
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot import layout as fmt
 from robot_rl.data.lerobot.reader import LeRobotDataset
+from robot_rl.data.lerobot.video import available_encoders, default_codec, encode_stream
 
 CAMERA_HEIGHT = 192  # px: cameras are scaled down (never up) to this height in the grid
 STRIP_HEIGHT = 160  # px: the state/action plot under each tile
@@ -127,8 +128,6 @@ class _Tile:
 def _write_mp4(out: Path, frames: Iterator[np.ndarray], fps: int, height: int, width: int) -> None:
     """Encode (height, width, 3) uint8 frames as they come, with H.264 when PyAV has it (plays everywhere),
     else the dataset default codec."""
-    from robot_rl.data.lerobot.video import available_encoders, default_codec, encode_stream
-
     if "libx264" in available_encoders():
         codec, options = "libx264", {"crf": "23", "preset": "veryfast"}
     else:

@@ -15,6 +15,7 @@ from typing import get_args
 
 import numpy as np
 
+from robot_rl.algos.base import NonFiniteChunkError
 from robot_rl.config import Execution
 
 EXECUTIONS: tuple[str, ...] = get_args(Execution)
@@ -51,8 +52,6 @@ def check_chunk(
         expected = f"(h={horizon}, {d})" + (f" or (B, h={horizon}, {d})" if batched else "")
         raise ChunkError(f"chunk must be {expected}, got {c.shape}")
     if not np.isfinite(c).all():
-        from robot_rl.algos.base import NonFiniteChunkError
-
         raise NonFiniteChunkError("chunk contains NaN or inf; nothing of it is executed")
     if low is not None and high is not None:
         bad = np.argwhere((c < low - BOX_TOLERANCE) | (c > high + BOX_TOLERANCE))

@@ -1,4 +1,5 @@
-"""Checkpoint folders (docs/design.md §3), no pickle anywhere:
+"""Checkpoint folders (docs/design.md §3), no pickle anywhere (core: the runtime, training, eval and the
+policies read and write them):
 
 <path>/model.safetensors        every module's state dict, keys prefixed ``<module name>.``
 <path>/config.json              the header (:class:`CheckpointHeader`): the full config dict + ``method``,
