@@ -33,7 +33,8 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   mirror of the measured pose ahead at its present velocity by the robot's tracking time
   (:attr:`tracking_time_s`, at least one period; the Cartesian controller has its own dynamics; per axis
   the farther of the last period's mean velocity and, with a kinematic model, the instantaneous one,
-  ``J(q) dq`` from the measured joint velocities), and a
+  ``J(q) dq`` from the measured joint velocities; on a real-time robot the horizon also has the last
+  command's read-to-send time), and a
   target comes in by as far as that pose would be out. The target plus the
   current tracking error (measured minus the last target's pose: an offset that persists, e.g. while
   sliding along a face) stays in the box too. An ``ee_delta`` step is also shortened until the joints it
