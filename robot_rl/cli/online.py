@@ -68,7 +68,7 @@ def run(args, cfg: PipelineConfig, seed: int) -> dict:
     if args.role == "learner":
         from robot_rl.actor_build import describe_env
 
-        return run_learner(cfg, seed, describe_env(cfg))
+        return run_learner(cfg, seed, describe_env)
     return online(cfg, seed)
 
 
@@ -149,12 +149,12 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
             from robot_rl.actor_build import build_actor_parts, describe_env
             from robot_rl.runtime.ray_backend import run_ray
 
-            summary = run_ray(cfg, seed, build_actor_parts, describe_env(cfg))
+            summary = run_ray(cfg, seed, build_actor_parts, describe_env)
         else:
             from robot_rl.actor_build import describe_env
             from robot_rl.runtime.local import run_local
 
-            summary = run_local(cfg, seed, describe_env(cfg))
+            summary = run_local(cfg, seed, describe_env)
     finally:
         if gui is not None:
             gui.terminate()
