@@ -33,7 +33,8 @@ stack). Per command it clips what can be clipped safely and counts it, and rejec
   mirror of the measured pose ahead at its present velocity by the robot's tracking time
   (:attr:`tracking_time_s`, at least one period; the Cartesian controller has its own dynamics; per axis
   the farther of the last period's mean velocity and, with a kinematic model, the instantaneous one,
-  ``J(q) dq`` from the measured joint velocities), and a
+  ``J(q) dq`` from the measured joint velocities; on a real-time robot the horizon also has the last
+  command's read-to-send time), and a
   target comes in by as far as that pose would be out. The target plus the
   current tracking error (measured minus the last target's pose: an offset that persists, e.g. while
   sliding along a face) stays in the box too. An ``ee_delta`` step is also shortened until the joints it
@@ -495,6 +496,7 @@ class SafeRobot(Robot):
             # After joint commands the robot's target is where the joints were sent, not where they are.
             self._target = self.robot.forward_kinematics(self._q) if after_joints else state.ee_pos.copy()
             self._ee_measured = state.ee_pos.copy()
+            self._ee_latency_s = 0.0  # s, read to send of the last ee_delta (_plan_ee)
         else:
             self._q = state.joint_pos.astype(np.float64).copy()
             self._v = np.clip(state.joint_vel, -lim.joint_vel_max, lim.joint_vel_max).astype(np.float64)
@@ -512,10 +514,13 @@ class SafeRobot(Robot):
         reasons = ["ee step"] if not np.array_equal(step, delta) else []
         # the measured pose predicted from the target (module docstring) stays in the box too; a target
         # beyond that comes back by one step at most
+        read_at = time.monotonic()
         state = self.robot.read()
         measured = state.ee_pos
-        # where the arm gets at its present speed within its tracking time (at least one period)
-        periods = max(1.0, self.tracking_time_s * lim.control_hz)
+        # where the arm gets at its present speed within its tracking time (at least one period), plus, on
+        # a real-time robot, the last command's read-to-send time: the arm moves on while this is computed
+        lag_s = 0.0 if self.lockstep else self._ee_latency_s
+        periods = max(1.0, self.tracking_time_s * lim.control_hz) + lag_s * lim.control_hz
         ahead = measured + periods * (measured - self._ee_measured)
         if self._has_fk:  # or at its instantaneous velocity (J dq), per axis the farther: a target change
             # accelerates the arm past its last period's mean (random/ee: 6.2 mm out before, 4.2 mm after)
@@ -544,6 +549,7 @@ class SafeRobot(Robot):
             new, free = target + scale * (new - target), np.zeros(3, dtype=bool)
         # the step itself where the workspace did not bind: (target + step) - target can differ from step in
         # the last bit, and a stacked SafeRobot would count that as an over-limit step
+        self._ee_latency_s = time.monotonic() - read_at
         return np.where(free, step, new - target), reasons
 
     def _ee_link_scale(self, joint_pos: np.ndarray, move: np.ndarray) -> float:

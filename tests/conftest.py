@@ -62,7 +62,7 @@ def pytest_terminal_summary(terminalreporter):
 HEAVY_FIRST = (
     "test_sim_mjx.py",  # 180+ cold (full run: stack 98 + push 80 compiling MJX)
     "test_sim_mjx_bench.py",  # 168 cold (full run), 76 warm
-    "test_critic.py",  # 132: the trained-critic fixture (collect 24 demos, 400 critic steps)
+    "test_critic.py",  # 132 with 400 critic steps, now 200: the trained-critic fixture (24 demos)
     "test_robot_env_stages.py",  # 123 (full run): five real-time stages on the robot server
     "test_benchmarks_run.py",  # 124: 25 benchmark scripts, each in its own process
     "test_ros2_policy_kill.py",  # up to 120 (full runs)

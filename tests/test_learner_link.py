@@ -232,7 +232,7 @@ def test_non_loopback_bind_without_keys_is_refused(served, tmp_path):
 
     cfg = load_config(None, overrides(tmp_path, "--online.address=tcp://*:5560"))
     with pytest.raises(ConfigError) as refused:  # `robot-rl online --role learner`: before the learner builds
-        run_learner(cfg, 0)
+        run_learner(cfg, 0, describe_env)
     assert "\n" not in str(refused.value) and "set security.keys" in str(refused.value)
 
 

@@ -73,5 +73,5 @@ def run_role(args: argparse.Namespace, cfg: PipelineConfig, seed: int) -> dict:
     if args.role == "actor":
         return run_actor(cfg, seed, args.actor_id, args.parent_pid, build=build_actor_parts)
     if args.role == "learner":
-        return run_learner(cfg, seed, describe_env(cfg))
+        return run_learner(cfg, seed, describe_env)
     return online(cfg, seed)

@@ -3,15 +3,19 @@
 The learner builds no env (:mod:`robot_rl.runtime` imports neither :mod:`robot_rl.sim` nor
 :mod:`robot_rl.teleop`): the edge (``robot-rl online``, a ROS 2 node, a test) describes the env with
 :func:`robot_rl.actor_build.describe_env`, or from an env it already holds with :meth:`EnvInfo.of`, and
-hands the result to :class:`~robot_rl.runtime.learner.Learner`.
+hands the result (or the describer, :data:`EnvDescriber`, to :func:`robot_rl.runtime.local.run_learner`) to
+:class:`~robot_rl.runtime.learner.Learner`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gymnasium as gym
 import numpy as np
+
+from robot_rl.config import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -40,3 +44,9 @@ class EnvInfo:
             [float(v) for v in low] if bounded else [],
             [float(v) for v in high] if bounded else [],
         )
+
+
+EnvDescriber = Callable[[PipelineConfig], EnvInfo]
+"""``describe(cfg) -> EnvInfo``: the edge's description of the env
+(:func:`robot_rl.actor_build.describe_env`); picklable where the Ray runtime ships it to the learner's
+worker."""

@@ -25,7 +25,7 @@ from robot_rl.runtime.actor import actor_folder
 from robot_rl.runtime.actor_claim import claim_folder
 from robot_rl.runtime.actor_parts import ActorBuilder
 from robot_rl.runtime.batched_actor import actor_class
-from robot_rl.runtime.env_info import EnvInfo
+from robot_rl.runtime.env_info import EnvDescriber
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 from robot_rl.security import (
@@ -40,16 +40,17 @@ from robot_rl.transport import PeerUnavailableError
 log = logging.getLogger(__name__)
 
 
-def run_learner(cfg: PipelineConfig, seed: int, env: EnvInfo, check=None, on_bound=None) -> dict:
-    """Serve and train one learner until its budget is spent; returns its summary. ``env``: the edge's
-    description of the env the actors step (:func:`robot_rl.actor_build.describe_env`).
+def run_learner(cfg: PipelineConfig, seed: int, describe: EnvDescriber, check=None, on_bound=None) -> dict:
+    """Serve and train one learner until its budget is spent; returns its summary. ``describe(cfg)``: the
+    edge's description of the env the actors step (:func:`robot_rl.actor_build.describe_env`), asked once
+    the address is checked.
 
     ``on_bound(endpoint)`` is called once the socket is bound (with the actual port when ``:0`` was
     asked for), before training starts.
     """
     keys = load_server_keys(cfg.security.keys) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=True)  # before the slow learner build
-    learner = Learner(cfg, seed, env=env)
+    learner = Learner(cfg, seed, env=describe(cfg))
     server = LearnerServer(learner, cfg.online.address, keys).start()
     log.info("learner: serving on %s", server.address)
     try:
@@ -209,16 +210,16 @@ class ActorProcesses:
         return [p.returncode for p in self.procs]
 
 
-def run_local(cfg: PipelineConfig, seed: int, env: EnvInfo) -> dict:
-    """Learner here (``env``: as :func:`run_learner`), ``cfg.online.num_actors`` actor processes; returns
-    the learner's summary plus the actors' exit codes."""
+def run_local(cfg: PipelineConfig, seed: int, describe: EnvDescriber) -> dict:
+    """Learner here (``describe``: as :func:`run_learner`), ``cfg.online.num_actors`` actor processes;
+    returns the learner's summary plus the actors' exit codes."""
     actors: list[ActorProcesses] = []
 
     def start_actors(endpoint: str) -> None:
         actors.append(ActorProcesses(cfg, seed, endpoint.replace("0.0.0.0", "127.0.0.1")))
 
     try:
-        summary = run_learner(cfg, seed, env, check=lambda: actors[0].check(), on_bound=start_actors)
+        summary = run_learner(cfg, seed, describe, check=lambda: actors[0].check(), on_bound=start_actors)
     finally:
         codes = actors[0].stop() if actors else []
     return {**summary, "actor_exit_codes": codes}

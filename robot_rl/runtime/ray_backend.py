@@ -24,7 +24,7 @@ import draccus
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.runtime.actor_parts import ActorBuilder
 from robot_rl.runtime.batched_actor import actor_class
-from robot_rl.runtime.env_info import EnvInfo
+from robot_rl.runtime.env_info import EnvDescriber
 from robot_rl.runtime.learner import Learner
 from robot_rl.transport import PeerUnavailableError, decode_arrays, encode_arrays
 
@@ -79,8 +79,9 @@ class _LearnerActor:
     """Ray actor body: a :class:`~robot_rl.runtime.learner.Learner` answering link calls while it trains
     (Ray runs them on concurrent threads; the learner is thread-safe)."""
 
-    def __init__(self, cfg_tree: dict, seed: int, env: EnvInfo) -> None:
-        self.learner = Learner(_decode_config(cfg_tree), seed, progress=False, env=env)
+    def __init__(self, cfg_tree: dict, seed: int, describe: EnvDescriber) -> None:
+        cfg = _decode_config(cfg_tree)
+        self.learner = Learner(cfg, seed, progress=False, env=describe(cfg))
 
     def train(self) -> dict:
         return self.learner.train()
@@ -110,11 +111,11 @@ class _ActorWorker:
         return actor_class(cfg)(cfg, seed, actor_id, link, build(cfg, actor_id)).run()
 
 
-def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder, env: EnvInfo) -> dict:
+def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder, describe: EnvDescriber) -> dict:
     """Train with one learner actor and ``cfg.online.num_actors`` actor actors; returns the learner's
     summary plus each actor's counters. ``build``: the actors' env-and-device builder (picklable: each
-    worker builds its own with it); ``env``: the learner's description of their env
-    (:func:`robot_rl.actor_build.describe_env`).
+    worker builds its own with it); ``describe``: the learner's describer of their env (picklable too,
+    :func:`robot_rl.actor_build.describe_env`).
 
     Raises:
         ConfigError: Ray is not installed.
@@ -131,7 +132,9 @@ def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder, env: EnvInfo) -
             )
     try:
         tree = config_to_dict(cfg)
-        learner = ray.remote(max_concurrency=16)(_LearnerActor).options(num_cpus=1).remote(tree, seed, env)
+        learner = (
+            ray.remote(max_concurrency=16)(_LearnerActor).options(num_cpus=1).remote(tree, seed, describe)
+        )
         worker = ray.remote(_ActorWorker).options(num_cpus=1)
         actors = [worker.remote(tree, seed, k, learner, build) for k in range(cfg.online.num_actors)]
         runs = [a.run.remote() for a in actors]

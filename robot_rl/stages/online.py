@@ -88,9 +88,9 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
         gui, cfg = start_gui(cfg, seed)
     try:
         if cfg.online.runtime == "ray":
-            summary = run_ray(cfg, seed, build_actor_parts, describe_env(cfg))
+            summary = run_ray(cfg, seed, build_actor_parts, describe_env)
         else:
-            summary = run_local(cfg, seed, describe_env(cfg))
+            summary = run_local(cfg, seed, describe_env)
     finally:
         if gui is not None:
             gui.terminate()
