@@ -20,9 +20,10 @@ from collections.abc import Callable
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.config import ConfigError, RobotConfig
 from robot_rl.rollout import RecordedEpisode, Rollout
 from robot_rl.runtime.intervention import DeviceError, InterventionDevice
-from robot_rl.runtime.takeover import DEVICE_ERROR
+from robot_rl.runtime.takeover import DEVICE_ERROR, InterventionWrapper
 from robot_rl.single_env import SingleEnvVector
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,6 @@ def make_teleop(
         DeviceError: the device or its package is missing (names it and the fix).
     """
     from dataclasses import replace
-
-    from robot_rl.config import ConfigError, RobotConfig
 
     if name not in TELEOPS:
         raise ValueError(f"--teleop must be one of {', '.join(TELEOPS)}; got {name!r}")
@@ -137,8 +136,6 @@ class _HoldSource:
 def _demo_env(env, device: InterventionDevice, announce: Callable[[str], None] | None):
     """``env`` driven by ``device`` as the one env a :class:`~robot_rl.rollout.Rollout` steps, with the
     hold source; the caller keeps ``env`` (and closes it)."""
-    from robot_rl.runtime.takeover import InterventionWrapper
-
     vec = SingleEnvVector(InterventionWrapper(env, device, announce=announce))
     low, high = env.action_space.low, env.action_space.high
     has_gripper = getattr(env.unwrapped, "gripper", True)  # a RobotEnv without one (a UR) says so

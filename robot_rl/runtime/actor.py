@@ -38,8 +38,11 @@ from typing import Any
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.algos.base import NonFiniteChunkError
+from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
 from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
+from robot_rl.data.prev_action import prev_action_start
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.rollout import RecordedEpisode, Rollout, StepReport
 from robot_rl.run_dir import RunDir, online_name
@@ -53,7 +56,9 @@ from robot_rl.runtime.messages import MAX_FAULT_CHARS, max_episode_steps
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.replay import episode_spec, final_spec
 from robot_rl.runtime.takeover import DEVICE_ERROR, ESTOP, InterventionWrapper
+from robot_rl.runtime.weights import load_weights
 from robot_rl.single_env import SingleEnvVector
+from robot_rl.sources import AgentSource, PrevActionSource
 from robot_rl.threads import set_threads
 from robot_rl.transport import PeerUnavailableError
 
@@ -268,10 +273,7 @@ class Actor:
     def _load_policy(self) -> bool:
         """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
         the cached copy of a previous run. Returns whether a policy is ready."""
-        from robot_rl.checkpoint import MODEL_FILE
-        from robot_rl.data.prev_action import prev_action_start
         from robot_rl.policies.factory import load_agent
-        from robot_rl.sources import AgentSource, PrevActionSource
 
         pending, self.sender.pending = self.sender.pending, None
         spec = self.sender.spec
@@ -279,8 +281,6 @@ class Actor:
         if pending is not None and spec is not None:
             version, blob = pending
             if self.source is not None:
-                from robot_rl.runtime.weights import load_weights
-
                 load_weights(self.source.agent, blob)
             self._cache(folder, spec, blob, version, with_spec=self.source is None)
             self.version = version
@@ -307,8 +307,6 @@ class Actor:
     def _cache(folder: Path, spec: dict, blob: bytes, version: int, with_spec: bool) -> None:
         """Keep the newest weights on disk (each file replaced atomically) for a restart without learner;
         ``with_spec`` also (re)writes the config and normalisation, which do not change within a run."""
-        from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
-
         folder.mkdir(parents=True, exist_ok=True)
         files = (
             [  # the model last: its presence is what marks the cache usable
@@ -639,8 +637,6 @@ class Actor:
         renewal extends it). Returns (frames or None if no step ran, the DeviceError that ended it or None);
         frames hold (T, ...) per step key and the final observation ``final.<key>`` (the state after the
         last executed step)."""
-        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
-
         env = self.env if self.device is None else InterventionWrapper(self.env, self.device, self.task)
         policy = ActorPolicy(self)
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import draccus
 
 from robot_rl import keys
+from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, check_compatible, load_checkpoint, load_module_state
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.run_dir import RunDir
 from robot_rl.runtime.env_info import EnvInfo
 
@@ -72,8 +74,6 @@ def env_shapes(cfg: PipelineConfig, env: EnvInfo) -> tuple[dict[str, tuple[int, 
 
 
 def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, gamma: float, gamma_key: str):
-    from robot_rl.data.training.training_set import TrainingSet
-
     root = Path(cfg.data.path) if cfg.data.path else run.dataset
     if not (root / "meta" / "info.json").is_file():
         if cfg.online.demo_fraction > 0 or cfg.online.method in ("sac", "hg_dagger"):
@@ -95,13 +95,6 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo
             on several instructions and the reward is not the success signal.
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
-    from robot_rl.checkpoint import (
-        CONFIG_FILE,
-        MODEL_FILE,
-        check_compatible,
-        load_checkpoint,
-        load_module_state,
-    )
     from robot_rl.policies.factory import build_agent
 
     env_obs, action_dim, env_policy = env_shapes(cfg, env)

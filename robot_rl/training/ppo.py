@@ -26,10 +26,12 @@ import numpy as np
 import torch
 
 from robot_rl.algos.flow_ppo import chunk_gae
-from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
+from robot_rl.checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from robot_rl.config import ConfigError, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.keys import TASK
-from robot_rl.rollout import RecordedEpisode, StepReport
+from robot_rl.rollout import RecordedEpisode, Rollout, StepReport
 from robot_rl.run_dir import RunDir
+from robot_rl.runtime.metrics import MetricSinks
 
 # Training env seeds: env i of training seed s starts at PPO_SEED_OFFSET + s * 100_000 + i, clear of the
 # demo seeds (collect.seed * 100_000 + j) and of the evaluation seeds (from 1_000_000 on).
@@ -59,8 +61,6 @@ def build_ppo_agent(cfg: PipelineConfig, init: Path):
     """
     import draccus
 
-    from robot_rl.checkpoint import load_checkpoint
-    from robot_rl.config import PolicyConfig
     from robot_rl.policies.factory import build_agent, warm_start_from_bc
 
     ckpt = load_checkpoint(init)
@@ -102,8 +102,6 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
         FileNotFoundError / CheckpointError: as :func:`build_ppo_agent`.
         ValueError: NaN/inf rewards, values or advantages (:func:`robot_rl.algos.flow_ppo.chunk_gae`).
     """
-    from robot_rl.checkpoint import check_compatible, save_checkpoint
-    from robot_rl.runtime.metrics import MetricSinks
     from robot_rl.sim.batched_factory import make_batched_env
     from robot_rl.sim.batched_rollout import RolloutView
 
@@ -322,8 +320,6 @@ class _PPORun:
     def run(self, env, sinks, on_log) -> dict:
         """Roll out on ``env`` (a batched env) until ``ppo.env_steps`` are spent; returns the last metrics
         row plus ``env_steps``, ``episodes`` and ``wall_time_s``."""
-        from robot_rl.rollout import Rollout
-
         self.log = (sinks, on_log)
         engine = Rollout(env, self, stop_on=(_BudgetSpent,), on_step=self.on_step)
         engine.run_schedule(self, self.on_episode)
