@@ -73,8 +73,10 @@ from robot_rl.hardware.errors import (
     MissingExtraError,
     RobotConnectionError,
 )
+from robot_rl.hardware.factory import make_robot
 from robot_rl.hardware.motion_limits import braking_path, braking_velocity, max_speed_within, stop_offset
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.teleop.keyboard import key_name, stop_listener
 
 SAFE_MODES = (CommandMode.JOINT_POSITION, CommandMode.EE_DELTA)
 """The modes the safety layer can make safe; a robot's other modes are rejected."""
@@ -198,8 +200,6 @@ class SafeRobot(Robot):
             ValueError: a vendor arm with a speed or acceleration scale above 0.25, or one to be moved
                 without a workspace box (:func:`~robot_rl.config_checks.real_robot_problems`; names the
                 key)."""
-        from robot_rl.hardware.factory import make_robot
-
         bad = real_robot_problems(cfg, moving)
         if bad:
             raise ValueError("; ".join(bad))
@@ -778,15 +778,11 @@ class SafeRobot(Robot):
         self._listener.wait()
 
     def _on_key(self, key: object) -> None:
-        from robot_rl.teleop.keyboard import key_name  # the keyboard device's key names
-
         if key_name(key) == self.cfg.estop_key.lower():
             self.estop(f"key {self.cfg.estop_key}")
 
     def _teardown(self) -> None:
         if self._listener is not None:
-            from robot_rl.teleop.keyboard import stop_listener
-
             stop_listener(self._listener)
             self._listener = None
         if self._prev_handler is not None:

@@ -25,6 +25,8 @@ import numpy as np
 from robot_rl.config import RobotConfig
 from robot_rl.hardware.errors import RobotConnectionError
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.sim import panda_pick_cube
+from robot_rl.sim.controller import ARM_JOINTS
 
 JOINT_VEL_MAX = np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61])
 """Franka Panda joint speed limits (rad/s), from Franka's datasheet."""
@@ -52,8 +54,6 @@ class PinchKinematics:
     """
 
     def __init__(self, model: mujoco.MjModel) -> None:
-        from robot_rl.sim.controller import ARM_JOINTS
-
         self.model = model
         self._data = mujoco.MjData(model)
         self._qpos_adr = np.array([model.joint(j).qposadr[0] for j in ARM_JOINTS])
@@ -113,8 +113,6 @@ class LinkCollisions:
     _ARM, _GRIPPER, _LINK0, _LINK1, _TABLE, _FINGERS = 1, 2, 4, 8, 16, 32
 
     def __init__(self, model: mujoco.MjModel) -> None:
-        from robot_rl.sim.controller import ARM_JOINTS
-
         m = self.model = copy.deepcopy(model)
         self._data = mujoco.MjData(m)
         self._qpos_adr = np.array([m.joint(j).qposadr[0] for j in ARM_JOINTS])
@@ -200,9 +198,7 @@ class MujocoRobot(Robot):
         lift_height_m: float = 0.1,
         seed: int | None = None,
     ) -> None:
-        from robot_rl.sim import panda_pick_cube as task
-
-        self._task = task
+        task = self._task = panda_pick_cube
         self.env = task.PandaPickCubeEnv(
             control_hz=control_hz, physics_hz=physics_hz, lift_height_m=lift_height_m
         )

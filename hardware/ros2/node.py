@@ -26,12 +26,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from robot_rl.config import PipelineConfig
+from robot_rl.config import PipelineConfig, RobotConfig, Ros2Config, load_config
 
 TRANSPORTS = ("auto", "rclpy", "cyclonedds")
 
@@ -224,8 +223,6 @@ def robot_run_config(args: NodeArgs, params: dict[str, Any]) -> PipelineConfig:
         ValueError: a bad config file or override (``ConfigError``, naming the file or key).
     """
     from dataclasses import replace
-
-    from robot_rl.config import RobotConfig, Ros2Config, load_config
 
     cfg = load_config(params["config"] or None, params["overrides"].split())
     node = {
