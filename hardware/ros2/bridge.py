@@ -46,6 +46,7 @@ from robot_rl.hardware.errors import (
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
 from robot_rl.hardware.ros2 import msgs, validate
 from robot_rl.hardware.ros2.node import Node, NodeArgs, ServiceError, ServiceUnsupportedError
+from robot_rl.hardware.ros2.transport import make_node
 
 log = logging.getLogger("robot_rl.ros2.robot_bridge")
 IK_MAX_LAG_M = 0.06
@@ -61,9 +62,6 @@ class SpinningNode:
     """
 
     def __init__(self, cfg: Ros2Config) -> None:
-
-        from robot_rl.hardware.ros2.transport import make_node
-
         domain = cfg.domain_id if cfg.domain_id >= 0 else int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
         self.node: Node = make_node("robot_bridge", NodeArgs({}, cfg.transport, domain, cfg.loopback))
         self.lock = threading.Lock()

@@ -16,6 +16,9 @@ import mujoco
 import numpy as np
 
 from robot_rl.config import ROS2_KINEMATICS
+from robot_rl.sim.assets import load_model
+from robot_rl.sim.controller import ARM_JOINTS, DiffIKController
+from robot_rl.sim.panda_base import ARM_GUESS, DOWN_QUAT
 
 IK_ITERATIONS = 10
 """Gauss-Newton iterations per :meth:`ArmKinematics.solve` (from the measured joints, 3 cm steps)."""
@@ -31,10 +34,6 @@ class ArmKinematics:
     def __init__(self, name: str) -> None:
         if name == "none" or name not in ROS2_KINEMATICS:
             raise ValueError(f"env.robot.ros2.kinematics={name!r}: no such arm model; {ROS2_KINEMATICS[1:]}")
-        from robot_rl.sim.assets import load_model
-        from robot_rl.sim.controller import ARM_JOINTS, DiffIKController
-        from robot_rl.sim.panda_base import ARM_GUESS, DOWN_QUAT
-
         self.model = load_model()
         self._data = mujoco.MjData(self.model)
         self._qpos_adr = np.array([self.model.joint(j).qposadr[0] for j in ARM_JOINTS])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from robot_rl.hardware.errors import MissingExtraError
 from robot_rl.hardware.ros2.node import Node, NodeArgs
+from robot_rl.hardware.ros2.rclpy_node import RclpyNode
 
 
 def make_node(name: str, args: NodeArgs) -> Node:
@@ -21,16 +22,13 @@ def make_node(name: str, args: NodeArgs) -> Node:
         except ImportError:
             transport = "cyclonedds"
     if transport == "rclpy":
-        from robot_rl.hardware.ros2.rclpy_node import RclpyNode
-
         return RclpyNode(name, args)
-    try:
-        import cyclonedds  # noqa: F401
-    except ImportError:
+    try:  # cyclone_node imports cyclonedds (the ros extra) at module level
+        from robot_rl.hardware.ros2.cyclone_node import CycloneNode
+    except ImportError as exc:
         raise MissingExtraError(
             "the cyclonedds ROS 2 transport needs cyclonedds: pip install 'robot-rl[ros]' "
             "(or source a ROS 2 install for rclpy)"
-        ) from None
-    from robot_rl.hardware.ros2.cyclone_node import CycloneNode
+        ) from exc
 
     return CycloneNode(name, args)
