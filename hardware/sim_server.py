@@ -57,7 +57,9 @@ from robot_rl.config import ConfigError
 from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode
+from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.security import ServerKeys, check_address, load_server_keys
+from robot_rl.sim.panda_pick_cube import CAMERAS
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
 
 PROTOCOL = 2
@@ -188,9 +190,6 @@ class SimServer:
         keys: ServerKeys | None = None,
         tick_s: float = 0.002,
     ) -> None:
-        from robot_rl.hardware.sim_robot import MujocoRobot
-        from robot_rl.sim.panda_pick_cube import CAMERAS
-
         if not tick_s > 0:
             raise ValueError(f"--tick-ms must be > 0, got {1000 * tick_s}")
         check_address(address, keys, "--address", bind=True)  # before the slow scene build
