@@ -18,7 +18,7 @@ import numpy as np
 
 from robot_rl.config import load_config
 from robot_rl.rollout import rollout
-from robot_rl.sources import ExpertSource
+from robot_rl.sim.expert_source import ExpertSource
 from robot_rl.stages.envs import make_rollout_vec_env
 
 CONFIGS = {

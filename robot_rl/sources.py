@@ -1,5 +1,6 @@
-"""Chunk sources for robot_rl.rollout: the scripted expert and a trained agent behind the safety filter, and
-the wrapper that feeds ``observation.prev_action`` to a policy trained with it."""
+"""Chunk sources for robot_rl.rollout: a trained agent behind the safety filter, and the wrapper that feeds
+``observation.prev_action`` to a policy trained with it (the scripted expert's source is
+:class:`robot_rl.sim.expert_source.ExpertSource`)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,6 @@ from robot_rl.config import ConfigError
 from robot_rl.data.prev_action import prev_action_start, start_actions
 from robot_rl.eval.inference import apply_inference
 from robot_rl.executor import AsyncChunkExecutor, ChunkError, ChunkExecutor
-
-
-class ExpertSource:
-    """One scripted expert per sub-env; each proposes a single action, i.e. chunks of h = 1.
-
-    An episode's noise is seeded from ``(seed, env_seed)``, so a demo is a function of the collection seed
-    and its env seed alone: the same with 1 or N workers, and after a killed collection resumes.
-    ``task_id`` picks the built-in task's expert (:func:`robot_rl.sim.tasks.make_expert`; ValueError for
-    an id outside the suite).
-    """
-
-    def __init__(self, num_envs: int, noise: float, seed: int, task_id: str = "robot_rl/PandaPickCube-v0"):
-        from robot_rl.sim.tasks import make_expert
-
-        self.seed = seed
-        self.experts = [make_expert(task_id, noise=noise, seed=seed) for _ in range(num_envs)]
-
-    def reset(self, env_id: int, env_seed: int) -> None:
-        self.experts[env_id].reset(seed=[self.seed, env_seed])
-
-    def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        acts = [self.experts[i].act({k: v[j] for k, v in obs.items()}) for j, i in enumerate(env_ids)]
-        return np.stack(acts)[:, None, :].astype(np.float32)
 
 
 class AgentSource:

@@ -15,8 +15,8 @@ from robot_rl.config import ConfigError, EnvConfig, load_config
 from robot_rl.eval.instructions import ParaphraseSource
 from robot_rl.rollout import rollout
 from robot_rl.sim import make_env
+from robot_rl.sim.expert_source import ExpertSource
 from robot_rl.sim.panda_tasks import PandaPickColourEnv
-from robot_rl.sources import ExpertSource
 from robot_rl.stages.collect import collect
 from robot_rl.stages.envs import make_rollout_vec_env
 from robot_rl.stages.evaluate import evaluate

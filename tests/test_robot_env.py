@@ -17,7 +17,7 @@ from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.rollout import rollout
 from robot_rl.sim import make_env, make_vector_env
 from robot_rl.sim.expert import PickCubeExpert
-from robot_rl.sources import ExpertSource
+from robot_rl.sim.expert_source import ExpertSource
 
 
 def _cfg(**robot) -> EnvConfig:

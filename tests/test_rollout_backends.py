@@ -16,8 +16,8 @@ from robot_rl import keys
 from robot_rl.config import ConfigError, EnvConfig, PipelineConfig, RobotConfig
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.sim import make_vector_env
+from robot_rl.sim.expert_source import ExpertSource
 from robot_rl.sim.render import RendererError, select_backend
-from robot_rl.sources import ExpertSource
 from robot_rl.stages.collect import collect
 from robot_rl.stages.envs import make_rollout_vec_env
 from robot_rl.stages.evaluate import evaluate

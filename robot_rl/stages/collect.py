@@ -15,8 +15,8 @@ from robot_rl.progress import progress
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir
 from robot_rl.sim import TASKS, resolve_control_hz, robot_type
+from robot_rl.sim.expert_source import ExpertSource
 from robot_rl.sim.tasks import MANISKILL_EXPERTS, has_expert
-from robot_rl.sources import ExpertSource
 from robot_rl.stages.envs import DEMO_SEED_STRIDE, dataset_features, make_rollout_vec_env
 
 
