@@ -15,6 +15,8 @@ from dataclasses import replace
 import numpy as np
 
 from robot_rl.config import PipelineConfig
+from robot_rl.rewards.registry import load_critic
+from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
 from robot_rl.run_dir import RunDir
 from robot_rl.runtime.actor_parts import ActorParts
 from robot_rl.runtime.env_info import EnvInfo
@@ -113,9 +115,6 @@ def reward_hook(cfg: PipelineConfig, env, task: str):
     ``reward_model.checkpoint`` or ``<run_dir>/critic``)."""
     if cfg.reward.mode == "success":
         return env
-    from robot_rl.rewards.registry import load_critic
-    from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
-
     critic_dir = cfg.reward_model.checkpoint or str(RunDir(cfg.run_dir).root / "critic")
     gamma = shaping_gamma(cfg, "online")
     return CriticRewardWrapper(env, load_critic(critic_dir), cfg.reward, task, gamma, cfg.reward_model.rule)

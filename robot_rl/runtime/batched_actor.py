@@ -53,6 +53,7 @@ import math
 
 import numpy as np
 
+from robot_rl.algos.base import NonFiniteChunkError
 from robot_rl.config import PipelineConfig
 from robot_rl.rollout import NOT_EXECUTED, RecordedEpisode, Rollout, StepReport
 from robot_rl.runtime.actor import Actor, ActorPolicy
@@ -98,8 +99,6 @@ class BatchedActor(Actor):
         observation, like an episode at ``max_steps``, and offered to the learner. While the actor may
         not start an episode (its lease is spent, its weights stale) and none is in flight, it waits
         (:meth:`Actor._idle`)."""
-        from robot_rl.algos.base import NonFiniteChunkError  # imported with the source, light here
-
         self._next = self._episodes_per_env()  # each env's next episode number
         self._policy = ActorPolicy(self)
         self._nan_error: Exception | None = None  # the NaN/inf forward that stopped the last episodes

@@ -36,6 +36,7 @@ import mujoco
 import numpy as np
 
 from robot_rl.hardware.drivers import so101_model as so101
+from robot_rl.hardware.drivers.so101 import Calibration, JointCalibration
 
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
 BROADCAST_ID = 0xFE
@@ -266,8 +267,6 @@ class FeetechBusEmulator:
     def calibration(self):
         """The :class:`~robot_rl.hardware.drivers.so101.Calibration` that matches this emulated arm exactly
         (its ids, zero ticks and directions; ranges: the URDF joint limits in ticks)."""
-        from robot_rl.hardware.drivers.so101 import Calibration, JointCalibration
-
         joints = {}
         for sid, s in self.servos.items():
             d = sorted(
