@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.config import AdapterConfig, EnvConfig, PipelineConfig
+from robot_rl.hardware.robot_env import RobotEnv
 from robot_rl.known_warnings import filter_known_warnings
 from robot_rl.sim.adapter import env_rate_hz, make_foreign_env
 from robot_rl.sim.batched_maniskill import ManiSkillEnv
@@ -45,7 +46,6 @@ def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     if cfg.robot is not None:
         if cfg.id != BUILTIN_ID:
             raise ValueError(f"env.robot runs the built-in task {BUILTIN_ID}, not env.id={cfg.id!r}")
-        from robot_rl.hardware.robot_env import RobotEnv
 
         return RobotEnv.from_config(cfg, render_mode=render_mode)
     if cfg.backend == "maniskill":
