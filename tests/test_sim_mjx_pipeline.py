@@ -3,14 +3,16 @@ BC, ``eval`` and ``robot-rl ppo`` all roll out on the MJX batched env, unchanged
 batched API they already drive), on pick-cube and push-to-target; and a batched online actor on it.
 
 Stack is not here: with the collect seeds, its expert succeeded in 1 of 2 demos on mjx against 2 of 2 on
-``mujoco_cpu`` (same config, measured 2026-11-28); tests/test_sim_mjx.py compares it on seed 3, where
-both succeed."""
+``mujoco_cpu``: the MJX step blows up in seed 1's grasp (docs/simulation.md, "MJX backend", states what
+was found); tests/test_sim_mjx.py compares it on seed 3, where both succeed. Each MJX program is compiled
+once per session (:func:`mjx_shared.compiled`)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from mjx_shared import HORIZON, PICK, PUSH, compiled
 from online_setup import copy_run, free_address, overrides, run_online
 
 pytest.importorskip("jax")
@@ -22,16 +24,12 @@ from robot_rl.data.replay import ZarrReplayBuffer  # noqa: E402
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY  # noqa: E402
 
 
-@pytest.mark.parametrize(
-    ("task", "horizon"),
-    [
-        ("robot_rl/PandaPickCube-v0", 60),
-        ("robot_rl/PandaPushToTarget-v0", 100),
-    ],
-)
-def test_collect_bc_eval_and_ppo_on_mjx(task, horizon, tmp_path, capsys):
+@pytest.mark.parametrize("task", [PICK, PUSH])
+def test_collect_bc_eval_and_ppo_on_mjx(task, tmp_path, capsys):
     from robot_rl.cli.main import main
 
+    compiled(task)
+    horizon = HORIZON[task]
     cfg = PipelineConfig(run_dir=str(tmp_path / "run"))
     cfg.env = EnvConfig(id=task, num_envs=2, max_episode_steps=horizon, backend="mjx")
     cfg.collect.num_episodes, cfg.collect.expert_noise = 2, 0.0
@@ -65,6 +63,7 @@ def test_collect_bc_eval_and_ppo_on_mjx(task, horizon, tmp_path, capsys):
 def test_a_batched_online_actor_trains_on_mjx(tiny_offline_run, tmp_path):
     """A real learner and a batched actor process (``online.envs_per_actor=2``) on ``env.backend=mjx``: both
     envs' episodes reach the learner's replay, each once, and the run trains through its env-step budget."""
+    compiled(PICK)  # the actor process's env (pick-cube, N = 2, the default horizon) loads it from the cache
     run = copy_run(tiny_offline_run, tmp_path / "run")
     args = overrides(
         run,
