@@ -18,7 +18,8 @@ N = 2
 PICK = "robot_rl/PandaPickCube-v0"
 STACK = "robot_rl/PandaStack-v0"
 PUSH = "robot_rl/PandaPushToTarget-v0"
-HORIZON = {PICK: EnvConfig().max_episode_steps, STACK: 100, PUSH: 100}
+PLACE = "robot_rl/PandaPlaceInBin-v0"
+HORIZON = {PICK: EnvConfig().max_episode_steps, STACK: 100, PUSH: 100, PLACE: 100}
 """``env.max_episode_steps`` per task (a compile-time constant of the step): pick-cube keeps the default
 (60), which ``benchmarks/bench_mjx.py --env`` and the online-actor test use as well."""
 

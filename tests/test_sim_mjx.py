@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mjx_shared import PICK, PUSH, STACK, N, compiled, mjx_cfg
+from mjx_shared import PICK, PLACE, PUSH, STACK, N, compiled, mjx_cfg
 
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
@@ -79,7 +79,7 @@ def _run_expert(env, task: str, seed: int, max_steps: int):
     return first, np.stack(states), success, length, after
 
 
-@pytest.mark.parametrize("task", [PICK, STACK, PUSH])
+@pytest.mark.parametrize("task", [PICK, STACK, PUSH, PLACE])
 def test_mjx_matches_mujoco_cpu_and_expert_succeeds(task):
     compiled(task)
     cfg = mjx_cfg(task)

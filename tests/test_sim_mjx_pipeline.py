@@ -1,6 +1,7 @@
 """``env.backend=mjx`` end to end at small N on the CPU (issue 37): ``collect`` with the scripted expert,
 BC, ``eval`` and ``robot-rl ppo`` all roll out on the MJX batched env, unchanged (the backend satisfies the
-batched API they already drive), on pick-cube and push-to-target; and a batched online actor on it.
+batched API they already drive), on pick-cube, push-to-target and place-in-bin; and a batched online actor
+on it.
 
 Stack is not here: with the collect seeds, its expert succeeded in 1 of 2 demos on mjx against 2 of 2 on
 ``mujoco_cpu``: the MJX step blows up in seed 1's grasp (docs/simulation.md, "MJX backend", states what
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mjx_shared import HORIZON, PICK, PUSH, compiled
+from mjx_shared import HORIZON, PICK, PLACE, PUSH, compiled
 from online_setup import copy_run, free_address, overrides, run_online
 
 pytest.importorskip("jax")
@@ -24,7 +25,7 @@ from robot_rl.data.replay import ZarrReplayBuffer  # noqa: E402
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY  # noqa: E402
 
 
-@pytest.mark.parametrize("task", [PICK, PUSH])
+@pytest.mark.parametrize("task", [PICK, PUSH, PLACE])
 def test_collect_bc_eval_and_ppo_on_mjx(task, tmp_path, capsys):
     from robot_rl.cli.main import main
 
