@@ -20,15 +20,20 @@ raise ``ValueError``): cameras (state only; MJX's ray-cast renderer is not wired
 (``action_delay_steps``, ``action_noise_std``, ``obs_noise_std``, ``object_size_scale``); the other
 dynamics knobs are per-env model fields (masses, inertias, friction, damping, armature, gains).
 
-Arrays come back as numpy (the :class:`~robot_rl.sim.batched.BatchedEnv` API): on a GPU that is one
-device-to-host copy of the observations per step.
+Arrays come back as numpy through the :class:`~robot_rl.sim.batched.BatchedEnv` API (``step``,
+``step_chunk``, ``reset``): on a GPU that is one device-to-host copy of the observations per step, and one
+host-to-device copy of the actions. :meth:`MjxBatchedEnv.step_device` and
+:meth:`MjxBatchedEnv.observation_device` are the path without them: torch tensors sharing the sim's
+buffers on its device (DLPack, :mod:`robot_rl.sim.mjx_dlpack`), so a torch policy on that device reads the
+observations and returns its actions with no copy; what still crosses to the host there is the resets
+(placement runs on the host, once per finished episode).
 """
 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -36,6 +41,9 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+
+if TYPE_CHECKING:
+    import torch
 
 PARAM_FIELDS = (
     "body_mass",
@@ -63,6 +71,25 @@ def _where_rows(mask, new, old):
         return jnp.where(mask.reshape((-1,) + (1,) * (n.ndim - 1)), n, o)
 
     return jax.tree_util.tree_map(pick, new, old)
+
+
+@dataclass
+class DeviceStep:
+    """What :meth:`MjxBatchedEnv.step_device` returns: torch tensors on the sim's device, sharing its
+    buffers (read-only).
+
+    Attributes:
+        obs: ``observation.state`` (N, 22) and ``observation.environment_state`` (N, E) float32, after the
+            step (no auto-reset: an ended env's row is its episode's last observation).
+        reward: float32 (N,). terminated: bool (N,) success. truncated: bool (N,) horizon or unstable.
+        sim_unstable: bool (N,) non-finite ``qpos``/``qvel``.
+    """
+
+    obs: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    sim_unstable: torch.Tensor
 
 
 def _build_functions(template, task_id: str, reward_mode: str):
@@ -180,7 +207,11 @@ class MjxBatchedEnv(BatchedEnv):
         }
         self._params = {f: v.astype(np.float32) for f, v in self._params.items()}
         self._state = None
-        self._last_obs: dict[str, np.ndarray] | None = None
+        self._obs: dict[str, Any] | None = None  # the current observations, JAX arrays on the device
+        self._all = None  # (N,) True on the device: step_device's active mask
+        import jax
+
+        self._device = jax.devices()[0]
 
     # ----------------------------------------------------------------- host-side placement
     def _place(self, i: int, seed: int | None) -> None:
@@ -206,15 +237,23 @@ class MjxBatchedEnv(BatchedEnv):
         self._params["actuator_biasprm"][i, arm, 1] = -t.controller.kp
         self._params["actuator_biasprm"][i, arm, 2] = -t.controller.kd
 
-    def _device_reset(self, mask: np.ndarray) -> dict[str, np.ndarray]:
-        import jax.numpy as jnp
+    def _put(self, array: np.ndarray):
+        """``array`` on the sim's device, committed there: every input of the jitted programs is, as the
+        DLPack actions of :meth:`step_device` are, so both paths run one compiled program (JAX compiles
+        committed and uncommitted inputs separately)."""
+        import jax
 
-        fresh, obs = self._reset_fn(
-            jnp.asarray(self._qpos), jnp.asarray(self._mocap), jnp.asarray(self._choice),
-            {f: jnp.asarray(v) for f, v in self._params.items()},
+        return jax.device_put(array, self._device)
+
+    def _device_reset(self, mask: np.ndarray) -> None:
+        fresh = self._reset_fn(
+            self._put(self._qpos), self._put(self._mocap), self._put(self._choice),
+            {f: self._put(v) for f, v in self._params.items()},
         )  # fmt: skip
-        self._state = fresh if self._state is None else self._merge_fn(jnp.asarray(mask), fresh, self._state)
-        return {k: np.array(v) for k, v in obs.items()}
+        if self._state is None:
+            self._state, self._obs = fresh
+        else:
+            self._state, self._obs = self._merge_fn(self._put(mask), fresh, (self._state, self._obs))
 
     # ----------------------------------------------------------------- BatchedEnv
     def reset(self, *, seed=None, options: dict[str, Any] | None = None):
@@ -225,37 +264,78 @@ class MjxBatchedEnv(BatchedEnv):
             raise RuntimeError("mjx batched env: the first reset() must reset every env")
         for i in np.flatnonzero(mask):
             self._place(int(i), seeds[i])
-        fresh = self._device_reset(mask)
-        obs = fresh if self._last_obs is None else self._last_obs
-        for k in fresh:
-            obs[k][mask] = fresh[k][mask]
-        self._last_obs = obs
+        self._device_reset(mask)
         self.task = self._tasks[0]
-        return {k: v.copy() for k, v in obs.items()}, {"is_success": np.zeros(self.num_envs, dtype=bool)}
+        obs = {k: np.array(v) for k, v in self._obs.items()}
+        return obs, {"is_success": np.zeros(self.num_envs, dtype=bool)}
 
     def tasks(self) -> list[str]:
         """Each env's instruction for its current episode (N strings)."""
         return list(self._tasks)
 
     def _step_active(self, actions: np.ndarray, active: np.ndarray):
-        import jax.numpy as jnp
 
         if self._state is None:
             raise RuntimeError("mjx batched env: call reset() (all envs) before step()")
+        mask = self._put(active)
         self._state, obs, reward, success, truncated, unstable = self._step_fn(
-            self._state, jnp.asarray(actions, jnp.float32), jnp.asarray(active)
+            self._state, self._put(np.asarray(actions, np.float32)), mask
         )
-        out = {k: np.array(v) for k, v in obs.items()}
-        for k in out:
-            out[k][~active] = self._last_obs[k][~active]
-        self._last_obs = {k: v.copy() for k, v in out.items()}
+        self._obs = obs if active.all() else self._merge_fn(mask, obs, self._obs)
+        out = {k: np.array(v) for k, v in self._obs.items()}
         raw = {"is_success": np.array(success), "sim_unstable": np.array(unstable) & active}
         return out, np.array(reward, np.float64), np.array(success), np.array(truncated), raw
+
+    def observation_device(self) -> dict[str, torch.Tensor]:
+        """The current observations as torch tensors on the sim's device sharing its buffers (no copy;
+        read-only): ``observation.state`` (N, 22), ``observation.environment_state`` (N, E) float32.
+
+        Raises:
+            RuntimeError: before the first :meth:`reset`.
+        """
+        from robot_rl.sim.mjx_dlpack import to_torch
+
+        if self._obs is None:
+            raise RuntimeError("mjx batched env: call reset() (all envs) before observation_device()")
+        return {k: to_torch(v) for k, v in self._obs.items()}
+
+    def step_device(self, actions: torch.Tensor) -> DeviceStep:
+        """One control step of every env from a torch tensor on the sim's device, without the host: the
+        actions enter the sim and the results leave it through DLPack (:mod:`robot_rl.sim.mjx_dlpack`).
+        No auto-reset: reset the ended envs with ``reset(options={"reset_mask": ...})`` (host placement),
+        then read :meth:`observation_device`.
+
+        Args:
+            actions: torch float32 (N, 4) ``[dx, dy, dz, grip]`` in the single env's units (m, closure in
+                [0, 1]); not checked against the bounds on the device (the host path checks them).
+
+        Raises:
+            ValueError: ``actions``' shape is not (N, 4).
+            RuntimeError: before the first :meth:`reset`.
+        """
+        import jax.numpy as jnp
+
+        from robot_rl.sim.mjx_dlpack import to_jax, to_torch
+
+        if self._state is None:
+            raise RuntimeError("mjx batched env: call reset() (all envs) before step_device()")
+        shape = (self.num_envs, *self.single_action_space.shape)
+        if tuple(actions.shape) != shape:
+            raise ValueError(f"step_device: actions must have shape {shape}, got {tuple(actions.shape)}")
+        if self._all is None:
+            self._all = self._put(np.ones(self.num_envs, bool))
+        a = to_jax(actions)
+        if a.dtype != jnp.float32:
+            a = a.astype(jnp.float32)
+        state, obs, reward, success, truncated, unstable = self._step_fn(self._state, a, self._all)
+        self._state, self._obs = state, obs
+        obs = {k: to_torch(v) for k, v in self._obs.items()}
+        return DeviceStep(obs, to_torch(reward), to_torch(success), to_torch(truncated), to_torch(unstable))
 
     def _reset_envs(self, mask: np.ndarray):
         obs, _ = self.reset(options={"reset_mask": mask})
         return obs
 
     def close(self) -> None:
-        self._state = None
+        self._state = self._obs = None
         self._template.close()

@@ -11,14 +11,16 @@ lengths differ by at most 3 control steps. Push is compared by success only: its
 closed fingers, whose convex hulls do not collide on mjx (only the pads do), so the cube slides
 differently (measured lengths 47 and 25 steps on mjx vs 19 and 25 on mujoco_cpu, seed 3).
 
-Compile cost: the first run compiles each task for about 90 s on a 2-core CPU; JAX's persistent cache
-(:func:`robot_rl.sim.mjx_physics.configure_xla`) brings later runs down to seconds.
+Compile cost: the first run compiles each task for about 90 s on a 2-core CPU; every MJX test uses the
+same N and horizons (:mod:`mjx_shared`) and compiles under :func:`mjx_shared.compiled`'s lock, so each
+program compiles once per session and JAX's persistent cache serves the rest.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from mjx_shared import PICK, PLACE, PUSH, STACK, N, compiled, mjx_cfg
 
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
@@ -28,7 +30,6 @@ from robot_rl.config import EnvConfig, RandomizeConfig  # noqa: E402
 from robot_rl.sim.batched_factory import make_batched_env  # noqa: E402
 from robot_rl.sim.tasks import make_expert  # noqa: E402
 
-N = 2
 FREE_STEPS = 3
 POS_TOL = 1e-3
 VEL_TOL = 2e-2
@@ -36,11 +37,7 @@ GRIP_TOL = 1e-2
 VEL = slice(7, 14)
 GRIP = 21
 RESET_TOL = 1e-5
-LENGTH_TOL = {"robot_rl/PandaPickCube-v0": 3, "robot_rl/PandaStack-v0": 3}
-
-
-def _cfg(task: str, **kw) -> EnvConfig:
-    return EnvConfig(id=task, backend="mjx", kwargs={"controller": "actuator"}, **kw)
+LENGTH_TOL = {PICK: 3, STACK: 3}
 
 
 def _run_expert(env, task: str, seed: int, max_steps: int):
@@ -82,13 +79,11 @@ def _run_expert(env, task: str, seed: int, max_steps: int):
     return first, np.stack(states), success, length, after
 
 
-@pytest.mark.parametrize(
-    "task", ["robot_rl/PandaPickCube-v0", "robot_rl/PandaStack-v0", "robot_rl/PandaPushToTarget-v0"]
-)
+@pytest.mark.parametrize("task", [PICK, STACK, PUSH, PLACE])
 def test_mjx_matches_mujoco_cpu_and_expert_succeeds(task):
-    cfg = _cfg(task)
-    horizon = 60 if task.endswith("PickCube-v0") else 100
-    cfg = EnvConfig(id=task, backend="mjx", kwargs={"controller": "actuator"}, max_episode_steps=horizon)
+    compiled(task)
+    cfg = mjx_cfg(task)
+    horizon = cfg.max_episode_steps
     with (
         make_batched_env(cfg, N) as mjx_env,
         make_batched_env(cfg, N, backend="mujoco_cpu", num_threads=1) as cpu,
@@ -113,10 +108,9 @@ def test_mjx_matches_mujoco_cpu_and_expert_succeeds(task):
 def test_mjx_randomize_dynamics_per_env():
     """env.randomize's dynamics draws reach each env's model: heavier/slipperier cubes per env, and the
     same draws as mujoco_cpu's for the same seeds (the placement jitter shows in the reset observation)."""
+    compiled(PICK)
     rnd = RandomizeConfig(object_mass_scale=[0.5, 2.0], object_pos_jitter_m=[-0.02, 0.02])
-    cfg = EnvConfig(
-        id="robot_rl/PandaPickCube-v0", backend="mjx", kwargs={"controller": "actuator"}, randomize=rnd
-    )
+    cfg = mjx_cfg(PICK, randomize=rnd)
     with (
         make_batched_env(cfg, N) as env,
         make_batched_env(cfg, N, backend="mujoco_cpu", num_threads=1) as cpu,
@@ -139,6 +133,39 @@ def test_mjx_randomize_dynamics_per_env():
     ],
 )
 def test_mjx_refuses_what_it_does_not_run(change, key):
-    base = {"id": "robot_rl/PandaPickCube-v0", "backend": "mjx"}
+    base = {"id": PICK, "backend": "mjx"}
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         make_batched_env(EnvConfig(**{**base, **change}), N)
+
+
+def test_step_device_shares_buffers_with_torch_and_equals_the_host_path():
+    """The DLPack path (issue 37): the observations a torch policy reads are the sim's own buffers (same
+    address), the torch action enters the sim without a copy, and the device path's results equal the numpy
+    path's from the same state (same program)."""
+    import torch
+
+    from robot_rl.sim.mjx_dlpack import to_jax
+
+    compiled(PICK)
+    with make_batched_env(mjx_cfg(PICK), N) as host, make_batched_env(mjx_cfg(PICK), N) as dev:
+        want, _ = host.reset(seed=7)
+        dev.reset(seed=7)
+        seen = dev.observation_device()
+        for k in want:
+            np.testing.assert_array_equal(seen[k].numpy(), want[k])
+            assert seen[k].data_ptr() == dev._obs[k].unsafe_buffer_pointer(), k
+        actions = torch.tensor([[0.01, -0.02, -0.03, 1.0], [-0.02, 0.01, 0.0, 0.0]], dtype=torch.float32)
+        assert to_jax(actions).unsafe_buffer_pointer() == actions.data_ptr()
+        for _ in range(3):
+            want, reward, term, trunc, info = host.step(actions.numpy())
+            got = dev.step_device(actions)
+            for k in want:
+                assert got.obs[k].data_ptr() == dev._obs[k].unsafe_buffer_pointer(), k
+                np.testing.assert_array_equal(got.obs[k].numpy(), want[k], err_msg=k)
+            np.testing.assert_array_equal(got.reward.numpy(), reward)
+            np.testing.assert_array_equal(got.terminated.numpy(), term)
+            np.testing.assert_array_equal(got.truncated.numpy(), trunc)
+            np.testing.assert_array_equal(got.sim_unstable.numpy(), info["sim_unstable"])
+        assert not np.allclose(want[keys.STATE], host.reset(seed=7)[0][keys.STATE]), "the arm did not move"
+        with pytest.raises(ValueError, match=r"shape \(2, 4\)"):
+            dev.step_device(actions[:1])

@@ -1,16 +1,19 @@
 """``env.backend=mjx`` end to end at small N on the CPU (issue 37): ``collect`` with the scripted expert,
 BC, ``eval`` and ``robot-rl ppo`` all roll out on the MJX batched env, unchanged (the backend satisfies the
-batched API they already drive), on pick-cube and push-to-target; and a batched online actor on it.
+batched API they already drive), on pick-cube, push-to-target and place-in-bin; and a batched online actor
+on it.
 
 Stack is not here: with the collect seeds, its expert succeeded in 1 of 2 demos on mjx against 2 of 2 on
-``mujoco_cpu`` (same config, measured 2026-11-28); tests/test_sim_mjx.py compares it on seed 3, where
-both succeed."""
+``mujoco_cpu``: the MJX step blows up in seed 1's grasp (docs/simulation.md, "MJX backend", states what
+was found); tests/test_sim_mjx.py compares it on seed 3, where both succeed. Each MJX program is compiled
+once per session (:func:`mjx_shared.compiled`)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from mjx_shared import HORIZON, PICK, PLACE, PUSH, compiled
 from online_setup import copy_run, free_address, overrides, run_online
 
 pytest.importorskip("jax")
@@ -24,16 +27,12 @@ from robot_rl.stages.evaluate import evaluate  # noqa: E402
 from robot_rl.stages.train import train  # noqa: E402
 
 
-@pytest.mark.parametrize(
-    ("task", "horizon"),
-    [
-        ("robot_rl/PandaPickCube-v0", 60),
-        ("robot_rl/PandaPushToTarget-v0", 100),
-    ],
-)
-def test_collect_bc_eval_and_ppo_on_mjx(task, horizon, tmp_path, capsys):
+@pytest.mark.parametrize("task", [PICK, PUSH, PLACE])
+def test_collect_bc_eval_and_ppo_on_mjx(task, tmp_path, capsys):
     from robot_rl.cli.main import main
 
+    compiled(task)
+    horizon = HORIZON[task]
     cfg = PipelineConfig(run_dir=str(tmp_path / "run"))
     cfg.env = EnvConfig(id=task, num_envs=2, max_episode_steps=horizon, backend="mjx")
     cfg.collect.num_episodes, cfg.collect.expert_noise = 2, 0.0
@@ -67,6 +66,7 @@ def test_collect_bc_eval_and_ppo_on_mjx(task, horizon, tmp_path, capsys):
 def test_a_batched_online_actor_trains_on_mjx(tiny_offline_run, tmp_path):
     """A real learner and a batched actor process (``online.envs_per_actor=2``) on ``env.backend=mjx``: both
     envs' episodes reach the learner's replay, each once, and the run trains through its env-step budget."""
+    compiled(PICK)  # the actor process's env (pick-cube, N = 2, the default horizon) loads it from the cache
     run = copy_run(tiny_offline_run, tmp_path / "run")
     args = overrides(
         run,
