@@ -41,6 +41,8 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+from robot_rl.sim.panda_base import MAX_LAG_M, WORKSPACE_HIGH, WORKSPACE_LOW
+from robot_rl.sim.tasks import build_task_env
 
 if TYPE_CHECKING:
     import torch
@@ -101,7 +103,6 @@ def _build_functions(template, task_id: str, reward_mode: str):
 
     from robot_rl.sim.mjx_physics import ArmSpec, control_step, put_model, restrict_contacts, state_obs
     from robot_rl.sim.mjx_tasks import jax_task
-    from robot_rl.sim.panda_base import MAX_LAG_M, WORKSPACE_HIGH, WORKSPACE_LOW
 
     m = template.model.__copy__()
     restrict_contacts(m)
@@ -165,7 +166,6 @@ class MjxBatchedEnv(BatchedEnv):
 
         configure_xla()
         from robot_rl.sim.mjx_tasks import BUILDERS
-        from robot_rl.sim.tasks import build_task_env
 
         problems = []
         if cfg.id not in BUILDERS:

@@ -14,6 +14,15 @@ import numpy as np
 
 from robot_rl.sim.assets import CUBE_HALF_SIZE_M as H
 from robot_rl.sim.panda_base import OPEN_CLOSURE
+from robot_rl.sim.panda_pick_cube import GRASP_CLOSURE, GRASP_DISTANCE_M
+from robot_rl.sim.panda_tasks import (
+    BIN_FLOOR_M,
+    BIN_INNER_M,
+    ON_TABLE_Z,
+    STACK_XY_M,
+    STACK_Z_M,
+    TARGET_RADIUS_M,
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +51,6 @@ def _closure(d, env):
 
 def _pick_cube(env) -> JaxTask:
     import jax.numpy as jnp
-
-    from robot_rl.sim.panda_pick_cube import GRASP_CLOSURE, GRASP_DISTANCE_M
 
     adr, body, rest, lift = env._cube_qpos, env._cube_body, env._cube_rest_z, env.lift_height_m
     site = env._pinch
@@ -78,8 +85,6 @@ def _pick_colour(env) -> JaxTask:
 def _place_in_bin(env) -> JaxTask:
     import jax.numpy as jnp
 
-    from robot_rl.sim.panda_tasks import BIN_FLOOR_M, BIN_INNER_M
-
     adr, tray = env._cube_q[0], env._bin
 
     def goal(d, _c):
@@ -95,8 +100,6 @@ def _place_in_bin(env) -> JaxTask:
 def _stack(env) -> JaxTask:
     import jax.numpy as jnp
 
-    from robot_rl.sim.panda_tasks import ON_TABLE_Z, STACK_XY_M, STACK_Z_M
-
     top, bottom = env._cube_q
 
     def goal(d, _c):
@@ -111,8 +114,6 @@ def _stack(env) -> JaxTask:
 
 def _push(env) -> JaxTask:
     import jax.numpy as jnp
-
-    from robot_rl.sim.panda_tasks import ON_TABLE_Z, TARGET_RADIUS_M
 
     adr, mark = env._cube_q[0], env._goal
 

@@ -34,7 +34,7 @@ OUTER = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware", "robot_rl.tel
 WIRING = ("robot_rl.cli", "robot_rl.stages")
 
 # Issue 36 asks for <= 30, each one left there because its module needs an optional extra.
-MAX_FUNCTION_IMPORTS = 35
+MAX_FUNCTION_IMPORTS = 31
 
 # Import cycles still present, each as the set of modules in one strongly connected component. May only
 # shrink: a component found in the code must be a subset of one listed here.
