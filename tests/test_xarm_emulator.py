@@ -306,11 +306,11 @@ def test_cli_record_train_eval_on_the_emulated_xarm_with_the_gripper(emu, tmp_pa
     through ``RobotEnv``, the safety layer, the driver and the real SDK against the emulated control box."""
     import json
 
-    import robot_rl.recording as recording
+    import robot_rl.cli.record as record_cli
     from robot_rl.cli.main import main
     from robot_rl.data.lerobot.reader import LeRobotDataset
 
-    monkeypatch.setattr(recording, "make_teleop", lambda *args, **kwargs: _Pad(moves=6, dx=0.01))
+    monkeypatch.setattr(record_cli, "make_teleop", lambda *args, **kwargs: _Pad(moves=6, dx=0.01))
     home = (XArmControllerEmulator().data.qpos[:7] + [0.1, 0.0, 0.0, 0.1, 0.0, 0.0, 0.0]).round(4)
     robot = [
         f"--run_dir={tmp_path / 'run'}",
