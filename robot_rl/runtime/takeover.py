@@ -73,17 +73,8 @@ class InterventionWrapper(gym.Wrapper):
         """Poll the device for the next step (once; :meth:`step` uses that input) and say whether the human
         decides it: an action, a label, an e-stop or a failed device."""
         if self._next is None:
-            try:
-                self._next = self.device.poll(self._obs)
-            except DeviceError as err:
-                self._next = err
-        human = self._next
-        return (
-            isinstance(human, DeviceError)
-            or human.action is not None
-            or human.label is not None
-            or human.stop
-        )
+            self._next = _poll(self.device, self._obs)
+        return _human_decides(self._next)
 
     def step(self, action: np.ndarray):
         self.takeover()
@@ -150,14 +141,8 @@ class BatchInterventionWrapper:
         if not self._live:
             return out
         if self._next is None:
-            try:
-                self._next = self.device.poll(self._obs)
-            except DeviceError as err:
-                self._next = err
-        human = self._next
-        out[0] = isinstance(human, DeviceError) or any(
-            (human.action is not None, human.label is not None, human.stop)
-        )
+            self._next = _poll(self.device, self._obs)
+        out[0] = _human_decides(self._next)
         return out
 
     def step(self, actions: np.ndarray):
@@ -197,6 +182,22 @@ class BatchInterventionWrapper:
 
     def close(self) -> None:
         self.env.close()
+
+
+def _poll(device: InterventionDevice, obs: Any) -> HumanInput | DeviceError:
+    """The device's input for the next step, or the :class:`DeviceError` it raised (a failed device is a
+    decision too: the step is skipped and the episode ends, see :func:`_decide`)."""
+    try:
+        return device.poll(obs)
+    except DeviceError as err:
+        return err
+
+
+def _human_decides(human: HumanInput | DeviceError) -> bool:
+    """Whether ``human`` decides the step: an action, a label, an e-stop or a failed device."""
+    return isinstance(human, DeviceError) or any(
+        (human.action is not None, human.label is not None, human.stop)
+    )
 
 
 def _decide(
