@@ -18,6 +18,7 @@ from robot_rl.cli import errors
 from robot_rl.cli.commands import BY_NAME, COMMANDS, load
 from robot_rl.config import load_config
 from robot_rl.known_warnings import filter_known_warnings
+from robot_rl.sim.gl_env import RendererError, check_mujoco_gl
 
 DEBUG_HELP = "show the traceback of an error instead of one line (also: ROBOT_RL_DEBUG=1)"
 OVERRIDES_HELP = (
@@ -55,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     A known, user-fixable error (robot_rl.cli.errors) prints one line and exits non-zero (2 for a config
     error); ``--debug`` or ``ROBOT_RL_DEBUG=1`` shows its traceback instead.
     """
+    try:
+        check_mujoco_gl()  # before a command module (some load while parsing) imports MuJoCo
+    except RendererError as err:
+        code = errors.report(err, debug="--debug" in (sys.argv[1:] if argv is None else argv))
+        if code is None:
+            raise
+        return code
     args, overrides = parse_command_line(argv)
     command = BY_NAME[args.command]
     run = load(command.run)
