@@ -2,8 +2,8 @@
 
 Part 1 drives each adversary of :data:`robot_rl_testing.safety_audit.ADVERSARIES` for ``--steps`` steps
 through ``SafeRobot -> LimitAudit -> MujocoRobot`` (lock-step, the box and 0.5 speed/acceleration scales of
-tests/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot, plus
-how far the measured end effector went beyond the box (``ee``; ``ee@sw`` within 10 steps after a
+tests/hardware/test_safety.py) and prints what the layer did and how many unsafe commands reached the robot,
+plus how far the measured end effector went beyond the box (``ee``; ``ee@sw`` within 10 steps after a
 ``joint_position`` -> ``ee_delta`` switch) and the joints beyond their limits, and ``contacts``: the steps
 at which an arm link touched the table or another link, by the arm's MuJoCo collision model
 (:class:`~robot_rl.hardware.sim_robot.LinkCollisions`) at the measured joints; then the same for three

@@ -12,7 +12,7 @@ equal ``mujoco_cpu``'s for the same seeds, then finish on the device (``mjx.forw
 
 Same semantics as ``mujoco_cpu`` with ``env.kwargs.controller=actuator`` (the controller is always the
 actuator one here), except: float32 physics and MJX's collision routines (trajectories drift apart once
-contacts start; tests/test_sim_mjx.py states the tolerances), mesh geoms (arm links, gripper hulls) do not
+contacts start; tests/sim/test_sim_mjx.py states the tolerances), mesh geoms (arm links, gripper hulls) do not
 collide (:func:`~robot_rl.sim.mjx_physics.restrict_contacts`), and a diverged simulation is detected by
 non-finite ``qpos``/``qvel`` (``info["sim_unstable"]``) instead of MuJoCo's warning. Not supported (they
 raise ``ValueError``): cameras (state only; MJX's ray-cast renderer is not wired in), ``env.tasks``

@@ -59,6 +59,8 @@ def pytest_terminal_summary(terminalreporter):
 # --no-loadscope-reorder) never end the run with one of them still in a long file and the other idle:
 # xdist's default order (most tests first) handed out the long one- and two-test files (the robot-server
 # stage run, the MJX smoke runs, the ROS 2 pipelines) last. Modules that run `alone` go before them all.
+# Base names: unique across the mirrored tree (tests/README.md), which
+# tests/testing/test_tests_layout.py checks, as it checks that each one names a test file.
 HEAVY_FIRST = (
     "test_sim_mjx.py",  # 180+ cold (full run: stack 98 + push 80 compiling MJX)
     "test_sim_mjx_bench.py",  # 168 cold (full run), 76 warm

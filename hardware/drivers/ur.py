@@ -38,7 +38,8 @@ Untested on a real UR here (no controller in CI): the tests cover construction, 
 trace, the limit checks and the connection error against a closed port on localhost, the D-H tables
 against UR's closed-form zero pose, and a ``RobotEnv`` episode (home motion, joint and ``ee_delta`` steps)
 and the safety layer's box on joint commands against a fake of ur_rtde's interfaces (a UR5e by its table)
-that checks each servo call against ur_rtde's documented ranges (tests/test_driver_day_one.py).
+that checks each servo call against ur_rtde's documented ranges
+(tests/hardware/drivers/test_driver_day_one.py).
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ the measured pose).
 Untested on a real xArm here (no control box in CI). The real ``xarm-python-sdk`` runs against
 :mod:`robot_rl_testing.xarm_emulator` (a protocol-level xArm 7 control box with the arm in MuJoCo):
 connect, read, servo streaming, the gripper, ``emergency_stop`` and controller errors
-(tests/test_xarm_emulator.py); the unit conversion, limit checks and servo stream are also checked against
-a fake ``XArmAPI`` (tests/test_driver_day_one.py).
+(tests/hardware/drivers/test_xarm_emulator.py); the unit conversion, limit checks and servo stream are also
+checked against a fake ``XArmAPI`` (tests/hardware/drivers/test_driver_day_one.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ fails the assignability check ("wr type not delimited"): no reader or writer of 
 a Fast DDS peer, in either direction, while sequence-free types (``Bool``, ``PoseStamped``) did. Fast DDS
 2.14 (Jazzy) sends no type information, so it matched by name. Every participant here therefore joins with
 :data:`INTEROP_CONFIG` (cyclonedds' ``Compatibility/IgnoreTypeInformation`` for vendor 1.15), which
-matches Fast DDS endpoints by type name, as ROS 2 itself does across RMWs (``tests/test_ros2_interop.py``).
+matches Fast DDS endpoints by type name, as ROS 2 itself does across RMWs
+(``tests/hardware/ros2/test_ros2_interop.py``).
 
 Wrong-type publishers: DDS matches a reader only with writers of its type name, so a message of another
 type on a topic never reaches a callback (tested). Logging such a writer at discovery would need the

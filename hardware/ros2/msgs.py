@@ -5,8 +5,8 @@ and its topic ``/joint_states`` is ``rt/joint_states`` on the wire (:func:`dds_t
 little-endian encoding.
 
 Field names, order and types follow the ROS 2 Humble/Jazzy ``.msg`` definitions exactly (both distros
-agree on every type here); ``tests/test_ros2_msgs.py`` checks that each serialises byte for byte as
-``rosbags``' independent ROS 2 type store does. Unsigned/float widths matter on the wire: ``uint32``
+agree on every type here); ``tests/hardware/ros2/test_ros2_msgs.py`` checks that each serialises byte for byte
+as ``rosbags``' independent ROS 2 type store does. Unsigned/float widths matter on the wire: ``uint32``
 fields are :mod:`cyclonedds.idl.types` ``uint32``, ``float32`` sequences are ``sequence[float32]``.
 ``uint8[]`` payloads (images) take ``bytes``.
 

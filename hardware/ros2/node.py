@@ -14,7 +14,8 @@ it, as a typo would otherwise be silently ignored.
 
 Both transports are tested over real DDS on loopback: rclpy with ROS 2 Kilted's PyPI wheels on
 ``rmw_fastrtps_cpp`` (ROS 2's default middleware), and every message type crosses between the two
-(``tests/test_ros2_interop.py``). Services (:meth:`Node.service`, :meth:`Node.call`) exist on rclpy only.
+(``tests/hardware/ros2/test_ros2_interop.py``). Services (:meth:`Node.service`, :meth:`Node.call`) exist on
+rclpy only.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 'robot-rl[rclpy]'``, which ``setup.sh test`` installs; RMW ``rmw_fastrtps_cpp``, ROS 2's default).
 
 Tested with rclpy 9.1.2 (Kilted) on ``rmw_fastrtps_cpp`` against the cyclonedds transport, every message
-type in both directions (``tests/test_ros2_interop.py``), and with the node tests on both transports.
+type in both directions (``tests/hardware/ros2/test_ros2_interop.py``), and with the node tests on both
+transports.
 
 Messages are converted field by field between :mod:`robot_rl.hardware.ros2.msgs` dataclasses and the
 generated rclpy classes of the same ``pkg/msg/Type`` (same field names), so node code is transport-free.

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V30 = ROOT.parent / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
 VENV = Path(os.environ.get("ROBOT_RL_LEROBOT_VENV", Path.home() / ".cache" / "robot_rl" / "lerobot044"))
 

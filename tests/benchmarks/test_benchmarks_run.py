@@ -6,8 +6,8 @@ themselves live in benchmarks/README.md and are never asserted here.
 Not run here: ``bench_mjx.py`` (MJX needs JAX and an accelerator; ``gpu_offline.sh`` runs it there) and
 ``gpu_offline.sh`` itself (a packer and runner for a GPU machine). ``lerobot_loader_peer.py`` runs inside
 ``bench_loader.py`` when the LeRobot side venv exists (``ROBOT_RL_LEROBOT_VENV``, as for
-tests/test_lerobot_compat.py). A script whose optional dependency is absent (a browser, a Vulkan driver)
-is skipped, naming it.
+tests/data/lerobot/test_lerobot_compat.py). A script whose optional dependency is absent (a browser, a Vulkan
+driver) is skipped, naming it.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from online_setup import copy_run
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def run_bench(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from mjx_shared import PICK, N, compiled
+from repo_paths import ROOT
 
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_mjx_full_env_smoke(tmp_path):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from foreign_envs import ENV_ID, IMAGE_HW, RENDER_FPS
 from random_source import RandomSource
+from repo_paths import TESTS
 
 from robot_rl import keys
 from robot_rl.cli.main import main
@@ -26,7 +27,6 @@ from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.stages.envs import EVAL_SEED_OFFSET, dataset_features, make_rollout_vec_env
 
-TESTS = Path(__file__).parent
 CODE = "import sys; from robot_rl.cli.main import main; sys.exit(main(sys.argv[1:]))"
 STATE = "{observation: {observation.state: [pos, goal, gain]}, task: reach, success_key: success}"
 CAMERA = (

@@ -1,9 +1,9 @@
 """Typed configs: YAML + overrides, precedence, and unknown keys named in the error."""
 
 import os
-from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
 from robot_rl.config import ConfigError, PipelineConfig, load_config, parse_overrides, save_config
 
@@ -56,9 +56,8 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_shipped_configs_load():
-    from pathlib import Path
 
-    for path in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
         load_config(path)
 
 
@@ -79,7 +78,7 @@ def test_main_config_documents_the_dataclass_defaults():
     from robot_rl.config import PipelineConfig
 
     defaults = draccus.encode(PipelineConfig())
-    main_yaml = yaml.safe_load((Path(__file__).parents[1] / "configs" / "panda_pick_cube.yaml").read_text())
+    main_yaml = yaml.safe_load((ROOT / "configs" / "panda_pick_cube.yaml").read_text())
 
     def differences(tree: dict, default: dict, prefix: str = "") -> list[str]:
         out = []

@@ -5,14 +5,14 @@ import dataclasses
 import subprocess
 import sys
 import typing
-from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
 from robot_rl.config import CameraConfig, ConfigError, EnvConfig, PipelineConfig, RobotConfig, load_config
 from robot_rl.config_checks import RANGE, bounded, problems, section_problems
 
-CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 BAD = [
     ("online.num_actors", "0", ">= 1"),

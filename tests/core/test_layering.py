@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
+
 FOLDERS = {  # import path -> folder, as setup.py's package-dir maps them
     "robot_rl": "robot_rl",
     "robot_rl.sim": "sim",

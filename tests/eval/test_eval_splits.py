@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from online_setup import copy_run, overrides
+from repo_paths import ROOT
 
 from robot_rl.cli.main import main
 from robot_rl.config import ConfigError, load_config
 from robot_rl.eval.report import write_report
 from robot_rl.eval.splits import eval_variant, split_seeds
 from robot_rl.stages.evaluate import evaluate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_validation_and_test_seeds_are_disjoint_and_filed_apart(tiny_offline_run, tmp_path, capsys):

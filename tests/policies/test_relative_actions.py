@@ -3,11 +3,10 @@ predicted absolute 390-dim chunks from the state alone and lost to repeating the
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
@@ -18,7 +17,7 @@ from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.policies import FlowChunkPolicy
 from robot_rl.policies.factory import build_agent
 
-G1 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
+G1 = LEROBOT_FIXTURES / "g1_pick_bottle_v30"
 H, D = 4, 3
 
 

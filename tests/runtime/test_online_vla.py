@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from online_setup import CODE, free_address
 from safetensors import safe_open
-
-sys.path.insert(0, str(Path(__file__).parent))
 from tiny_vlm import IMAGE, build_tiny_vlm  # noqa: E402
 
 ENV = ["--env.cameras=[front]", f"--env.image_size={IMAGE}", "--env.max_episode_steps=12", "--env.num_envs=1"]

@@ -7,18 +7,18 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import av
 import numpy as np
 import pytest
+from repo_paths import ROOT
 
 from robot_rl import keys
 from robot_rl.config import ConfigError, EnvConfig, load_config
 from robot_rl.sim import make_batched_env
 
 ID = "PickCube-v1"
-CONFIG = Path(__file__).parents[1] / "configs" / "maniskill_pick_cube.yaml"
+CONFIG = ROOT / "configs" / "maniskill_pick_cube.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ on it.
 
 Stack is not here: with the collect seeds, its expert succeeded in 1 of 2 demos on mjx against 2 of 2 on
 ``mujoco_cpu``: the MJX step blows up in seed 1's grasp (docs/simulation.md, "MJX backend", states what
-was found); tests/test_sim_mjx.py compares it on seed 3, where both succeed. Each MJX program is compiled
+was found); tests/sim/test_sim_mjx.py compares it on seed 3, where both succeed. Each MJX program is compiled
 once per session (:func:`mjx_shared.compiled`)."""
 
 from __future__ import annotations

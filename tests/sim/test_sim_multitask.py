@@ -2,7 +2,7 @@
 as that task's single env (state, camera, reward, success, instruction), without the per-task
 ``observation.environment_state``; π_RL PPO trains one instruction-conditioned policy on it; collect and
 eval refuse it, and the online runtime one with fewer envs per actor than tasks, with the key named (its
-online run: tests/test_online_multitask.py)."""
+online run: tests/runtime/test_online_multitask.py)."""
 
 from __future__ import annotations
 

@@ -4,10 +4,9 @@ what ``intervention.device=sim_human`` builds for these tasks, and it is determi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from repo_paths import ROOT
 from test_sim_human import idle_policy, run_episode
 
 from robot_rl.config import InterventionConfig, load_config
@@ -17,7 +16,7 @@ from robot_rl.teleop import make_device
 from robot_rl.teleop.sim_human import SimulatedHuman
 from robot_rl.teleop.task_human import TaskHuman
 
-CONFIGS = Path(__file__).parents[1] / "configs"
+CONFIGS = ROOT / "configs"
 TASKS = ["place_in_bin", "stack", "push_to_target", "open_drawer"]
 SEEDS = range(5)
 LOW, HIGH = np.array([-0.03] * 3 + [0.0]), np.array([0.03] * 3 + [1.0])

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from hang_watch import DEADLINE_STATUS
+from repo_paths import TESTS
 
 pytestmark = pytest.mark.slow
 
-_TESTS = Path(__file__).parent
+_TESTS = TESTS
 _CONFTEST = f"""
 import importlib.util, sys
 sys.path.insert(0, {str(_TESTS)!r})

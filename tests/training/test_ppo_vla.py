@@ -4,14 +4,9 @@ heads read the VLA's pooled prefix, the rollout gives every env its episode's in
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
 from tiny_vlm import IMAGE, build_tiny_vlm  # noqa: E402
 
 from robot_rl.algos.flow_ppo import FlowPPOAgent  # noqa: E402

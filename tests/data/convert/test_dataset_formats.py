@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import zarr
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.data.convert.hdf5 import ALOHA_NAMES, hdf5_to_lerobot
@@ -22,7 +23,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.validate import validate_dataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
-FIXTURE_V21 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v21"
+FIXTURE_V21 = LEROBOT_FIXTURES / "g1_pick_bottle_v21"
 LENGTHS = (7, 5, 9)
 PIXEL_TOLERANCE = 12.0  # mean abs error of a lossy-coded 16x16 smooth frame, in 0..255 levels
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import ROOT
 
 pytest.importorskip("rosbags")
 pytest.importorskip("cv2")
@@ -510,6 +511,6 @@ def test_empty_episode_is_named(tmp_path):
 
 
 def test_example_topics_file_loads():
-    cfg = rt.load_topics(Path(__file__).resolve().parents[1] / "configs" / "ros2" / "rosbag_topics.yaml")
+    cfg = rt.load_topics(ROOT / "configs" / "ros2" / "rosbag_topics.yaml")
     assert cfg.fps == 30 and cfg.action.type == "trajectory_msgs/msg/JointTrajectory"
     assert len(cfg.state.joints) == 6 and set(cfg.cameras) == {"front", "wrist"}

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.video import VideoDecoder
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
+FIXTURES = LEROBOT_FIXTURES
 V30 = FIXTURES / "g1_pick_bottle_v30"
 V21 = FIXTURES / "g1_pick_bottle_v21"
 CAM = "observation.images.cam_high"

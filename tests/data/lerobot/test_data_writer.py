@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import LEROBOT_FIXTURES, TESTS
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
@@ -21,7 +22,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.video import available_encoders, default_codec
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
-FIXTURE_V30 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
+FIXTURE_V30 = LEROBOT_FIXTURES / "g1_pick_bottle_v30"
 CAM = "observation.images.front"
 H, W = 32, 48
 
@@ -202,7 +203,7 @@ def test_sigkill_between_and_during_episodes(
     With pack_every=1 most of the writer's time is spent packing files, so the kill lands in a pack."""
     root = tmp_path / "ds"
     code = _CHILD.format(
-        tests=str(Path(__file__).parent),
+        tests=str(TESTS),
         root=str(root),
         pack_every=pack_every,
         data_mb=data_mb,

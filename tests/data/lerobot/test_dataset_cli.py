@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
@@ -20,7 +21,7 @@ from robot_rl.data.lerobot.tools import dataset_summary, recompute_stats
 from robot_rl.data.lerobot.validate import validate_dataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
+FIXTURES = LEROBOT_FIXTURES
 CAM = "observation.images.top"
 DATA = "data/chunk-000/file-000.parquet"
 VIDEO = f"videos/{CAM}/chunk-000/file-000.mp4"

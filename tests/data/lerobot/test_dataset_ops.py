@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.cli.main import main
@@ -24,7 +25,7 @@ from robot_rl.data.lerobot.validate import validate_dataset
 from robot_rl.data.lerobot.video import encode_video
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
+FIXTURES = LEROBOT_FIXTURES
 V21, V30 = FIXTURES / "g1_pick_bottle_v21", FIXTURES / "g1_pick_bottle_v30"
 G1_CAM = "observation.images.cam_high"
 G1_LENGTHS = [290, 421, 372, 342, 362]

@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.cli.main import main
@@ -18,7 +19,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.visualize import CAMERA_HEIGHT, STRIP_HEIGHT, write_episode_video, write_rerun
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
-G1 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
+G1 = LEROBOT_FIXTURES / "g1_pick_bottle_v30"
 CAM = "observation.images.cam_high"
 needs_g1 = pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
 

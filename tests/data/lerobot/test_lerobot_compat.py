@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import LEROBOT_FIXTURES, TESTS
 from test_dataset_formats import _aloha, _replay_buffer
 
 from robot_rl import keys
@@ -32,8 +33,8 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
 
 VENV_VAR = "ROBOT_RL_LEROBOT_VENV"
-PEER = Path(__file__).with_name("lerobot_peer.py")
-V21 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v21"
+PEER = TESTS / "lerobot_peer.py"
+V21 = LEROBOT_FIXTURES / "g1_pick_bottle_v21"
 CAMS = ("observation.images.front", "observation.images.wrist")
 PIXEL_TOLERANCE = 3 / 255  # largest difference between LeRobot's torchcodec and our PyAV decode of a frame
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
 from robot_rl.data.lerobot.ops import filter_success, merge, split
@@ -17,7 +18,7 @@ from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.lerobot.writer import LeRobotWriter
 from robot_rl.data.normalize import FeatureStats, PooledStats, load_stats, save_stats
 
-G1 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
+G1 = LEROBOT_FIXTURES / "g1_pick_bottle_v30"
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl.algos.batch import batch_to_torch
 from robot_rl.cli.errors import explain
@@ -22,7 +23,7 @@ from robot_rl.data.training.training_set import TrainingSet, horizon_from_second
 from robot_rl.policies import load_agent
 from robot_rl.policies.encoders import UnknownTaskError
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot"
+FIXTURES = LEROBOT_FIXTURES
 G1 = FIXTURES / "g1_pick_bottle_v30"
 pytestmark = pytest.mark.skipif(not G1.is_dir(), reason=f"fixtures absent under {FIXTURES}")
 TINY = ["--policy.hidden_dims=[32,32]", "--policy.image_features=8", "--offline.critic_hidden_dims=[32,32]"]

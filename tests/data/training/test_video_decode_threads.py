@@ -5,17 +5,16 @@ frame by frame with ``VideoFrame.to_ndarray`` (what the loader returned before),
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import av
 import numpy as np
 import pytest
+from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl.config import DataConfig
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.training.training_set import TrainingSet
 
-G1 = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "lerobot" / "g1_pick_bottle_v30"
+G1 = LEROBOT_FIXTURES / "g1_pick_bottle_v30"
 CAM = "observation.images.cam_high"
 pytestmark = pytest.mark.skipif(not G1.is_dir(), reason="G1 fixture not present")
 

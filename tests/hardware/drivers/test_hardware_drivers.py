@@ -52,7 +52,7 @@ def test_vendor_addresses_are_checked_at_config_and_construction():
 
 # UR: joints and TCP poses in ur_rtde's units (getActualQ rad, getActualTCPPose m + rotation vector) at
 # 10 Hz, for the unit conversion and limit checks only: the TCP column was not recorded from an arm and does
-# not follow the UR5e's kinematics (tests/test_dh_kinematics.py checks those)
+# not follow the UR5e's kinematics (tests/hardware/drivers/test_dh_kinematics.py checks those)
 UR_Q = np.array(
     [
         [0.000, -1.571, 1.571, -1.571, -1.571, 0.000],

@@ -16,9 +16,9 @@ import sys
 import threading
 import time
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 
 import pytest
+from repo_paths import TESTS
 
 pytest.importorskip("cyclonedds")
 pytest.importorskip("rclpy")
@@ -30,7 +30,7 @@ from robot_rl.hardware.ros2.msgs import ros_type  # noqa: E402
 from robot_rl.hardware.ros2.node import NodeArgs  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 
-PEER = Path(__file__).with_name("rclpy_peer.py")
+PEER = TESTS / "rclpy_peer.py"
 PEER_PYTHON = os.environ.get("ROBOT_RL_RCLPY_PEER_PYTHON", sys.executable)
 """The peer's interpreter: this venv's (Kilted wheels), or another distro's rclpy, e.g. a venv with the
 ``ros-jazzy-*`` wheels (how the Jazzy check in the README was run)."""

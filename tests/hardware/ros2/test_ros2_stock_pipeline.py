@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from repo_paths import TESTS
 
 pytest.importorskip("rclpy")
 from launch_files import ROBOT_RL  # noqa: E402
 from online_setup import free_address, overrides  # noqa: E402
 from ros2_helpers import new_domain, node_flags, stock_arm_config  # noqa: E402
 
-OPERATOR = Path(__file__).with_name("rclpy_operator.py")
+OPERATOR = TESTS / "rclpy_operator.py"
 
 
 def _arm_config(path: Path, domain: int) -> Path:

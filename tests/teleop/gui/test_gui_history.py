@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import ROOT
 
 from robot_rl import keys
 from robot_rl.data.replay import ZarrReplayBuffer
@@ -26,7 +27,7 @@ TOKEN = "s3cret"
 SHAPES = {keys.STATE: (3,), keys.image_key("front"): (16, 16, 3)}
 # the README's screenshots are refreshed only when asked (ROBOT_RL_DOCS_SCREENSHOTS=1): a test run leaves the
 # work tree as it was
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = ROOT / "docs"
 LENGTHS = (8, 6, 7)
 
 

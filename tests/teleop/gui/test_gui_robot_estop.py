@@ -1,7 +1,7 @@
 """The GUI's e-stop reaches a robot behind the real-time robot server: a real ``robot-rl online
 --intervention.device=gui`` whose actor drives the MuJoCo robot server (``env.robot.driver=sim_server``)
 through RobotEnv and the safety layer; the e-stop comes through the GUI server's API (the browser's button
-sends the same hub command, tests/test_gui_live.py)."""
+sends the same hub command, tests/teleop/gui/test_gui_live.py)."""
 
 from __future__ import annotations
 
