@@ -6,7 +6,7 @@ themselves live in benchmarks/README.md and are never asserted here.
 Not run here: ``bench_mjx.py`` (MJX needs JAX and an accelerator; ``gpu_offline.sh`` runs it there) and
 ``gpu_offline.sh`` itself (a packer and runner for a GPU machine). ``lerobot_loader_peer.py`` runs inside
 ``bench_loader.py`` when the LeRobot side venv exists (``ROBOT_RL_LEROBOT_VENV``, as for
-tests/data/lerobot/test_lerobot_compat.py). A script whose optional dependency is absent (a browser, a Vulkan
+tests/data/convert/test_lerobot_compat.py). A script whose optional dependency is absent (a browser, a Vulkan
 driver) is skipped, naming it.
 """
 

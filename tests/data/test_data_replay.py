@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from repo_paths import TESTS
 
 from robot_rl import keys
 from robot_rl.data.errors import DatasetError
@@ -120,7 +119,7 @@ _CHILD = textwrap.dedent(
 
 def test_sigkill_keeps_committed_episodes(tmp_path: Path) -> None:
     path = tmp_path / "rb"
-    code = _CHILD.format(tests=str(TESTS), path=str(path))
+    code = _CHILD.format(tests=str(Path(__file__).parent), path=str(path))
     for round_ in range(2):  # the second round resumes the buffer the first one left
         proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         seen, last_printed = 0, -1

@@ -2,10 +2,13 @@
 sits in ``tests/<folder>/`` for the package it tests, where ``robot_rl.X.Y`` is ``X/Y``, the core's own
 modules (``robot_rl.config``, ``robot_rl.rollout``, ...) are ``core`` and the non-package folders are
 ``launch``, ``benchmarks`` and ``testing``; none sits at ``tests/`` root, base names are unique, helper
-modules stay at ``tests/`` root and every ``HEAVY_FIRST`` entry of the root conftest names a test file."""
+modules stay at ``tests/`` root, a test module imports other test modules only from its own folder (the
+only test folder on the path when the file runs alone) and every ``HEAVY_FIRST`` entry of the root
+conftest names a test file."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from conftest import HEAVY_FIRST
@@ -58,7 +61,23 @@ def layout_problems(tests: Path, root: Path) -> list[str]:
         if path.name in seen:
             problems.append(f"tests/{rel} has the base name of tests/{seen[path.name].relative_to(tests)}")
         seen.setdefault(path.name, path)
+    for path in sorted(tests.rglob("test_*.py")):
+        for name in sorted(_imported_test_modules(path)):
+            if name in seen and seen[name].parent != path.parent:
+                user, used = path.relative_to(tests), seen[name].relative_to(tests)
+                problems.append(f"tests/{user} imports tests/{used} from another folder")
     return problems
+
+
+def _imported_test_modules(path: Path) -> set[str]:
+    """File names (``test_x.py``) of the ``test_*`` modules that the Python file ``path`` imports."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+    return {f"{name}.py" for name in names if name.startswith("test_")}
 
 
 def test_every_test_file_sits_in_the_folder_of_a_package():
@@ -82,9 +101,10 @@ def test_the_mirror_covers_the_package_tree():
 def test_misplaced_files_are_named(tmp_path):
     tests = tmp_path / "tests"
     files = ("test_at_root.py", "sim/test_ok.py", "simx/test_nowhere.py", "algos/test_ok.py", "sim/x.py")
-    for rel in files:
+    for rel in (*files, "teleop/test_uses.py"):
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_text("")
+    (tests / "teleop" / "test_uses.py").write_text("from test_nowhere import x\nimport test_uses\n")
     (tests / "conftest.py").write_text("")
     problems = layout_problems(tests, ROOT)
     assert problems == [
@@ -92,4 +112,5 @@ def test_misplaced_files_are_named(tmp_path):
         "tests/sim/x.py is a helper outside tests/ root (only tests/ is on the path)",
         "tests/simx/test_nowhere.py: tests/simx/ mirrors no package folder (see tests/README.md)",
         "tests/test_at_root.py sits at tests/ root: move it to its package's folder",
+        "tests/teleop/test_uses.py imports tests/simx/test_nowhere.py from another folder",
     ]

@@ -175,7 +175,7 @@ def test_writer_rejects_bad_frames(tmp_path: Path) -> None:
 _CHILD = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{here!r}, {tests!r}]
     from test_data_writer import FileSizes, LeRobotWriter, make_features, make_frames
     writer = LeRobotWriter({root!r}, fps=10, features=make_features(), pack_every={pack_every},
                            file_sizes=FileSizes({data_mb}, {video_mb}))
@@ -203,6 +203,7 @@ def test_sigkill_between_and_during_episodes(
     With pack_every=1 most of the writer's time is spent packing files, so the kill lands in a pack."""
     root = tmp_path / "ds"
     code = _CHILD.format(
+        here=str(Path(__file__).parent),
         tests=str(TESTS),
         root=str(root),
         pack_every=pack_every,
