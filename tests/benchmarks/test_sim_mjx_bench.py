@@ -17,6 +17,7 @@ pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
 
+@pytest.mark.e2e
 def test_bench_mjx_full_env_smoke(tmp_path):
     compiled(PICK)
     out = tmp_path / "mjx_env.json"

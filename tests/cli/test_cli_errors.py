@@ -223,7 +223,6 @@ def test_disk_full_in_an_actor_names_its_episode_log(tmp_path):
         _no_tmp_left(root)
 
 
-@pytest.mark.slow
 def test_disk_full_during_online_run(tiny_offline_run, tmp_path):
     root = tmp_path / "disk"
     contents = [tiny_offline_run / "dataset", tiny_offline_run / "checkpoints"]

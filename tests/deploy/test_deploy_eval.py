@@ -33,7 +33,7 @@ def _serve(checkpoint) -> tuple[subprocess.Popen, str]:
     return proc, line
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_eval_on_the_robot_server_through_the_policy_server(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     served, banner = _serve(run / "checkpoints" / "bc_seed0")
@@ -65,6 +65,7 @@ def test_eval_on_the_robot_server_through_the_policy_server(tiny_offline_run, tm
     assert chunks >= 2, out
 
 
+@pytest.mark.e2e
 def test_eval_with_the_policy_server_down_is_one_line(tmp_path):
     down = free_address()  # nothing listens there
     proc = _eval(tmp_path, f"--deploy.server={down}", "--deploy.timeout_s=0.5")
@@ -75,7 +76,7 @@ def test_eval_with_the_policy_server_down_is_one_line(tmp_path):
     assert "robot-rl serve" in lines[0]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("extra", "mode"),
     [

@@ -188,7 +188,6 @@ def test_wrong_shaped_chunk_from_server_is_a_clear_client_error():
         fake.thread.join()
 
 
-@pytest.mark.slow
 def test_client_reconnects_after_server_restart(checkpoint, tmp_path):
     first = Server(checkpoint)
     remote = RemotePolicy(first.address, timeout_s=1.0)
@@ -224,7 +223,6 @@ def test_cli_refuses_non_loopback_bind_without_keys(checkpoint):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
 def test_async_execution_never_blocks_the_loop_on_a_slow_curve_server(checkpoint, tmp_path):
     """A CURVE-secured server that takes >= 60 ms per chunk; a 10 Hz loop with h = 5, so a round trip
     spans d <= 2 control steps even on a loaded machine (d <= lead and 2 d <= h: AsyncChunkExecutor's

@@ -72,7 +72,7 @@ class Hand:
         self._thread.join()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_leader_arm_records_joint_position_demos_that_validate_and_train(alone, tmp_path):
     """Runs ``alone``: the follower's lag bound is a real-time property (two bus emulators and the 30 Hz
     loop), and beside another worker's heavy test it once read 0.11 rad at p95 in CI."""

@@ -103,7 +103,7 @@ def _episodes(root) -> int:
         return 0
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_recording_keeps_every_finished_episode_and_resumes(tmp_path):
     """Real time (10 Hz, about 2.6 s per episode), SIGKILL while the third episode is being recorded; the
     dataset holds the finished episodes, a rerun resumes to 4 and leaves the first ones untouched."""

@@ -18,7 +18,7 @@ def _cli(run_dir, *args, extra=()):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_record_collect_train_online_eval_run_on_the_robot_server(tmp_path):
     with serve_in_subprocess() as server:
         # a 5 s link timeout: two xdist workers share the 2 CI cores with the real-time server process

@@ -74,7 +74,6 @@ def drive(adversary: Callable, steps: int, robot_factory: Callable[[], Robot]):
     return audit, counters, ee_out, q_out, contacts
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ADVERSARIES))
 def test_no_unsafe_command_reaches_the_robot(name, robot_factory):
     audit, counters, _, q_out, _ = drive(ADVERSARIES[name], STEPS, robot_factory)
@@ -86,7 +85,6 @@ def test_no_unsafe_command_reaches_the_robot(name, robot_factory):
         assert counters.rejected > STEPS // 10
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("mode", [CommandMode.EE_DELTA, CommandMode.JOINT_POSITION])
 @pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
 def test_end_effector_stays_in_the_box(name, mode, robot_factory):
@@ -101,7 +99,6 @@ def test_end_effector_stays_in_the_box(name, mode, robot_factory):
     assert q_out <= JOINT_TRACKING_RAD
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
 def test_mode_switches_keep_the_measured_end_effector_in_the_box(name, robot_factory):
     """Mixed modes: after a joint_position -> ee_delta switch the sim's Cartesian controller holds the
@@ -424,7 +421,6 @@ def _server_robot(address: str) -> Callable[[], Robot]:
     return make
 
 
-@pytest.mark.slow
 def test_through_the_robot_server_process(server_address):
     """SafeRobot over the real-time robot server's client (a separate process, a socket): the client learns
     its modes at connect, and no unsafe command from the NaN adversary reaches the server."""
@@ -433,7 +429,6 @@ def test_through_the_robot_server_process(server_address):
     assert q_out <= JOINT_TRACKING_RAD
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random", "huge", "out_of_box"])
 def test_joint_commands_keep_the_box_through_the_robot_server(name, server_address):
     """The server's client computes forward kinematics on its own copy of the scene, so the layer keeps

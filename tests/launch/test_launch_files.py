@@ -352,7 +352,7 @@ HIL_TOPICS = {  # the actor's status while it waits for a learner, intervention 
 }
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "name, overrides, topics",
     [

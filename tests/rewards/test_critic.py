@@ -156,7 +156,7 @@ def sim_run(tmp_path_factory):
     return run, critic_args
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_compact_critic_orders_held_out_demos(sim_run):
     run, _ = sim_run
     summary = json.loads((run / "critic" / "eval" / "summary.json").read_text())
@@ -171,7 +171,7 @@ def test_compact_critic_orders_held_out_demos(sim_run):
     assert reversed_["final_progress_mean"] < success["final_progress_mean"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_critic_checkpoint_round_trip_and_eval_cli(sim_run, capsys):
     from robot_rl.rewards.registry import load_critic
 
@@ -198,7 +198,7 @@ def labelled(sim_run, tmp_path_factory):
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_label_writes_progress_and_shaped_rewards(sim_run, labelled, tmp_path):
     from robot_rl.data.lerobot.reader import LeRobotDataset
     from robot_rl.data.lerobot.validate import validate_dataset
@@ -246,7 +246,7 @@ def _expert_episode(
     return progress, rewards, fired, end
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_online_critic_reward_in_the_sim(sim_run):
     from robot_rl.config import EnvConfig
     from robot_rl.rewards.registry import load_critic
@@ -308,7 +308,7 @@ def test_episode_progress_batches_line_up():
         np.testing.assert_allclose(curve, 1 - 0.5 ** np.arange(length))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_dataset_filter_by_voc(sim_run, tmp_path, capsys):
     from robot_rl.data.lerobot.reader import LeRobotDataset
     from robot_rl.rewards.evaluate import episode_vocs
@@ -356,7 +356,7 @@ def test_pair_sampler_failed_pairs_and_slow_demos():
         PairSampler(slow, RewardModelConfig(success_max_steps=15))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_labelled_rewards_follow_the_learners_gamma(sim_run, labelled, tmp_path):
     """A dataset labelled with offline.gamma = 0.9 records it; a learner with sac.gamma = 0.97 reads the
     shaping reshaped with 0.97 (exact: Ng's condition), one with 0.9 reads it as written, and a labelled

@@ -257,6 +257,7 @@ def test_unreachable_address_fails_fast():
         RemoteCritic("localhost:5555")
 
 
+@pytest.mark.e2e
 def test_killed_server_fails_fast_and_restart_reconnects(served, local):
     remote = RemoteCritic(served.endpoint, timeout_s=1.0)
     obs_i, obs_j = _pairs(3, seed=5)

@@ -156,6 +156,7 @@ def _with_token(run_dir, token: str):
     return run_dir
 
 
+@pytest.mark.e2e
 def test_actors_started_by_hand_read_the_token_and_a_second_actor_with_a_live_id_is_refused(served, tmp_path):
     learner, server, run = served
     # an actor on the learner's run dir finds the token there and runs to its budget

@@ -19,6 +19,7 @@ from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY, BatchedA
 BATCHED = ["--online.envs_per_actor=2", "--env.backend=mujoco_cpu"]
 
 
+@pytest.mark.e2e
 def test_two_envs_per_actor_train_and_log_every_envs_episodes(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     # the actor's own step cap (25 < the env's 60) and a tight throttle (fewer steps ahead than two

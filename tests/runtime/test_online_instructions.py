@@ -41,6 +41,7 @@ def colour_run(tmp_path_factory):
     return root
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("envs_per_actor", [1, 2])
 def test_each_episode_is_acted_recorded_and_trained_on_with_its_own_instruction(
     colour_run, tmp_path, envs_per_actor

@@ -16,8 +16,6 @@ from robot_rl import keys
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.runtime.replay import ACTOR_EPISODE_KEY
 
-pytestmark = pytest.mark.slow
-
 
 def _kill(proc) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
@@ -40,6 +38,7 @@ def _assert_no_loss(folder, actors=(0,)) -> None:
             np.testing.assert_array_equal(arrays[keys.ACTION][a:b], log.episode(i)[keys.ACTION])
 
 
+@pytest.mark.e2e
 def test_kill_actor_then_learner_then_resume(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     # the throttle keeps the actor near the learner while both run: a restarted actor acting on its cached
@@ -93,6 +92,7 @@ def test_kill_actor_then_learner_then_resume(tiny_offline_run, tmp_path):
     _assert_no_loss(folder)
 
 
+@pytest.mark.e2e
 def test_kill_whole_run_then_rerun(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     args = ["online", *overrides(run, f"--online.address={free_address()}", "--online.env_steps=300")]
@@ -127,6 +127,7 @@ def _actor_pids(parent: int) -> list[int]:
     return pids
 
 
+@pytest.mark.e2e
 def test_role_all_restarts_a_killed_actor_and_loses_nothing(tiny_offline_run, tmp_path):
     """Issue 15: one actor dying used to end `--role all` with a traceback; it is restarted (back-off) and
     resumes from its log, and the run finishes with every logged episode stored once."""

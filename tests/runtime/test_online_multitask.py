@@ -56,6 +56,7 @@ def two_task_run(tmp_path_factory):
     return root / "run"
 
 
+@pytest.mark.e2e
 def test_each_actor_runs_every_task_with_a_human_on_a_different_one(two_task_run):
     run = two_task_run
     args = overrides(run, *MULTI, f"--online.address={free_address()}")

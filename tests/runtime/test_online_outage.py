@@ -27,7 +27,7 @@ from robot_rl.transport import PeerUnavailableError
 
 OUTAGE_S = float(os.environ.get("ROBOT_RL_OUTAGE_S", "15"))
 BUDGET = int(os.environ.get("ROBOT_RL_OUTAGE_BUDGET", "600"))
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(600 + 2 * OUTAGE_S))]
+pytestmark = [pytest.mark.timeout(int(600 + 2 * OUTAGE_S))]
 
 
 def _signal(proc, sig: int) -> None:
@@ -87,6 +87,7 @@ def _assert_every_episode_stored_once(folder, actors) -> int:
     return total
 
 
+@pytest.mark.e2e
 def test_two_actors_ride_out_a_learner_outage_and_the_run_ends_at_its_budget(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     address = free_address()

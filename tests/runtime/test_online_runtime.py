@@ -157,6 +157,7 @@ def _online_csv(run: Path, name: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.e2e
 def test_online_local_trains_with_simulated_human_and_evaluates(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     args = overrides(run, f"--online.address={free_address()}")
@@ -197,6 +198,7 @@ def test_online_local_trains_with_simulated_human_and_evaluates(tiny_offline_run
     assert ZarrReplayBuffer(folder / "replay").num_episodes == replay.num_episodes
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("method", ["sac", "hg_dagger", "qc_fql"])
 def test_baselines_run_on_the_same_runtime(tiny_offline_run, tmp_path, method):
     run = copy_run(tiny_offline_run, tmp_path / "run")
@@ -212,6 +214,7 @@ def test_baselines_run_on_the_same_runtime(tiny_offline_run, tmp_path, method):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
 
 
+@pytest.mark.e2e
 def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_run, tmp_path):
     """Issue 4 through issue 3's reward hook: the env renders a camera for the progress critic only; the
     state policy's replay never holds it, and the learner's rewards come from the critic alone."""
@@ -249,6 +252,7 @@ def test_critic_only_reward_with_a_camera_the_policy_does_not_read(tiny_offline_
     assert json.loads((folder / "summary.json").read_text())["last20_terminal_rate"] == 0.0
 
 
+@pytest.mark.e2e
 def test_ray_runtime_with_two_actors(tiny_offline_run, tmp_path):
     pytest.importorskip("ray")
     run = copy_run(tiny_offline_run, tmp_path / "run")

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from online_setup import CODE, free_address
 from safetensors import safe_open
 from tiny_vlm import IMAGE, build_tiny_vlm  # noqa: E402
@@ -44,6 +45,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.e2e
 def test_online_qc_with_a_vla_actor_syncs_only_trained_weights(tmp_path):
     vlm = build_tiny_vlm(tmp_path / "vlm")
     args = [f"--run_dir={tmp_path / 'run'}", *ENV, *TINY, f"--policy.vla.vlm={vlm}"]

@@ -77,6 +77,7 @@ def _expert(obs: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(out, np.float32)
 
 
+@pytest.mark.e2e
 def test_keys_shapes_and_the_same_episode_as_a_plain_maniskill_env(maniskill):
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, (12, 2, 4)).astype(np.float32)
@@ -103,6 +104,7 @@ def test_keys_shapes_and_the_same_episode_as_a_plain_maniskill_env(maniskill):
         env.close()
 
 
+@pytest.mark.e2e
 def test_success_terminates_with_reward_one_and_timeouts_truncate_keeping_the_final_observation(maniskill):
     env = _env(2)
     try:
@@ -132,6 +134,7 @@ def test_success_terminates_with_reward_one_and_timeouts_truncate_keeping_the_fi
         env.close()
 
 
+@pytest.mark.e2e
 def test_per_env_seeds_reproduce_later_episodes_whatever_the_other_env_does(maniskill):
     def starts(seeds: list[int], n_resets: int) -> list[np.ndarray]:
         env = _env(2)
@@ -150,6 +153,7 @@ def test_per_env_seeds_reproduce_later_episodes_whatever_the_other_env_does(mani
     assert not np.array_equal(a[1], a[2])  # later episodes are new draws
 
 
+@pytest.mark.e2e
 def test_step_chunk_stops_each_env_at_its_episode_end(maniskill):
     env = _env(2)
     try:
@@ -165,6 +169,7 @@ def test_step_chunk_stops_each_env_at_its_episode_end(maniskill):
         env.close()
 
 
+@pytest.mark.e2e
 def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("env:\n  backend: maniskill\n  id: PickCube-v1\n")
@@ -196,6 +201,7 @@ def test_maniskill_settings_that_are_refused(maniskill, tmp_path):
         env.close()
 
 
+@pytest.mark.e2e
 def test_push_cube_expert_pushes_into_the_goal_and_noise_slows_it(maniskill):
     from robot_rl.sim.tasks import has_expert, make_expert
 
@@ -220,6 +226,7 @@ def test_push_cube_expert_pushes_into_the_goal_and_noise_slows_it(maniskill):
         env.close()
 
 
+@pytest.mark.e2e
 def test_stack_cube_expert_stacks_and_noise_makes_it_fail_more(maniskill):
     from robot_rl.sim.tasks import make_expert
 
@@ -240,6 +247,7 @@ def test_stack_cube_expert_stacks_and_noise_makes_it_fail_more(maniskill):
         env.close()
 
 
+@pytest.mark.e2e
 def test_cameras_add_images_and_leave_the_state_and_the_physics_as_without(maniskill):
     """``env.cameras=[base_camera]``: uint8 (N, 32, 32, 3) frames of the scene that change as the arm moves,
     next to the same state keys, and the same states as the state-only env for the same seeds and actions
@@ -268,6 +276,7 @@ def test_cameras_add_images_and_leave_the_state_and_the_physics_as_without(manis
         plain.close()
 
 
+@pytest.mark.e2e
 def test_scripted_expert_clean_succeeds_and_noise_makes_it_worse(maniskill):
     from robot_rl.sim.tasks import make_expert
 
@@ -290,7 +299,7 @@ def test_scripted_expert_clean_succeeds_and_noise_makes_it_worse(maniskill):
         env.close()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_pipeline_collects_trains_and_evaluates_on_maniskill(maniskill, tmp_path):
     """`robot-rl pipeline --config configs/maniskill_pick_cube.yaml` with tiny budgets, in a real process:
     the dataset is written at ManiSkill's 20 Hz with its keys, both methods are evaluated on it, and the
@@ -320,6 +329,7 @@ def test_pipeline_collects_trains_and_evaluates_on_maniskill(maniskill, tmp_path
     assert frame.shape == (128, 128, 3) and frame.std() > 5
 
 
+@pytest.mark.e2e
 def test_collect_with_a_maniskill_camera_writes_its_video(maniskill, tmp_path):
     """`robot-rl collect` on ManiSkill with ``env.cameras=[base_camera]`` (a real process): the dataset has
     the camera as a LeRobot video feature at ManiSkill's rate next to the whole state, and its frames
@@ -340,6 +350,7 @@ def test_collect_with_a_maniskill_camera_writes_its_video(maniskill, tmp_path):
     assert frame.shape == (3, 48, 48) and float(frame.std()) > 0.02
 
 
+@pytest.mark.e2e
 def test_make_env_builds_the_same_task_as_one_gymnasium_env(maniskill):
     from robot_rl.sim import make_env
 

@@ -79,6 +79,7 @@ def _run_expert(env, task: str, seed: int, max_steps: int):
     return first, np.stack(states), success, length, after
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task", [PICK, STACK, PUSH, PLACE])
 def test_mjx_matches_mujoco_cpu_and_expert_succeeds(task):
     compiled(task)
@@ -105,6 +106,7 @@ def test_mjx_matches_mujoco_cpu_and_expert_succeeds(task):
     np.testing.assert_allclose(got[4][keys.ENV_STATE], want[4][keys.ENV_STATE], atol=RESET_TOL)
 
 
+@pytest.mark.e2e
 def test_mjx_randomize_dynamics_per_env():
     """env.randomize's dynamics draws reach each env's model: heavier/slipperier cubes per env, and the
     same draws as mujoco_cpu's for the same seeds (the placement jitter shows in the reset observation)."""
@@ -138,6 +140,7 @@ def test_mjx_refuses_what_it_does_not_run(change, key):
         make_batched_env(EnvConfig(**{**base, **change}), N)
 
 
+@pytest.mark.e2e
 def test_step_device_shares_buffers_with_torch_and_equals_the_host_path():
     """The DLPack path (issue 37): the observations a torch policy reads are the sim's own buffers (same
     address), the torch action enters the sim without a copy, and the device path's results equal the numpy

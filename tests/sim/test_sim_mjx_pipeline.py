@@ -27,6 +27,7 @@ from robot_rl.stages.evaluate import evaluate  # noqa: E402
 from robot_rl.stages.train import train  # noqa: E402
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("task", [PICK, PUSH, PLACE])
 def test_collect_bc_eval_and_ppo_on_mjx(task, tmp_path, capsys):
     from robot_rl.cli.main import main
@@ -63,6 +64,7 @@ def test_collect_bc_eval_and_ppo_on_mjx(task, tmp_path, capsys):
     assert "eval ppo_flow_noise seed 0 (test split): success" in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_a_batched_online_actor_trains_on_mjx(tiny_offline_run, tmp_path):
     """A real learner and a batched actor process (``online.envs_per_actor=2``) on ``env.backend=mjx``: both
     envs' episodes reach the learner's replay, each once, and the run trains through its env-step budget."""

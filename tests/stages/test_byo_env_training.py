@@ -4,7 +4,6 @@ adapter) into the run's dataset, then `train` and `eval` run on it exactly as on
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from random_source import RandomSource
 
 from robot_rl.config import load_config
@@ -16,7 +15,6 @@ from robot_rl.stages.evaluate import evaluate
 from robot_rl.stages.train import train
 
 
-@pytest.mark.slow
 def test_train_and_eval_on_a_foreign_env_dataset(tmp_path):
     overrides = [
         f"--run_dir={tmp_path}",

@@ -24,7 +24,7 @@ def _pipeline(run_dir):
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quick_pipeline_writes_report_and_resumes(tmp_path):
     run = tmp_path / "run"
     proc = _pipeline(run)

@@ -10,11 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from hang_watch import DEADLINE_STATUS
 from repo_paths import TESTS
-
-pytestmark = pytest.mark.slow
 
 _TESTS = TESTS
 _CONFTEST = f"""

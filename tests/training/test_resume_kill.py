@@ -57,7 +57,7 @@ def _info_episodes(root: Path) -> int:
         return 0
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_collect_keeps_every_episode_and_continues(tmp_path):
     run = tmp_path / "run"
     args = ("collect", f"--run_dir={run}", "--collect.num_episodes=12", "--env.num_envs=1")
@@ -86,7 +86,7 @@ def _log_steps(path: Path) -> list[int]:
         return [int(row["step"]) for row in csv.DictReader(f)]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_training_resumes_from_its_checkpoint(tmp_path):
     run = tmp_path / "run"
     common = [f"--run_dir={run}", "--collect.num_episodes=4", "--checkpoint_every=100"]

@@ -290,7 +290,6 @@ def test_export_defaults_and_cli(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_converted_bag_trains_a_policy(tmp_path):
     path = Bag().robot(0.0, 2.0).robot(4.0, 6.0).write(tmp_path / "bag", "mcap")
     dst = tmp_path / "ds"

@@ -164,7 +164,6 @@ def test_critic_node_publishes_progress_for_published_images(tmp_path, caplog, t
         app.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_learner(
     tiny_offline_run, tmp_path, transport

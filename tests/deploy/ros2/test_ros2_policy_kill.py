@@ -47,7 +47,7 @@ joint PD rings on the heavy proximal joints (measured at load 20: 7.7 mm past th
 it, 0.6 mm at 0.7 s, 0.05 mm at 1.0 s), not the 0.1 s of KD/KP."""
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path, offline_checkpoint, transport):
     """Times are the messages' header stamps (s, the host's system clock: the policy stamps its twists when

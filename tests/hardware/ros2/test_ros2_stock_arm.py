@@ -219,6 +219,7 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
     return out
 
 
+@pytest.mark.e2e
 def test_servo_twists_move_the_stock_arm_on_rclpy_only_after_its_start_service(tmp_path):
     """The stock node on the rclpy transport in its own process (Kilted, rmw_fastrtps_cpp), MoveIt Servo
     started by the bridge through the real std_srvs/srv/Trigger service; twists before that are refused."""

@@ -42,7 +42,7 @@ def _cli(run: Path, *args: str, extra: tuple[str, ...] = (), env: dict) -> subpr
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_plain_rclpy_operator_records_then_bc_trains_and_evals_on_the_stock_arm(tmp_path):
     import pyarrow.parquet as pq
 

@@ -63,6 +63,7 @@ def _poll_until(device, check, what: str, timeout_s: float = 10.0):
         assert time.monotonic() < deadline, f"timed out waiting for: {what}"
 
 
+@pytest.mark.e2e
 def test_gui_device_maps_browser_keys_like_the_keyboard_latches_estop_and_drops_control_on_disconnect(
     tmp_path,
 ):
@@ -397,7 +398,7 @@ def _pct(values: list[float]) -> tuple[float, float]:
     return float(np.percentile(values, 50)), float(np.percentile(values, 99))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_panels_show_both_cameras_of_both_actors_and_the_progress_curve(live, open_page):
     url, _, _, _ = live
     page = open_page(url)
@@ -420,7 +421,6 @@ def test_panels_show_both_cameras_of_both_actors_and_the_progress_curve(live, op
     page.screenshot(path=str(live[1] / "gui_live.png"))
 
 
-@pytest.mark.slow
 def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(live, open_page):
     url, _, folder, _ = live
     log_dir = folder / "actor0" / "episodes"
@@ -483,7 +483,6 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     assert pinch_x[last] - pinch_x[first] > 0.01  # the end effector moved +x
 
 
-@pytest.mark.slow
 def test_gamepad_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_button(live, open_page):
     """A scripted Gamepad API pad on the live page drives actor 1 of the live run: X ends an episode as a
     failure, RB + left stick moves the simulated end effector in the stick's direction with every such
@@ -537,7 +536,6 @@ def _spans(flags: np.ndarray) -> int:
     return int(np.sum(np.diff(np.concatenate([[0], flags.astype(np.int8)])) == 1))
 
 
-@pytest.mark.slow
 def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
     """From the live page's links: the episode browser lists the live run's recorded episodes (their
     lengths and human steps as in the actor's log), shows an episode's frames, reward curve and
@@ -620,7 +618,6 @@ def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
     assert errors == []
 
 
-@pytest.mark.slow
 def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload(live, open_page):
     url, _, _, _ = live
     page, other = open_page(url), open_page(url)
@@ -670,7 +667,6 @@ def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload
     page.wait_for_function("document.body.dataset.estop === 'clear'", polling=100)
 
 
-@pytest.mark.slow
 def test_wrong_token_is_refused(live, browser):
     url, _, _, _ = live
     from websockets.exceptions import InvalidStatus
@@ -691,7 +687,7 @@ def test_wrong_token_is_refused(live, browser):
         page.close()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_actors_keep_acting_when_the_gui_goes_away(live):
     url, run, folder, proc = live
     pid = json.loads((run / "gui.json").read_text())["pid"]

@@ -29,7 +29,7 @@ def _events(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_gui_estop_latches_the_safety_layer_and_holds_the_arm_on_the_robot_server(tiny_offline_run, tmp_path):
     run = copy_run(tiny_offline_run, tmp_path / "run")
     faults = tmp_path / "faults.jsonl"
