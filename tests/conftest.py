@@ -62,11 +62,11 @@ def pytest_terminal_summary(terminalreporter):
 # Base names: unique across the mirrored tree (tests/README.md), which
 # tests/testing/test_tests_layout.py checks, as it checks that each one names a test file.
 HEAVY_FIRST = (
+    # the e2e tier (`-m e2e`)
     "test_sim_mjx.py",  # 180+ cold (full run: stack 98 + push 80 compiling MJX)
     "test_sim_mjx_bench.py",  # 168 cold (full run), 76 warm
     "test_critic.py",  # 132 with 400 critic steps, now 200: the trained-critic fixture (24 demos)
     "test_robot_env_stages.py",  # 123 (full run): five real-time stages on the robot server
-    "test_benchmarks_run.py",  # 124: 25 benchmark scripts, each in its own process
     "test_ros2_policy_kill.py",  # up to 120 (full runs)
     "test_sim_maniskill.py",  # about 80 (full runs: 48 setup + 22-32 call)
     "test_ros2_stock_pipeline.py",  # 38-60 (full runs)
@@ -74,20 +74,32 @@ HEAVY_FIRST = (
     "test_sim_mjx_pipeline.py",  # 42
     "test_online_outage.py",  # 41: a 15-s learner outage
     "test_online_batched.py",  # 6 online runs
-    "test_online_runtime.py",  # 26-35 for its Ray test (full runs)
     "test_pipeline_smoke.py",  # 28 for its quick pipeline (full runs)
     "test_deploy_eval.py",  # 23 (full runs)
     "test_resume_kill.py",  # 20
+    # the suite (the default run), from its --durations at load ~9 (2026-11-28: about twice a quiet run's)
+    "test_benchmarks_run.py",  # 332: 25 benchmark scripts, each in its own process
+    "test_cli_errors.py",  # 268: a CLI process per case
+    "test_dataset_cli.py",  # 82
+    "test_train_dataset.py",  # 73
+    "test_online_runtime.py",  # 72 (its Ray and baseline runs are e2e: 26-35 each in full runs)
+    "test_new_user.py",  # 64
+    "test_safety.py",  # 59
+    "test_policy_server.py",  # 59
+    "test_hang_watch.py",  # 54
 )
 
 _ALONE_MODULES: set[Path] = set()
 """Test files with a test that runs ``alone``: the whole file runs so (see :func:`alone`)."""
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
     """Run the files with a test that runs ``alone`` first, then the files in ``HEAVY_FIRST`` in its order;
     every file's tests keep their own order. An ``alone`` file at the start waits for nothing: later, it
-    waited for the test running on the other worker (a full run's test_hang_watch setup took 59 s so)."""
+    waited for the test running on the other worker (a full run's test_hang_watch setup took 59 s so).
+    ``trylast``: after ``-m``'s deselection, so a file whose ``alone`` test is deselected (an ``e2e`` test in
+    the suite's run) does not wait for the other worker to drain (test_leader_record's did, 140 s)."""
     _ALONE_MODULES.update(item.path for item in items if "alone" in getattr(item, "fixturenames", ()))
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: (item.path not in _ALONE_MODULES, rank.get(item.path.name, len(rank))))

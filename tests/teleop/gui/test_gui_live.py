@@ -421,6 +421,7 @@ def test_panels_show_both_cameras_of_both_actors_and_the_progress_curve(live, op
     page.screenshot(path=str(live[1] / "gui_live.png"))
 
 
+@pytest.mark.e2e
 def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(live, open_page):
     url, _, folder, _ = live
     log_dir = folder / "actor0" / "episodes"
@@ -483,6 +484,7 @@ def test_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_label(l
     assert pinch_x[last] - pinch_x[first] > 0.01  # the end effector moved +x
 
 
+@pytest.mark.e2e
 def test_gamepad_takeover_drives_the_arm_is_recorded_and_hands_back_then_success_button(live, open_page):
     """A scripted Gamepad API pad on the live page drives actor 1 of the live run: X ends an episode as a
     failure, RB + left stick moves the simulated end effector in the stick's direction with every such
@@ -536,6 +538,7 @@ def _spans(flags: np.ndarray) -> int:
     return int(np.sum(np.diff(np.concatenate([[0], flags.astype(np.int8)])) == 1))
 
 
+@pytest.mark.e2e
 def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
     """From the live page's links: the episode browser lists the live run's recorded episodes (their
     lengths and human steps as in the actor's log), shows an episode's frames, reward curve and
@@ -618,6 +621,7 @@ def test_episode_browser_and_learner_view_on_the_live_run(live, open_page):
     assert errors == []
 
 
+@pytest.mark.e2e
 def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload(live, open_page):
     url, _, _, _ = live
     page, other = open_page(url), open_page(url)
@@ -667,6 +671,7 @@ def test_estop_halts_every_actor_within_one_step_and_stays_latched_across_reload
     page.wait_for_function("document.body.dataset.estop === 'clear'", polling=100)
 
 
+@pytest.mark.e2e
 def test_wrong_token_is_refused(live, browser):
     url, _, _, _ = live
     from websockets.exceptions import InvalidStatus
