@@ -20,10 +20,17 @@ echoes ``id`` with ``ok: true`` and the op's result, or ``ok: false`` with ``err
 names, largest image size, and ``kinematics``: reference joint positions and the end-effector position at
 each, so a client can check that its copy of the scene gives the server's forward kinematics), ``read``
 (a RobotState), ``command`` (mode, value, gripper), ``reset_scene`` (seed), ``render`` (camera, size:
-uint8 (size, size, 3)), ``ping`` (server time and counters). A message
+uint8 (size, size, 3)), ``ping`` (server time and counters), ``set_boundary`` (low, high: (3,) m each, or
+both None to clear). A message
 that does not fit gets an error reply and changes nothing; the server keeps serving. Frames over
 :data:`MAX_MESSAGE_BYTES` are refused by ZeroMQ before they are buffered. Off loopback the server needs
 CURVE keys (``--keys``, :mod:`robot_rl.security`), as the learner and critic server do.
+
+Robot-side TCP boundary (:mod:`robot_rl.hardware.tcp_boundary`): ``set_boundary`` sets a box that the
+physics loop itself enforces every physics step, as a real controller's safety boundary does (xArm's
+fence mode, UR's safety planes), so the measured arm stays in it however late the client's commands are;
+:class:`~robot_rl.hardware.safety.SafeRobot` sets it from its workspace box at connect. It is the server's
+configuration, like a controller's: it outlives the client that set it and a ``reset_scene``.
 
 Injected faults (:class:`SimServerFaults`, seeded): each request waits ``latency_ms`` plus a uniform
 random ``[0, jitter_ms]`` before it is handled (so a command takes effect that much later and the round
@@ -58,6 +65,7 @@ from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode
 from robot_rl.hardware.sim_robot import MujocoRobot
+from robot_rl.hardware.tcp_boundary import BoundaryBrake, TcpBoundary
 from robot_rl.security import ServerKeys, check_address, load_server_keys
 from robot_rl.sim.panda_pick_cube import CAMERAS
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
@@ -81,6 +89,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "command": {"mode": (str,), "value": (np.ndarray,), "gripper": (float, int, _NONE)},
     "reset_scene": {"seed": (int, _NONE)},
     "render": {"camera": (str,), "size": (int,)},
+    "set_boundary": {"low": (np.ndarray, _NONE), "high": (np.ndarray, _NONE)},
 }
 """Each op's fields and their allowed types (besides ``op``, ``id`` and ``protocol``; bool is no number)."""
 READY = re.compile(r"sim-server listening on (\S+)")
@@ -120,13 +129,15 @@ class SimServerFaults:
 
 @dataclass
 class Stats:
-    """Server counters (reported by ``ping`` and printed at exit)."""
+    """Server counters (reported by ``ping`` and printed at exit); ``boundary_brakes``: physics steps at
+    which the robot-side TCP boundary braked the arm."""
 
     requests: int = 0
     errors: int = 0
     dropped: int = 0
     physics_steps: int = 0
     overruns: int = 0
+    boundary_brakes: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -199,6 +210,7 @@ class SimServer:
             control_hz, physics_hz, lockstep=False, lift_height_m=lift_height_m, seed=scene_seed
         )
         self.robot.connect()
+        self.brake = BoundaryBrake(self.robot)
         self.cameras = dict(CAMERAS)
         self.tick_s = tick_s
         self.stats = Stats()
@@ -233,8 +245,11 @@ class SimServer:
                 start += skipped / hz
                 due -= skipped
                 self.stats.overruns += 1
-            with self._lock:
-                self.robot.advance(due / hz)
+            with self._lock:  # the boundary runs every physics step, as in a controller's own loop
+                for _ in range(due):
+                    self.brake.before_step()
+                    self.robot.advance(1.0 / hz)
+            self.stats.boundary_brakes = self.brake.brakes
             done += due
             self.stats.physics_steps += due
 
@@ -284,8 +299,11 @@ class SimServer:
             raise CommandRejected(f"{self.robot.name}: mode {mode!r:.40} not supported (supported: {modes})")
         if value.dtype.kind not in "iuf":
             raise CommandRejected(f"{self.robot.name}: command value must be numeric, got {value.dtype}")
-        cmd = Command(CommandMode(mode), value, None if gripper is None else float(gripper), time.monotonic())
+        stamp = time.monotonic()
         with self._lock:
+            if mode == CommandMode.EE_DELTA and value.shape == (3,) and np.all(np.isfinite(value)):
+                value = self.brake.clip_ee_delta(value.astype(np.float64))  # the target stays in the boundary
+            cmd = Command(CommandMode(mode), value, None if gripper is None else float(gripper), stamp)
             self.robot.command(cmd)  # checks everything before it changes anything
         return {}
 
@@ -321,6 +339,14 @@ class SimServer:
             self.robot.reset_scene(seed)
         return {}
 
+    def _set_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> dict[str, Any]:
+        if (low is None) != (high is None):
+            raise ValueError("set_boundary: give both low and high, or neither (to clear the boundary)")
+        boundary = None if low is None else TcpBoundary(low, high)  # ValueError names bad values
+        with self._lock:
+            self.brake.boundary = boundary
+        return {}
+
     def _ping(self) -> dict[str, Any]:
         return {"server_time": time.monotonic(), "stats": asdict(self.stats)}
 
@@ -352,6 +378,7 @@ class SimServer:
                 "read": self._read,
                 "command": self._command,
                 "reset_scene": self._reset_scene,
+                "set_boundary": self._set_boundary,
             }[op]
             return {"ok": True, "id": request_id, **handler(**fields)}
         except Exception as err:  # noqa: BLE001 - every bad request gets an error reply; the server goes on

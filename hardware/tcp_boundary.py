@@ -1,0 +1,131 @@
+"""The robot-side (controller-side) TCP boundary: a Cartesian box that the robot's own real-time loop
+keeps the tool centre point in, whatever its client sends and however late the client is.
+
+Real controllers enforce it in their own loop: xArm's safety boundary (``set_reduced_tcp_boundary`` +
+``set_fence_mode``; the arm stops with controller error C35 "Safety Boundary Limit" at the boundary), UR's
+safety planes (safety configuration, set on the teach pendant) and Franka's Cartesian limits with reflexes
+(Desk). The client-side layer (:class:`~robot_rl.hardware.safety.SafeRobot`) keeps commands in the box, but
+it judges the arm from a reading that is already old when its command arrives; on a loaded client host
+that gap grows by milliseconds while the arm moves on (0.3 m/s x 20 ms = 6 mm). The robot-side boundary is
+the backstop that holds regardless of the client's load.
+
+:class:`BoundaryBrake` is that boundary for the simulated Panda of the MuJoCo robot server
+(:mod:`robot_rl.hardware.sim_server`), run every physics step (500 Hz) inside the server's physics loop, as
+a controller runs it every cycle: when the pinch site, moving outward across a face at more than
+:data:`MIN_SPEED_M_S`, would cross it within :data:`HORIZON_S` at its present velocity, the joint targets
+become the measured joints less their velocity times :data:`BRAKE_S` (a joint PD then brakes with damping
+``KP * BRAKE_S + KD`` instead of ``KD``) and the Cartesian target the measured pinch, so the next
+``ee_delta`` starts from where the arm stopped; and an ``ee_delta`` target is kept in the box (a target
+already outside may stay there, not move further out). The constants were measured against the
+adversaries of ``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from robot_rl.hardware.sim_robot import MujocoRobot
+
+HORIZON_S = 0.05
+"""Look-ahead (s) of the brake's trigger: the pinch's position this far ahead at its present velocity."""
+BRAKE_S = 0.1
+"""The brake's joint target lies this far (s) behind the measured joints along their velocity."""
+MIN_SPEED_M_S = 1e-3
+"""Outward speeds (m/s) below this never trigger the brake (a resting arm's numerical drift)."""
+
+
+@dataclass(frozen=True)
+class TcpBoundary:
+    """A Cartesian box for the tool centre point, robot base frame.
+
+    Attributes:
+        low: (3,) float64 m, the box's lower corner (x, y, z).
+        high: (3,) float64 m, its upper corner; above ``low`` on every axis.
+
+    Raises:
+        ValueError: not 3 finite values each, or ``low`` not below ``high`` on an axis (the message names
+            the values).
+    """
+
+    low: np.ndarray
+    high: np.ndarray
+
+    def __post_init__(self) -> None:
+        low, high = np.asarray(self.low, dtype=np.float64), np.asarray(self.high, dtype=np.float64)
+        if low.shape != (3,) or high.shape != (3,) or not np.all(np.isfinite(low) & np.isfinite(high)):
+            raise ValueError(
+                f"TCP boundary low={low.tolist()} high={high.tolist()}: need 3 finite values (m) each"
+            )
+        if np.any(low >= high):
+            raise ValueError(f"TCP boundary low={low.tolist()} must be below high={high.tolist()} per axis")
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
+
+    def crossing(self, pos: np.ndarray, vel: np.ndarray, horizon_s: float) -> bool:
+        """Whether ``pos`` (3,) m moving at ``vel`` (3,) m/s outward faster than :data:`MIN_SPEED_M_S`
+        across a face is beyond that face within ``horizon_s`` (s)."""
+        ahead = pos + vel * horizon_s
+        up = (vel > MIN_SPEED_M_S) & (ahead > self.high)
+        down = (vel < -MIN_SPEED_M_S) & (ahead < self.low)
+        return bool(np.any(up | down))
+
+    def clip_target(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """``new`` (3,) m kept in the box, except that an axis of ``old`` (3,) m already outside may stay as
+        far out as ``old`` (not further)."""
+        return np.clip(new, np.minimum(self.low, old), np.maximum(self.high, old))
+
+
+class BoundaryBrake:
+    """Keeps the pinch of a real-time :class:`MujocoRobot` (``lockstep=False``) inside a
+    :class:`TcpBoundary` (module doc). The caller holds the robot's lock around each call.
+
+    Args:
+        robot: the connected simulated robot whose physics the caller steps.
+        horizon_s: trigger look-ahead (s), :data:`HORIZON_S`.
+        brake_s: brake target offset (s), :data:`BRAKE_S`.
+
+    Attributes:
+        boundary: the box enforced, or ``None`` (no boundary: the brake does nothing).
+        brakes: physics steps at which the brake acted.
+    """
+
+    def __init__(self, robot: MujocoRobot, horizon_s: float = HORIZON_S, brake_s: float = BRAKE_S) -> None:
+        self.robot, self.horizon_s, self.brake_s = robot, horizon_s, brake_s
+        self.boundary: TcpBoundary | None = None
+        self.brakes = 0
+        env = robot.env
+        self._jac = np.zeros((3, env.model.nv))
+        self._judged = env.controller.q_des.copy()  # the joint target the last step was judged with
+
+    def before_step(self) -> None:
+        """Run the boundary for the next physics step: brake when the pinch would cross a face."""
+        if self.boundary is None:
+            return
+        env = self.robot.env
+        m, d, ctrl = env.model, env.data, env.controller
+        dq = d.qvel[env._arm_v]
+        if np.array_equal(ctrl.q_des, self._judged):
+            mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
+            vel = self._jac[:, env._arm_v] @ dq
+        else:  # a new target: judge the velocity it gives after this step (its torque's acceleration)
+            ctrl.apply(d)
+            mujoco.mj_forward(m, d)
+            mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
+            vel = self._jac[:, env._arm_v] @ (dq + d.qacc[env._arm_v] * m.opt.timestep)
+        pos = d.site_xpos[env._pinch]
+        if self.boundary.crossing(pos, vel, self.horizon_s):
+            ctrl.q_des = d.qpos[env._arm_q] - dq * self.brake_s
+            env._target = pos.copy()
+            self.brakes += 1
+        self._judged = ctrl.q_des.copy()
+
+    def clip_ee_delta(self, delta: np.ndarray) -> np.ndarray:
+        """``delta`` (3,) m of an ``ee_delta`` command shortened so that the Cartesian target it moves stays
+        in the boundary (unchanged without one)."""
+        if self.boundary is None:
+            return delta
+        old = self.robot.env._target
+        return self.boundary.clip_target(old, old + delta) - old
