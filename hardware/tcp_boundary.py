@@ -16,8 +16,15 @@ a controller runs it every cycle: when the pinch site, moving outward across a f
 become the measured joints less their velocity times :data:`BRAKE_S` (a joint PD then brakes with damping
 ``KP * BRAKE_S + KD`` instead of ``KD``) and the Cartesian target the measured pinch, so the next
 ``ee_delta`` starts from where the arm stopped; and an ``ee_delta`` target is kept in the box (a target
-already outside may stay there, not move further out). The constants were measured against the
-adversaries of ``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
+already outside may stay there, not move further out). A new joint target is judged by the velocity it
+gives after the coming step (its torque's acceleration, by ``mj_forward``), so the step that follows a
+target change cannot carry the arm out before the check sees it move. The constants were measured against
+the adversaries of ``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
+
+Limits: the brake is sized for the speeds the client-side layer passes. It is a joint-space brake, so a
+fast arm's path curves while it slows: raw commands with no layer, at the PD's full speed, overshot by up
+to 10 mm (``ee_delta`` pushes at 2.5 m/s) and 50-110 mm (random joint targets, several m/s) in the
+measurements of issue 35, where pushes at 0.5 m/s stay within 5 mm (tests/test_robot_side_boundary.py).
 """
 
 from __future__ import annotations
