@@ -65,7 +65,6 @@ from robot_rl.hardware import wire
 from robot_rl.hardware.errors import CommandRejected
 from robot_rl.hardware.robot import Command, CommandMode
 from robot_rl.hardware.sim_robot import MujocoRobot
-from robot_rl.hardware.tcp_boundary import BoundaryBrake, TcpBoundary
 from robot_rl.security import ServerKeys, check_address, load_server_keys
 from robot_rl.sim.panda_pick_cube import CAMERAS
 from robot_rl.transport import ProtocolError, RouterServer, split_envelope
@@ -210,7 +209,6 @@ class SimServer:
             control_hz, physics_hz, lockstep=False, lift_height_m=lift_height_m, seed=scene_seed
         )
         self.robot.connect()
-        self.brake = BoundaryBrake(self.robot)
         self.cameras = dict(CAMERAS)
         self.tick_s = tick_s
         self.stats = Stats()
@@ -245,11 +243,9 @@ class SimServer:
                 start += skipped / hz
                 due -= skipped
                 self.stats.overruns += 1
-            with self._lock:  # the boundary runs every physics step, as in a controller's own loop
-                for _ in range(due):
-                    self.brake.before_step()
-                    self.robot.advance(1.0 / hz)
-            self.stats.boundary_brakes = self.brake.brakes
+            with self._lock:  # the TCP boundary runs every physics step inside (MujocoRobot.advance)
+                self.robot.advance(due / hz)
+            self.stats.boundary_brakes = self.robot.brake.brakes
             done += due
             self.stats.physics_steps += due
 
@@ -299,11 +295,8 @@ class SimServer:
             raise CommandRejected(f"{self.robot.name}: mode {mode!r:.40} not supported (supported: {modes})")
         if value.dtype.kind not in "iuf":
             raise CommandRejected(f"{self.robot.name}: command value must be numeric, got {value.dtype}")
-        stamp = time.monotonic()
+        cmd = Command(CommandMode(mode), value, None if gripper is None else float(gripper), time.monotonic())
         with self._lock:
-            if mode == CommandMode.EE_DELTA and value.shape == (3,) and np.all(np.isfinite(value)):
-                value = self.brake.clip_ee_delta(value.astype(np.float64))  # the target stays in the boundary
-            cmd = Command(CommandMode(mode), value, None if gripper is None else float(gripper), stamp)
             self.robot.command(cmd)  # checks everything before it changes anything
         return {}
 
@@ -340,11 +333,8 @@ class SimServer:
         return {}
 
     def _set_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> dict[str, Any]:
-        if (low is None) != (high is None):
-            raise ValueError("set_boundary: give both low and high, or neither (to clear the boundary)")
-        boundary = None if low is None else TcpBoundary(low, high)  # ValueError names bad values
         with self._lock:
-            self.brake.boundary = boundary
+            self.robot.set_tcp_boundary(low, high)  # ValueError names bad values
         return {}
 
     def _ping(self) -> dict[str, Any]:

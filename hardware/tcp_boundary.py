@@ -9,17 +9,17 @@ it judges the arm from a reading that is already old when its command arrives; o
 that gap grows by milliseconds while the arm moves on (0.3 m/s x 20 ms = 6 mm). The robot-side boundary is
 the backstop that holds regardless of the client's load.
 
-:class:`BoundaryBrake` is that boundary for the simulated Panda of the MuJoCo robot server
-(:mod:`robot_rl.hardware.sim_server`), run every physics step (500 Hz) inside the server's physics loop, as
-a controller runs it every cycle: when the pinch site, moving outward across a face at more than
+:class:`BoundaryBrake` is that boundary for the simulated Panda (:class:`MujocoRobot`, in process and behind
+the MuJoCo robot server, :mod:`robot_rl.hardware.sim_server`), run every physics step (500 Hz) inside its
+physics, as a controller runs it every cycle: when the pinch site, moving outward across a face at more than
 :data:`MIN_SPEED_M_S`, would cross it within :data:`HORIZON_S` at its present velocity, the joint targets
 become the measured joints less their velocity times :data:`BRAKE_S` (a joint PD then brakes with damping
-``KP * BRAKE_S + KD`` instead of ``KD``) and the Cartesian target the measured pinch, so the next
-``ee_delta`` starts from where the arm stopped; and an ``ee_delta`` target is kept in the box (a target
-already outside may stay there, not move further out). A new joint target is judged by the velocity it
-gives after the coming step (its torque's acceleration, by ``mj_forward``), so the step that follows a
-target change cannot carry the arm out before the check sees it move. The constants were measured against
-the adversaries of ``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
+``KP*BRAKE_S+KD`` instead of ``KD``) and the Cartesian target the measured pinch, so the next ``ee_delta``
+starts from where the arm stopped; and an ``ee_delta`` target is kept in the box (a target already outside may
+stay there, not move further out). A new joint target is judged by the velocity it gives after the coming step
+(its torque's acceleration, by ``mj_forward``), so the step that follows a target change cannot carry the arm
+out before the check sees it move. The constants were measured against the adversaries of
+``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
 
 Limits: the brake is sized for the speeds the client-side layer passes. It is a joint-space brake, so a
 fast arm's path curves while it slows: raw commands with no layer, at the PD's full speed, overshot by up
@@ -31,11 +31,13 @@ targets, several m/s) in the measurements of issue 35, where pushes of 10 mm per
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import mujoco
 import numpy as np
 
-from robot_rl.hardware.sim_robot import MujocoRobot
+if TYPE_CHECKING:  # the robot owns its brake: sim_robot imports this module
+    from robot_rl.hardware.sim_robot import MujocoRobot
 
 HORIZON_S = 0.05
 """Look-ahead (s) of the brake's trigger: the pinch's position this far ahead at its present velocity."""
@@ -87,22 +89,22 @@ class TcpBoundary:
 
 
 class BoundaryBrake:
-    """Keeps the pinch of a real-time :class:`MujocoRobot` (``lockstep=False``) inside a
-    :class:`TcpBoundary` (module doc). The caller holds the robot's lock around each call.
+    """Keeps the pinch of a :class:`MujocoRobot` inside a :class:`TcpBoundary` (module doc); the robot calls
+    :meth:`before_step` before every physics step and :meth:`clip_ee_delta` on every ``ee_delta``.
 
     Args:
-        robot: the connected simulated robot whose physics the caller steps.
+        robot: the simulated robot that owns this brake.
         horizon_s: trigger look-ahead (s), :data:`HORIZON_S`.
         brake_s: brake target offset (s), :data:`BRAKE_S`.
 
     Attributes:
-        boundary: the box enforced, or ``None`` (no boundary: the brake does nothing).
+        box: the box enforced, or ``None`` (no boundary: the brake does nothing).
         brakes: physics steps at which the brake acted.
     """
 
     def __init__(self, robot: MujocoRobot, horizon_s: float = HORIZON_S, brake_s: float = BRAKE_S) -> None:
         self.robot, self.horizon_s, self.brake_s = robot, horizon_s, brake_s
-        self.boundary: TcpBoundary | None = None
+        self.box: TcpBoundary | None = None
         self.brakes = 0
         env = robot.env
         self._jac = np.zeros((3, env.model.nv))
@@ -110,7 +112,7 @@ class BoundaryBrake:
 
     def before_step(self) -> None:
         """Run the boundary for the next physics step: brake when the pinch would cross a face."""
-        if self.boundary is None:
+        if self.box is None:
             return
         env = self.robot.env
         m, d, ctrl = env.model, env.data, env.controller
@@ -124,7 +126,7 @@ class BoundaryBrake:
             mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
             vel = self._jac[:, env._arm_v] @ (dq + d.qacc[env._arm_v] * m.opt.timestep)
         pos = d.site_xpos[env._pinch]
-        if self.boundary.crossing(pos, vel, self.horizon_s):
+        if self.box.crossing(pos, vel, self.horizon_s):
             ctrl.q_des = d.qpos[env._arm_q] - dq * self.brake_s
             env._target = pos.copy()
             self.brakes += 1
@@ -133,7 +135,7 @@ class BoundaryBrake:
     def clip_ee_delta(self, delta: np.ndarray) -> np.ndarray:
         """``delta`` (3,) m of an ``ee_delta`` command shortened so that the Cartesian target it moves stays
         in the boundary (unchanged without one)."""
-        if self.boundary is None:
+        if self.box is None:
             return delta
         old = self.robot.env._target
-        return self.boundary.clip_target(old, old + delta) - old
+        return self.box.clip_target(old, old + delta) - old

@@ -19,7 +19,7 @@ from robot_rl.hardware.robot import Command, CommandMode
 from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.hardware.sim_server import serve_in_subprocess
-from robot_rl.hardware.tcp_boundary import BoundaryBrake, TcpBoundary
+from robot_rl.hardware.tcp_boundary import TcpBoundary
 from robot_rl_testing.safety_audit import ADVERSARIES
 
 LOW, HIGH = np.array([0.35, -0.2, 0.05]), np.array([0.6, 0.2, 0.35])
@@ -94,26 +94,25 @@ def test_a_late_client_cannot_push_the_measured_arm_out_of_the_box():
 
 
 def test_the_brake_keeps_raw_pushes_at_the_face_in_process():
-    """No safety layer: ``ee_delta`` pushes out of the box at 0.5 m/s (the sim's own box allows them) on a
-    real-time robot whose physics the test steps with the brake, as the server's loop does."""
+    """No safety layer: ``ee_delta`` pushes out of the box at 0.5 m/s (the sim's own box allows them) on the
+    in-process real-time robot, whose physics enforces its TCP boundary every physics step."""
     robot = MujocoRobot(control_hz=50, lockstep=False, seed=0)
     robot.connect()
-    brake = BoundaryBrake(robot)
     worst = {}
     for enforced in (False, True):
         robot.reset_scene(0)
-        brake.boundary = TcpBoundary(LOW, HIGH) if enforced else None
+        robot.set_tcp_boundary(*((LOW, HIGH) if enforced else (None, None)))
         out = 0.0
         for k in range(150):
             push = np.array([1.0, -1.0, -1.0]) * 0.01 if k < 75 else np.array([-1.0, 1.0, 1.0]) * 0.01
-            robot.command(Command(CommandMode.EE_DELTA, brake.clip_ee_delta(push)))
+            robot.command(Command(CommandMode.EE_DELTA, push))
             for _ in range(10):  # one 50 Hz period of 500 Hz physics
-                brake.before_step()
                 robot.advance(1 / 500)
                 out = max(out, _beyond(robot.read().ee_pos))
         worst[enforced] = out
     assert worst[False] > 0.05, worst  # the sim alone goes far out
     assert worst[True] <= BAR_M, worst
+    assert robot.brake.brakes > 0
 
 
 def test_bad_boundaries_are_refused_and_the_server_keeps_serving():
@@ -121,6 +120,8 @@ def test_bad_boundaries_are_refused_and_the_server_keeps_serving():
         TcpBoundary(HIGH, LOW)
     with pytest.raises(ValueError, match="3 finite"):
         TcpBoundary(np.array([0.0, np.nan, 0.0]), HIGH)
+    with pytest.raises(ValueError, match="both"):
+        MujocoRobot().set_tcp_boundary(LOW, None)
     with serve_in_subprocess() as srv, SimServerRobot(srv.address) as robot:
         with pytest.raises(HardwareError, match="below"):
             robot.set_tcp_boundary(HIGH, LOW)
