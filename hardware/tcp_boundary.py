@@ -17,9 +17,9 @@ become the measured joints less their velocity times :data:`BRAKE_S` (a joint PD
 ``KP*BRAKE_S+KD`` instead of ``KD``) and the Cartesian target the measured pinch, so the next ``ee_delta``
 starts from where the arm stopped; and an ``ee_delta`` target is kept in the box (a target already outside may
 stay there, not move further out). A new joint target is judged by the velocity it gives after the coming step
-(its torque's acceleration, by ``mj_forward``), so the step that follows a target change cannot carry the arm
-out before the check sees it move. The constants were measured against the adversaries of
-``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
+(its torque's acceleration, by ``mj_forward`` on a copy of the scene), so the step that follows a target
+change cannot carry the arm out before the check sees it move. The constants were measured against the
+adversaries of ``benchmarks/bench_safety.py`` (``benchmarks/README.md``).
 
 Limits: the brake is sized for the speeds the client-side layer passes. It is a joint-space brake, so a
 fast arm's path curves while it slows: raw commands with no layer, at the PD's full speed, overshot by up
@@ -108,6 +108,7 @@ class BoundaryBrake:
         self.brakes = 0
         env = robot.env
         self._jac = np.zeros((3, env.model.nv))
+        self._scratch = mujoco.MjData(env.model)  # a new target is judged here: the scene stays untouched
         self._judged = env.controller.q_des.copy()  # the joint target the last step was judged with
 
     def before_step(self) -> None:
@@ -121,10 +122,12 @@ class BoundaryBrake:
             mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
             vel = self._jac[:, env._arm_v] @ dq
         else:  # a new target: judge the velocity it gives after this step (its torque's acceleration)
-            ctrl.apply(d)
-            mujoco.mj_forward(m, d)
-            mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
-            vel = self._jac[:, env._arm_v] @ (dq + d.qacc[env._arm_v] * m.opt.timestep)
+            scratch = self._scratch
+            mujoco.mj_copyData(scratch, m, d)
+            ctrl.apply(scratch)
+            mujoco.mj_forward(m, scratch)
+            mujoco.mj_jacSite(m, scratch, self._jac, None, env._pinch)
+            vel = self._jac[:, env._arm_v] @ (dq + scratch.qacc[env._arm_v] * m.opt.timestep)
         pos = d.site_xpos[env._pinch]
         if self.box.crossing(pos, vel, self.horizon_s):
             ctrl.q_des = d.qpos[env._arm_q] - dq * self.brake_s
@@ -138,4 +141,5 @@ class BoundaryBrake:
         if self.box is None:
             return delta
         old = self.robot.env._target
-        return self.box.clip_target(old, old + delta) - old
+        new = self.box.clip_target(old, old + delta)
+        return delta if np.array_equal(new, old + delta) else new - old  # unclipped: bit for bit
