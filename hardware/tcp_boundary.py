@@ -73,14 +73,19 @@ class TcpBoundary:
             raise ValueError(f"TCP boundary low={low.tolist()} must be below high={high.tolist()} per axis")
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)
+        object.__setattr__(self, "_low", low.tolist())
+        object.__setattr__(self, "_high", high.tolist())
 
     def crossing(self, pos: np.ndarray, vel: np.ndarray, horizon_s: float) -> bool:
         """Whether ``pos`` (3,) m moving at ``vel`` (3,) m/s outward faster than :data:`MIN_SPEED_M_S`
-        across a face is beyond that face within ``horizon_s`` (s)."""
-        ahead = pos + vel * horizon_s
-        up = (vel > MIN_SPEED_M_S) & (ahead > self.high)
-        down = (vel < -MIN_SPEED_M_S) & (ahead < self.low)
-        return bool(np.any(up | down))
+        across a face is beyond that face within ``horizon_s`` (s). Plain floats: it runs every physics
+        step, where numpy's per-call overhead would double the step's cost."""
+        for p, v, lo, hi in zip(pos.tolist(), vel.tolist(), self._low, self._high, strict=True):
+            if (v > MIN_SPEED_M_S and p + v * horizon_s > hi) or (
+                v < -MIN_SPEED_M_S and p + v * horizon_s < lo
+            ):
+                return True
+        return False
 
     def clip_target(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
         """``new`` (3,) m kept in the box, except that an axis of ``old`` (3,) m already outside may stay as
@@ -109,7 +114,8 @@ class BoundaryBrake:
         env = robot.env
         self._jac = np.zeros((3, env.model.nv))
         self._scratch = mujoco.MjData(env.model)  # a new target is judged here: the scene stays untouched
-        self._judged = env.controller.q_des.copy()  # the joint target the last step was judged with
+        self._judged = env.controller.q_des  # the joint target the last step was judged with: every target
+        # change assigns a new array (IK, joint command, halt, this brake), so identity tells a new one
 
     def before_step(self) -> None:
         """Run the boundary for the next physics step: brake when the pinch would cross a face."""
@@ -117,23 +123,24 @@ class BoundaryBrake:
             return
         env = self.robot.env
         m, d, ctrl = env.model, env.data, env.controller
-        dq = d.qvel[env._arm_v]
-        if np.array_equal(ctrl.q_des, self._judged):
+        vs = ctrl._vs  # the arm's dofs (a slice when contiguous: no copies)
+        dq = d.qvel[vs]
+        if ctrl.q_des is self._judged:
             mujoco.mj_jacSite(m, d, self._jac, None, env._pinch)
-            vel = self._jac[:, env._arm_v] @ dq
+            vel = self._jac[:, vs] @ dq
         else:  # a new target: judge the velocity it gives after this step (its torque's acceleration)
             scratch = self._scratch
             mujoco.mj_copyData(scratch, m, d)
             ctrl.apply(scratch)
             mujoco.mj_forward(m, scratch)
             mujoco.mj_jacSite(m, scratch, self._jac, None, env._pinch)
-            vel = self._jac[:, env._arm_v] @ (dq + scratch.qacc[env._arm_v] * m.opt.timestep)
+            vel = self._jac[:, vs] @ (dq + scratch.qacc[vs] * m.opt.timestep)
         pos = d.site_xpos[env._pinch]
         if self.box.crossing(pos, vel, self.horizon_s):
             ctrl.q_des = d.qpos[env._arm_q] - dq * self.brake_s
             env._target = pos.copy()
             self.brakes += 1
-        self._judged = ctrl.q_des.copy()
+        self._judged = ctrl.q_des
 
     def clip_ee_delta(self, delta: np.ndarray) -> np.ndarray:
         """``delta`` (3,) m of an ``ee_delta`` command shortened so that the Cartesian target it moves stays
