@@ -50,12 +50,11 @@ releases it. A latched e-stop triggers the controller's own stop where the drive
 franky's ``stop``), after which no holds are sent while it stays latched; otherwise it holds as above.
 Every clip, rejection, watchdog trip and e-stop is one JSON line in ``fault_log``.
 
-**Robot-side boundary**: at connect the layer hands its workspace box (the configured box intersected with
-the robot's) to the robot's own controller where the driver can set one (``set_tcp_boundary(low, high)``:
-the simulated Panda's physics, in process or behind the robot server; xArm's safety boundary in fence
-mode), which enforces it in its
-own real-time loop. The checks above judge the arm from a reading that is already old when the command
-arrives (more so on a loaded client host); the controller's boundary holds regardless (issue 35;
+**Robot-side boundary**: at connect the layer hands its workspace box (the configured box intersected with the
+robot's) to the robot's own controller where the driver can set one (``set_tcp_boundary(low, high)``: the
+simulated Panda's physics, in process or behind the robot server; xArm's safety boundary in fence mode), which
+enforces it in its own real-time loop. The checks above judge the arm from a reading that is already old when
+the command arrives (more so on a loaded client host); the controller's boundary holds regardless (issue 35;
 :mod:`robot_rl.hardware.tcp_boundary`). UR and Franka have no run-time call for it: docs/hardware.md.
 """
 

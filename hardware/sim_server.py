@@ -28,10 +28,10 @@ CURVE keys (``--keys``, :mod:`robot_rl.security`), as the learner and critic ser
 
 Robot-side TCP boundary (:mod:`robot_rl.hardware.tcp_boundary`): ``set_boundary`` sets a box that the
 simulated arm's physics itself enforces every physics step (``MujocoRobot.set_tcp_boundary``), as a real
-controller's safety boundary does (xArm's
-fence mode, UR's safety planes), so the measured arm stays in it however late the client's commands are;
-:class:`~robot_rl.hardware.safety.SafeRobot` sets it from its workspace box at connect. It is the server's
-configuration, like a controller's: it outlives the client that set it and a ``reset_scene``.
+controller's safety boundary does (xArm's fence mode, UR's safety planes), so the measured arm stays in it
+however late the client's commands are; :class:`~robot_rl.hardware.safety.SafeRobot` sets it from its
+workspace box at connect. It is the server's configuration, like a controller's: it outlives the client
+that set it and a ``reset_scene``.
 
 Injected faults (:class:`SimServerFaults`, seeded): each request waits ``latency_ms`` plus a uniform
 random ``[0, jitter_ms]`` before it is handled (so a command takes effect that much later and the round
