@@ -19,7 +19,10 @@ Run: ``python benchmarks/bench_safety.py [--steps 2000] [--timing-commands 5000]
 cores). With
 ``--server-hz 50`` part 1 runs instead in real time through the MuJoCo-backed robot server process
 (``SimServerRobot``, whose forward kinematics and collision model run on the client's own copy of the
-scene): the mixed adversaries, then the three restricted to each mode.
+scene): the mixed adversaries, then the three restricted to each mode. In both, the simulated Panda
+enforces the robot-side TCP boundary (:mod:`robot_rl.hardware.tcp_boundary`, set by the layer at connect)
+and ``brakes`` counts the physics steps at which it braked; ``--robot-boundary off`` leaves it unset (the
+client-side layer alone).
 """
 
 from __future__ import annotations
@@ -54,14 +57,31 @@ CFG = SafetyConfig(
 )
 
 
-def run_adversary(name: str, steps: int, mode: CommandMode | None = None, server: str = "") -> str:
+class ClientSideOnly(SimServerRobot):
+    """A server client without the robot-side boundary (the safety layer finds no setter)."""
+
+    set_tcp_boundary = None  # type: ignore[assignment]
+
+
+class InProcessClientSideOnly(MujocoRobot):
+    """The in-process sim without the robot-side boundary (the safety layer finds no setter)."""
+
+    set_tcp_boundary = None  # type: ignore[assignment]
+
+
+def run_adversary(
+    name: str, steps: int, mode: CommandMode | None = None, server: str = "", boundary: bool = True
+) -> str:
     adversary = ADVERSARIES[name] if mode is None else single_mode(ADVERSARIES[name], mode)
+    client, sim = None, None
     if server:  # each run from the home pose, as the lock-step robot's
-        robot: Robot = SimServerRobot(server)
-        robot.connect()
-        robot.reset_scene(0)
+        client = (SimServerRobot if boundary else ClientSideOnly)(server)
+        client.connect()
+        client.reset_scene(0)
+        before = client.ping()["stats"]["boundary_brakes"]
+        robot: Robot = client
     else:
-        robot = MujocoRobot(seed=0)
+        robot = sim = (MujocoRobot if boundary else InProcessClientSideOnly)(seed=0)
     audit = LimitAudit(robot, CFG)
     safe = SafeRobot(audit, CFG)
     ee_out = {"switch": 0.0, "other": 0.0}  # within SWITCH_STEPS of a joint -> ee_delta switch, or not
@@ -82,11 +102,14 @@ def run_adversary(name: str, steps: int, mode: CommandMode | None = None, server
             )
             contacts += links(s.joint_pos) < 0.0
         c = safe.counters
+        brakes = (
+            client.ping()["stats"]["boundary_brakes"] - before if client is not None else sim.brake.brakes
+        )
     label = name if mode is None else f"{name}/{'ee' if mode == CommandMode.EE_DELTA else 'joint'}"
     return (
         f"{label:<17}{c.commands:>9}{c.clipped:>9}{c.rejected:>9}{c.holds:>7}{c.tracking_resets:>9}"
         f"{len(audit.violations):>8}{1000 * ee_out['other']:>10.1f}{1000 * ee_out['switch']:>10.1f}"
-        f"{q_out:>11.4f}{contacts:>9}"
+        f"{q_out:>11.4f}{contacts:>9}{brakes:>8}"
     )
 
 
@@ -139,27 +162,37 @@ def main() -> None:
         default=0.0,
         help="instead, run the adversaries in real time through the robot server at this rate (Hz)",
     )
+    parser.add_argument(
+        "--robot-boundary",
+        choices=("on", "off"),
+        default="on",
+        help="whether the layer sets the robot-side TCP boundary (the sim's, in process or in the server)",
+    )
     args = parser.parse_args()
+    boundary = args.robot_boundary == "on"
     if args.server_hz:
         with serve_in_subprocess(extra_args=(f"--control-hz={args.server_hz}",)) as srv:
             print(
                 f"through the robot server at {args.server_hz} Hz (client-side kinematics and collisions), "
-                f"{args.steps} steps each"
+                f"{args.steps} steps each, robot-side boundary {args.robot_boundary}"
             )
-            print(HEADER)
+            print(f"{HEADER}{'brakes':>8}")
             for name in ADVERSARIES:
-                print(run_adversary(name, args.steps, server=srv.address), flush=True)
+                print(run_adversary(name, args.steps, server=srv.address, boundary=boundary), flush=True)
             for name in ("random", "huge", "out_of_box"):
                 for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
-                    print(run_adversary(name, args.steps, mode, srv.address), flush=True)
+                    print(run_adversary(name, args.steps, mode, srv.address, boundary), flush=True)
         return
-    print(f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits)")
-    print(HEADER)
+    print(
+        f"adversaries, {args.steps} steps each (ee/joint excursions: measured, beyond box/limits), "
+        f"robot-side boundary {args.robot_boundary}"
+    )
+    print(f"{HEADER}{'brakes':>8}")
     for name in ADVERSARIES:
-        print(run_adversary(name, args.steps), flush=True)
+        print(run_adversary(name, args.steps, boundary=boundary), flush=True)
     for name in ("random", "huge", "out_of_box"):
         for mode in (CommandMode.EE_DELTA, CommandMode.JOINT_POSITION):
-            print(run_adversary(name, args.steps, mode), flush=True)
+            print(run_adversary(name, args.steps, mode, boundary=boundary), flush=True)
     print("per-command time, median (same run, alternating blocks)")
     total = max(10, args.timing_commands)
     for lockstep, blocks, n in ((False, 10, total // 10), (True, 8, max(1, total // 100))):

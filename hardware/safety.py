@@ -49,6 +49,13 @@ releases it. A latched e-stop triggers the controller's own stop where the drive
 (:attr:`~robot_rl.hardware.robot.Robot.vendor_stop`: a UR's protective stop, xArm's ``emergency_stop``,
 franky's ``stop``), after which no holds are sent while it stays latched; otherwise it holds as above.
 Every clip, rejection, watchdog trip and e-stop is one JSON line in ``fault_log``.
+
+**Robot-side boundary**: at connect the layer hands its workspace box (the configured box intersected with the
+robot's) to the robot's own controller where the driver can set one (``set_tcp_boundary(low, high)``: the
+simulated Panda's physics, in process or behind the robot server; xArm's safety boundary in fence mode), which
+enforces it in its own real-time loop. The checks above judge the arm from a reading that is already old when
+the command arrives (more so on a loaded client host); the controller's boundary holds regardless (issue 35;
+:mod:`robot_rl.hardware.tcp_boundary`). UR and Franka have no run-time call for it: docs/hardware.md.
 """
 
 from __future__ import annotations
@@ -289,6 +296,9 @@ class SafeRobot(Robot):
                     f"safety layer passes ({[str(m) for m in SAFE_MODES]})"
                 )
             self._lim = self._effective_limits()
+            set_boundary = getattr(self.robot, "set_tcp_boundary", None)
+            if callable(set_boundary):  # the controller's own boundary: the backstop under a late client
+                set_boundary(self._lim.ee_low, self._lim.ee_high)
             state = self.robot.read()
             self._has_fk = self.robot.forward_kinematics(state.joint_pos) is not None
             self._counters = SafetyCounters()

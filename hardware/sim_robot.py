@@ -25,6 +25,7 @@ import numpy as np
 from robot_rl.config import RobotConfig
 from robot_rl.hardware.errors import RobotConnectionError
 from robot_rl.hardware.robot import Command, CommandMode, Robot, RobotLimits, RobotState, check_command
+from robot_rl.hardware.tcp_boundary import BoundaryBrake, TcpBoundary
 from robot_rl.sim import panda_pick_cube
 from robot_rl.sim.controller import ARM_JOINTS
 
@@ -209,6 +210,7 @@ class MujocoRobot(Robot):
         self._gripper = 0.0
         self.kinematics = PinchKinematics(self.env.model)
         self.collisions = LinkCollisions(self.env.model)
+        self.brake = BoundaryBrake(self)  # the controller-side TCP boundary, off until set_tcp_boundary
         self._down_quat = self.env.controller.target_quat.copy()
         ctrl = self.env.controller
         self._limits = RobotLimits(
@@ -285,6 +287,19 @@ class MujocoRobot(Robot):
         (:class:`LinkCollisions`; negative: they overlap; at most :data:`LINK_MARGIN_M`)."""
         return self.collisions(joint_pos)
 
+    def set_tcp_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> None:
+        """Enforce the TCP box ``low`` .. ``high`` ((3,) m each, base frame) in the physics itself, every
+        physics step, as an arm's controller enforces its safety boundary
+        (:mod:`robot_rl.hardware.tcp_boundary`); ``None, None`` clears it. The safety layer sets it at
+        connect.
+
+        Raises:
+            ValueError: only one of ``low``/``high`` given, or not a valid box (names the values).
+        """
+        if (low is None) != (high is None):
+            raise ValueError("set_tcp_boundary: give both low and high, or neither (to clear the boundary)")
+        self.brake.box = None if low is None else TcpBoundary(low, high)
+
     @property
     def tracking_time_s(self) -> float:
         """How long (s) the joint PD takes to close a tracking error: its slowest ``KD / KP``."""
@@ -302,7 +317,8 @@ class MujocoRobot(Robot):
         env, d, task = self.env, self.env.data, self._task
         if cmd.mode == CommandMode.EE_DELTA:
             pinch = d.site_xpos[env._pinch]
-            target = np.clip(env._target + value[:3], task.WORKSPACE_LOW, task.WORKSPACE_HIGH)
+            step = self.brake.clip_ee_delta(value[:3])  # the target stays in the TCP boundary
+            target = np.clip(env._target + step, task.WORKSPACE_LOW, task.WORKSPACE_HIGH)
             env._target = np.clip(target, pinch - task.MAX_LAG_M, pinch + task.MAX_LAG_M)
             ctrl, prev = env.controller, env.controller.q_des
             ctrl.set_target(d, env._target)
@@ -335,10 +351,11 @@ class MujocoRobot(Robot):
         env._target = d.site_xpos[env._pinch].copy()
 
     def advance(self, seconds: float) -> None:
-        """Step the physics by ``seconds`` (rounded to whole physics steps), the controller applying torques
-        every physics step."""
+        """Step the physics by ``seconds`` (rounded to whole physics steps), the TCP boundary and the
+        controller's torques every physics step."""
         env = self.env
         n = max(1, int(round(seconds * env.physics_hz)))
         for _ in range(n):
+            self.brake.before_step()
             env.controller.apply(env.data)
             mujoco.mj_step(env.model, env.data)

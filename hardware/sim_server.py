@@ -20,10 +20,18 @@ echoes ``id`` with ``ok: true`` and the op's result, or ``ok: false`` with ``err
 names, largest image size, and ``kinematics``: reference joint positions and the end-effector position at
 each, so a client can check that its copy of the scene gives the server's forward kinematics), ``read``
 (a RobotState), ``command`` (mode, value, gripper), ``reset_scene`` (seed), ``render`` (camera, size:
-uint8 (size, size, 3)), ``ping`` (server time and counters). A message
+uint8 (size, size, 3)), ``ping`` (server time and counters), ``set_boundary`` (low, high: (3,) m each, or
+both None to clear). A message
 that does not fit gets an error reply and changes nothing; the server keeps serving. Frames over
 :data:`MAX_MESSAGE_BYTES` are refused by ZeroMQ before they are buffered. Off loopback the server needs
 CURVE keys (``--keys``, :mod:`robot_rl.security`), as the learner and critic server do.
+
+Robot-side TCP boundary (:mod:`robot_rl.hardware.tcp_boundary`): ``set_boundary`` sets a box that the
+simulated arm's physics itself enforces every physics step (``MujocoRobot.set_tcp_boundary``), as a real
+controller's safety boundary does (xArm's fence mode, UR's safety planes), so the measured arm stays in it
+however late the client's commands are; :class:`~robot_rl.hardware.safety.SafeRobot` sets it from its
+workspace box at connect. It is the server's configuration, like a controller's: it outlives the client
+that set it and a ``reset_scene``.
 
 Injected faults (:class:`SimServerFaults`, seeded): each request waits ``latency_ms`` plus a uniform
 random ``[0, jitter_ms]`` before it is handled (so a command takes effect that much later and the round
@@ -81,6 +89,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "command": {"mode": (str,), "value": (np.ndarray,), "gripper": (float, int, _NONE)},
     "reset_scene": {"seed": (int, _NONE)},
     "render": {"camera": (str,), "size": (int,)},
+    "set_boundary": {"low": (np.ndarray, _NONE), "high": (np.ndarray, _NONE)},
 }
 """Each op's fields and their allowed types (besides ``op``, ``id`` and ``protocol``; bool is no number)."""
 READY = re.compile(r"sim-server listening on (\S+)")
@@ -120,13 +129,15 @@ class SimServerFaults:
 
 @dataclass
 class Stats:
-    """Server counters (reported by ``ping`` and printed at exit)."""
+    """Server counters (reported by ``ping`` and printed at exit); ``boundary_brakes``: physics steps at
+    which the robot-side TCP boundary braked the arm."""
 
     requests: int = 0
     errors: int = 0
     dropped: int = 0
     physics_steps: int = 0
     overruns: int = 0
+    boundary_brakes: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -233,8 +244,9 @@ class SimServer:
                 start += skipped / hz
                 due -= skipped
                 self.stats.overruns += 1
-            with self._lock:
+            with self._lock:  # the TCP boundary runs every physics step inside (MujocoRobot.advance)
                 self.robot.advance(due / hz)
+            self.stats.boundary_brakes = self.robot.brake.brakes
             done += due
             self.stats.physics_steps += due
 
@@ -321,6 +333,11 @@ class SimServer:
             self.robot.reset_scene(seed)
         return {}
 
+    def _set_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> dict[str, Any]:
+        with self._lock:
+            self.robot.set_tcp_boundary(low, high)  # ValueError names bad values
+        return {}
+
     def _ping(self) -> dict[str, Any]:
         return {"server_time": time.monotonic(), "stats": asdict(self.stats)}
 
@@ -352,6 +369,7 @@ class SimServer:
                 "read": self._read,
                 "command": self._command,
                 "reset_scene": self._reset_scene,
+                "set_boundary": self._set_boundary,
             }[op]
             return {"ok": True, "id": request_id, **handler(**fields)}
         except Exception as err:  # noqa: BLE001 - every bad request gets an error reply; the server goes on

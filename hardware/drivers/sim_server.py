@@ -351,9 +351,22 @@ class SimServerRobot(Robot):
         """
         self._request("reset_scene", seed=None if seed is None else int(seed))
 
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> None:
+        """Set the robot-side TCP boundary: the server's physics loop keeps the pinch in the box ``low``
+        .. ``high`` ((3,) m each, base frame) every physics step, however late this client's commands come
+        (:mod:`robot_rl.hardware.tcp_boundary`). The safety layer calls it at connect with its box.
+
+        Raises:
+            HardwareError: the server refused the box (not 3 finite values each, low not below high);
+            RobotConnectionError / RobotTimeoutError as :meth:`read`.
+        """
+        self._request(
+            "set_boundary", low=np.asarray(low, dtype=np.float64), high=np.asarray(high, dtype=np.float64)
+        )
+
     def ping(self) -> dict[str, Any]:
         """The server's time (s, its monotonic clock) and counters (requests, errors, dropped,
-        physics_steps, overruns, started)."""
+        physics_steps, overruns, boundary_brakes, started)."""
         return self._request("ping")
 
 

@@ -32,6 +32,13 @@ is pi rad/s) and 20 rad/s^2 (1145 deg/s^2, the SDK's maximum joint acceleration)
 ``control_hz`` (what the stream covers in one control period). Joint targets outside the range and speeds
 beyond the limit are refused (``CommandRejected``) before anything is sent.
 
+Robot-side boundary: :meth:`XArmRobot.set_tcp_boundary` (called by the safety layer at connect with its
+box) sets the controller's safety boundary, :data:`BOUNDARY_MARGIN_M` outside the box
+(``set_reduced_tcp_boundary``, ``[x_max, x_min, y_max, y_min, z_max, z_min]`` mm) and turns fence mode on
+(``set_fence_mode``, firmware 1.2.11+): the controller then stops the arm with error C35 ("Safety Boundary
+Limit") when the TCP reaches it, in its own real-time loop, however late this client is. It stays set on
+the controller after disconnect.
+
 Faults: a controller error (``has_error``) found at connect or after a command raises ``RobotFault`` with
 the SDK's error code; clear it on the control box or in UFACTORY Studio (the driver never clears errors).
 
@@ -92,6 +99,10 @@ MODE = {
     CommandMode.EE_VELOCITY: 5,
 }
 """The SDK control mode each command mode runs in."""
+BOUNDARY_MARGIN_M = 0.005
+"""The controller's safety boundary lies this far (m) outside the safety layer's box: the layer keeps
+targets in the box, and the controller stops the arm (error C35) only when the measured TCP is more than
+this beyond it, issue 35's bar (a boundary on the box itself would fault on a millimetre's overshoot)."""
 
 
 def joints_to_si(deg: np.ndarray) -> np.ndarray:
@@ -280,6 +291,32 @@ class XArmRobot(Robot):
         arm.emergency_stop()
         self._mode, self._target = None, None
 
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> None:
+        """Set the controller's safety boundary to the box ``low`` .. ``high`` ((3,) m each, base frame,
+        the TCP) grown by :data:`BOUNDARY_MARGIN_M` (rounded outward to whole mm, the SDK's unit) and turn
+        fence mode on (module doc).
+
+        Raises:
+            RobotConnectionError: not connected.
+            RobotFault: the TCP is outside that boundary now (the controller would stop at once with error
+                C35: move the arm inside first, in manual mode), or the controller reports an error.
+            CommandRejected: the SDK refused a call (its code).
+        """
+        arm = self._require()
+        lo_mm = np.floor(1000.0 * (np.asarray(low, dtype=np.float64) - BOUNDARY_MARGIN_M)).astype(int)
+        hi_mm = np.ceil(1000.0 * (np.asarray(high, dtype=np.float64) + BOUNDARY_MARGIN_M)).astype(int)
+        pos, _ = self._measured_pose()
+        if np.any(1000.0 * pos < lo_mm) or np.any(1000.0 * pos > hi_mm):
+            raise RobotFault(
+                f"{self.name}: the TCP at {np.round(pos, 4).tolist()} m is outside the safety boundary "
+                f"{(lo_mm / 1000).tolist()}..{(hi_mm / 1000).tolist()} m (env.robot.safety.workspace_low/"
+                f"high + {BOUNDARY_MARGIN_M} m); move it inside first"
+            )
+        boundary = [int(v) for pair in zip(hi_mm, lo_mm, strict=True) for v in pair]
+        self._check(arm.set_reduced_tcp_boundary(boundary), "set_reduced_tcp_boundary")
+        code = arm.set_fence_mode(True)  # xarm-python-sdk 1.18 returns [code] here
+        self._check(code[0] if isinstance(code, list | tuple) else code, "set_fence_mode(True)")
+
     def disconnect(self) -> None:
         """Stop streaming (mode 0, the arm holds) and close the link; safe to call twice."""
         self._stop_stream()
@@ -297,8 +334,11 @@ class XArmRobot(Robot):
         return self._arm
 
     def _check(self, code: int, what: str) -> None:
-        if self._arm.has_error:
-            raise RobotFault(f"{self.name}: controller error code {self._arm.error_code} after {what}")
+        if self._arm.has_error or code == 1:  # SDK code 1: a controller error is not cleared
+            error = self._arm.error_code
+            if not error:  # the answer's error flag came before the report: ask the controller
+                error = self._arm.get_err_warn_code()[1][0]
+            raise RobotFault(f"{self.name}: controller error code {error} after {what}")
         if code != 0:
             raise CommandRejected(f"{self.name}: {what} returned SDK code {code}")
 

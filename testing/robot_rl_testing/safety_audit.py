@@ -112,6 +112,12 @@ class LimitAudit(Robot):
         inner = getattr(self.robot, "link_clearance", None)
         return inner if callable(inner) else None
 
+    @property
+    def set_tcp_boundary(self) -> Callable[[np.ndarray, np.ndarray], None] | None:
+        """The audited robot's robot-side boundary setter (``set_tcp_boundary(low, high)``), or ``None``."""
+        inner = getattr(self.robot, "set_tcp_boundary", None)
+        return inner if callable(inner) else None
+
     def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
         return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))
 

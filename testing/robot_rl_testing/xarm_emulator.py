@@ -12,7 +12,8 @@ from the packet formats ``xarm-python-sdk`` 1.18.4 speaks (``xarm/core/wrapper/u
   Registers served: version (1), serial numbers (2), system control (10), motion enable (11), set/get
   state (12, 13), command count (14), error/warning codes (15), clean error/warning (16, 17), set mode
   (19), servo-mode joint and Cartesian setpoints (29, 30), TCP offset (35), TCP pose (41), joint states
-  (42), tool Modbus timeout (123), the tool RS-485 Modbus-RTU agent (124, the xArm Gripper at slave id 8:
+  (42), reduced mode (50), the safety boundary (52, ``set_reduced_tcp_boundary``), fence mode (59),
+  tool Modbus timeout (123), the tool RS-485 Modbus-RTU agent (124, the xArm Gripper at slave id 8:
   enable, mode, speed, target and current position, error code, version) and tool GPIO registers (127,
   128: the RS-485 baud rate). Any other register is answered with the invalid flag (the SDK returns code
   10) and recorded in :attr:`XArmControllerEmulator.unknown_registers`. SDK heartbeats (protocol 1) are
@@ -41,14 +42,20 @@ Controller behaviour (UFACTORY's SDK documentation and servo-mode guide):
   arm where it is and drops the servo target until ``set_state(0)``; an injected controller error
   (:meth:`XArmControllerEmulator.inject_error`) stops it the same way and flags every answer, until
   ``clean_error`` and ``set_state(0)``;
+- the safety boundary (the SDK's ``set_reduced_tcp_boundary``, ``[x_max, x_min, y_max, y_min, z_max,
+  z_min]`` mm, enforced while fence mode is on, ``set_fence_mode``): the controller stops the arm with error
+  C35, "Safety Boundary Limit" (the SDK's controller error table: "The xArm reaches the safety boundary"),
+  when a servo setpoint's TCP is beyond it (the setpoint is not executed) or when the measured TCP reaches
+  it, checked every physics step as the controller's own loop does; the error stays until
+  ``clean_error``, and the arm must be brought back inside (manual mode on a real arm);
 - when the client's link drops, the controller keeps its last target, as a real one does (the SDK's
   protocol-3 heartbeat only keeps the client's own link alive; no controller-side watchdog is documented
   to stop the arm).
 
 Not emulated: motion modes other than servo (0, 2, 4-7: joint/Cartesian moves, velocity control, online
-planning), payloads, the 503 and real-time (30003) sockets, collision detection, reduced mode, the Lite 6
-gripper. Physics advances in real time, lazily (before each answer and report). Linux only (the
-127.x.y.z addresses).
+planning), payloads, the 503 and real-time (30003) sockets, collision detection, reduced mode's speed and
+joint limits (the switch is only stored), the Lite 6 gripper. Physics advances in real time, lazily
+(before each answer and report). Linux only (the 127.x.y.z addresses).
 """
 
 from __future__ import annotations
@@ -92,7 +99,11 @@ REG_VERSION, REG_SN, REG_SYSTEM, REG_MOTION_EN, REG_SET_STATE, REG_GET_STATE = 1
 REG_CMDNUM, REG_ERROR, REG_CLEAN_ERR, REG_CLEAN_WARN, REG_SET_MODE = 14, 15, 16, 17, 19
 REG_SERVOJ, REG_SERVO_CART, REG_TCP_OFFSET, REG_TCP_POSE, REG_JOINT_POS = 29, 30, 35, 41, 42
 REG_TGPIO_TIMEOUT, REG_RS485_RTU, REG_TGPIO_W16, REG_TGPIO_R16 = 123, 124, 127, 128
+REG_REDUCED_MODE, REG_LIMIT_XYZ, REG_FENSE_ON = 50, 52, 59
 FLAG_ERROR, FLAG_WARN, FLAG_NOT_READY, FLAG_INVALID = 0x40, 0x20, 0x10, 0x08
+ERROR_SAFETY_BOUNDARY = 35
+"""Controller error C35, "Safety Boundary Limit" (xarm-python-sdk's ``x_code``): the TCP reached the
+safety boundary in fence mode."""
 STATE_MOVING, STATE_IDLE, STATE_PAUSED, STATE_STOPPED = 1, 2, 3, 4
 
 
@@ -103,7 +114,7 @@ class ServoSetpoint:
     ``t``: arrival (``time.monotonic()``, s); ``joints``: the target (7,) rad (after IK for Cartesian
     ones; None when IK failed); ``step_m``: TCP distance from the last executed setpoint (m);
     ``executed``: whether the arm went there; ``reason``: why not (``"step"``, ``"mode"``, ``"stopped"``,
-    ``"limits"``, ``"ik"``, ``"tool_coord"``), empty when executed.
+    ``"limits"``, ``"boundary"``, ``"ik"``, ``"tool_coord"``), empty when executed.
     """
 
     t: float
@@ -204,6 +215,11 @@ class XArmControllerEmulator:
         self.tcp_offset = np.eye(4)
         """The TCP in the flange frame (4x4, m), set by the SDK's ``set_tcp_offset``; identity at boot."""
         self._tcp_offset_sdk = [0.0] * 6
+        self.tcp_boundary: tuple[np.ndarray, np.ndarray] | None = None
+        """The safety boundary's (low, high) TCP corners (3,) m each, set by ``set_reduced_tcp_boundary``."""
+        self.fence_mode = False
+        """Whether the safety boundary is enforced (``set_fence_mode``)."""
+        self.reduced_mode = False
         self._pending_mode = 0
         self._servo_q = q0.copy()
         self._last_setpoint_t = -math.inf
@@ -334,7 +350,22 @@ class XArmControllerEmulator:
         if n > 0:
             if self.gripper["enabled"]:
                 self.data.ctrl[7:9] = self.gripper["target"] / GRIPPER_OPEN_PULSES * FINGER_TRAVEL_M
-            mujoco.mj_step(self.model, self.data, nstep=n)
+            if not self.fence_mode or self.tcp_boundary is None:
+                mujoco.mj_step(self.model, self.data, nstep=n)
+                return
+            for _ in range(n):  # the boundary is checked every control cycle, as the controller does
+                mujoco.mj_step(self.model, self.data)
+                if not self.error_code and self._beyond_boundary(self.data.qpos[:7]):
+                    self.error_code = ERROR_SAFETY_BOUNDARY
+                    self._halt()
+
+    def _beyond_boundary(self, q: np.ndarray) -> bool:
+        """Whether fence mode is on and the TCP at joints ``q`` (7,) rad is outside the safety boundary."""
+        if not self.fence_mode or self.tcp_boundary is None:
+            return False
+        tcp = (model.joint_frames(q)[-1] @ self.tcp_offset)[:3, 3]
+        low, high = self.tcp_boundary
+        return bool(np.any(tcp < low) or np.any(tcp > high))
 
     def _halt(self) -> None:
         """Stop where the arm is: hold the measured joints, drop the servo target."""
@@ -374,9 +405,14 @@ class XArmControllerEmulator:
                 reason = "stopped"
             elif np.any(target < model.JOINT_LOW) or np.any(target > model.JOINT_HIGH):
                 reason = "limits"
+            elif self._beyond_boundary(target):
+                reason = "boundary"
             elif step > SERVO_STEP_MAX_M:
                 reason = "step"
         self.servo_log.append(ServoSetpoint(now, target, step, not reason, reason))
+        if reason == "boundary":  # C35: the controller stops
+            self.error_code = ERROR_SAFETY_BOUNDARY
+            self._halt()
         if reason:
             return
         self._servo_q = target.copy()
@@ -479,6 +515,16 @@ class XArmControllerEmulator:
             self._tcp_offset_sdk = list(offset)
             self.tcp_offset[:3, :3] = rpy_matrix((offset[3], offset[4], offset[5]))
             self.tcp_offset[:3, 3] = np.asarray(offset[:3]) / 1000.0
+            return 0, b""
+        if register == REG_LIMIT_XYZ and len(p) >= 24:
+            limits = np.array(struct.unpack("<6i", p[:24]), dtype=np.float64) / 1000.0  # x_max, x_min, ...
+            self.tcp_boundary = (limits[1::2].copy(), limits[0::2].copy())
+            return 0, b""
+        if register == REG_FENSE_ON and p:
+            self.fence_mode = bool(p[0])
+            return 0, b""
+        if register == REG_REDUCED_MODE and p:
+            self.reduced_mode = bool(p[0])
             return 0, b""
         if register == REG_TCP_POSE:
             return 0, _floats(self._tcp_pose())
