@@ -25,7 +25,7 @@ Limits: the brake is sized for the speeds the client-side layer passes. It is a 
 fast arm's path curves while it slows: raw commands with no layer, at the PD's full speed, overshot by up
 to 10 mm (``ee_delta`` pushes of 50 mm per 20 ms period, the arm at 0.85 m/s) and 50-110 mm (random joint
 targets, several m/s) in the measurements of issue 35, where pushes of 10 mm per period stay within 5 mm
-(tests/test_robot_side_boundary.py).
+(tests/hardware/test_robot_side_boundary.py).
 """
 
 from __future__ import annotations
