@@ -56,6 +56,8 @@ OfflineMethod = Literal["qc", "qc_fql", "corft", "recap"]
 CriticAgg = Literal["mean", "min", "min_random2"]
 RewardNorm = Literal["max", "scale", "none"]
 TerminalChunks = Literal["drop", "keep"]
+SuccessValue = Literal["r_max", "r_success", "zero"]
+Extraction = Literal["bc_anchored", "actor"]
 LearnerDtype = Literal["auto", "float32", "bfloat16"]
 EvalSplit = Literal["validation", "test"]
 DataReward = Literal["dataset", "episode_end"]
@@ -756,6 +758,19 @@ class OfflineRLConfig:
     ``target_flow_steps``: Euler steps of the N flow samples that QC's critic target picks A' from (0: the
     policy's ``flow_steps``; acting always uses ``flow_steps``). 5 was chosen on validation seeds: pick-cube
     offline QC succeeded on 42/50 episodes with 5 and with 10 (benchmarks/README.md, learner section).
+    ``success_value``: the value after a termination that is a success (``next.success``; every
+    ``next.done`` without that column), an absorbing state earning a reward r_a at every later step, so the
+    TD target gains ``γ^{j+1} · r'_a / (1 − γ)`` for a success at chunk step j (r' the mapped reward of
+    ``reward_norm``; :func:`robot_rl.algos.targets.success_tail`; issue 38). ``r_max`` (the default): r_a is
+    ``reward_range``'s r_max, so a success is worth at least hovering anywhere forever (a success bonus
+    above any dense return; under ``reward_norm=max`` r'_a = 0, the value it had before); ``r_success``: the
+    success frame's own reward (what staying there would earn); ``zero``: nothing after a termination (the
+    target before issue 38). Anything but ``zero`` with ``gamma = 1`` needs r'_a = 0 (``r_max`` with
+    ``reward_norm=max``). ``extraction``: how QC-FQL and CO-RFT act: ``bc_anchored`` (the default) takes
+    the best of ``best_of_n`` behaviour-flow samples under the critic, so the acted chunk is always a
+    sample of the BC-trained flow (QC's extraction, the issue's "critic only chooses among BC samples"
+    guard, needing no environment); ``actor``: the one-step policy μ_ω's chunk (before issue 38). QC and
+    RECAP always act from the behaviour flow. An inference knob: ``robot-rl eval`` may switch it.
     """
 
     method: OfflineMethod = "qc"
@@ -776,6 +791,8 @@ class OfflineRLConfig:
     critic_on_trunk: bool = False
     learner_dtype: LearnerDtype = "auto"
     target_flow_steps: int = bounded(5, ge=0)
+    success_value: SuccessValue = "r_max"
+    extraction: Extraction = "bc_anchored"
 
     def validate(self, at: str = "offline.") -> list[str]:
         """``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""

@@ -31,7 +31,12 @@ CO-RFT shares with QC/FQL: the chunked transition (§1), the ensemble LayerNorm 
   λ · ‖μ_ω(s, z) − A_D‖²`` (the mean over valid steps and action dims), z ~ N(0, I); the Q term is
   normalised as ``offline.normalize_q_loss`` does for QC-FQL (λ = 0.4 is TD3+BC's α = 2.5). The behaviour
   flow keeps its BC loss so the checkpoint's flow stays usable (warm starts, best-of-N); it gets no Q
-  gradient. **Acting** uses the one-step policy μ_ω (not best-of-N).
+  gradient. **Acting**: by default (``offline.extraction=bc_anchored``, issue 38's guard) the best of
+  ``offline.best_of_n`` behaviour-flow samples under Q_h (:mod:`robot_rl.algos.anchored`); with
+  ``extraction=actor`` the one-step policy μ_ω, the paper's reading.
+- **Absorbing success** (``offline.success_value``, issue 38): a prefix or Monte-Carlo return that ends in
+  a success gains the discounted value of the absorbing success state
+  (:func:`~robot_rl.algos.targets.success_values`).
 
 On the VLA policy (``policy.kind=vla``) the flow is the VLA and trains by BC as here; the critic and the
 one-step policy are heads on the VLA's own trunk (``policies/vla/trunk.py``: its pooled prefix tokens,
@@ -46,11 +51,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from robot_rl.algos.anchored import BCAnchoredActing
 from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.critic import ChunkCritic, actor_step, polyak_update
-from robot_rl.algos.one_step import OneStepAgent
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import TERMINAL_CHUNKS, prefix_targets
+from robot_rl.algos.targets import TERMINAL_CHUNKS, check_success_value, prefix_targets, success_values
 
 PREFIX_KEYS = ("step_rewards", "step_dones", "prefix_observations", "prefix_critic_valid")
 
@@ -117,7 +122,7 @@ def _flatten_prefixes(obs: Obs) -> Obs:
     return out
 
 
-class CORFTAgent(OneStepAgent):
+class CORFTAgent(BCAnchoredActing):
     """CO-RFT agent (module docstring).
 
     Args:
@@ -147,6 +152,7 @@ class CORFTAgent(OneStepAgent):
                 raise ValueError(f"corft.{key}={value}: must be >= 0")
         if cfg.terminal_chunks not in TERMINAL_CHUNKS:
             raise ValueError(f"offline.terminal_chunks={cfg.terminal_chunks!r}; expected {TERMINAL_CHUNKS}")
+        check_success_value(cfg.success_value, cfg.reward_norm, cfg.gamma)
         super().__init__(policy, critic, one_step_policy, cfg)
         self.corft_cfg = corft_cfg
 
@@ -169,11 +175,25 @@ class CORFTAgent(OneStepAgent):
         valid = batch["valid"]
         rewards = scale * (batch["step_rewards"].float() - shift) * valid
         dones = batch["step_dones"].float()
-        y = prefix_targets(rewards, dones, next_q, self.cfg.gamma)
+        y = prefix_targets(
+            rewards, dones, next_q, self.cfg.gamma, self._absorbing(batch, "step_success", "step_rewards")
+        )
         weight = batch["prefix_critic_valid"].float()
         if self.cfg.terminal_chunks == "keep":
             weight = torch.maximum(weight, torch.cummax(dones, dim=1).values)
         return y, weight
+
+    def _absorbing(self, batch: dict, weight_key: str, reward_key: str) -> torch.Tensor | None:
+        """``batch[weight_key] · V(batch[reward_key])``, V the absorbing value of a success
+        (:func:`~robot_rl.algos.targets.success_values`): per prefix step (``step_success``, 1 at a success)
+        or for the Monte-Carlo return (``mc_success_discount``, γ^{T−t}); None when the batch lacks them."""
+        if weight_key not in batch:
+            return None
+        cfg = self.cfg
+        values = success_values(
+            batch[reward_key].float(), cfg.success_value, self.reward_affine, cfg.reward_range, cfg.gamma
+        )
+        return batch[weight_key].float() * values
 
     def critic_losses(self, batch: dict, obs: Obs, actions_norm: torch.Tensor) -> dict[str, torch.Tensor]:
         """``critic_loss`` (TD + α·Cal-QL) and its parts; ``q`` (K, B, h) prefix values, ``y`` (B, h)."""
@@ -188,6 +208,9 @@ class CORFTAgent(OneStepAgent):
                 raise ValueError("corft.cal_ql_alpha > 0 needs 'mc_returns' and 'mc_discounts' in the batch")
             shift, scale = self.reward_affine
             v_mc = scale * (batch["mc_returns"].float() - shift * batch["mc_discounts"].float())
+            absorbing = self._absorbing(batch, "mc_success_discount", "mc_success_reward")
+            if absorbing is not None:
+                v_mc = v_mc + absorbing
             with torch.no_grad():
                 pi = self._pi(obs, actions_norm.shape[0])
             cal = cal_ql_term(self.critic.q_from_features(feat, pi), q[..., -1], v_mc)

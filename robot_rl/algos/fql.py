@@ -10,31 +10,37 @@ from __future__ import annotations
 
 import torch
 
+from robot_rl.algos.anchored import BCAnchoredActing
 from robot_rl.algos.base import prepare_actions
-from robot_rl.algos.critic import actor_step, polyak_update
-from robot_rl.algos.one_step import OneStepAgent
+from robot_rl.algos.critic import ChunkCritic, actor_step, polyak_update
 from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
-from robot_rl.algos.protocols import Obs
-from robot_rl.algos.targets import critic_td_step
+from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
+from robot_rl.algos.targets import check_success_value, critic_td_step, success_tail
 
 
-class QCFQLAgent(OneStepAgent):
+class QCFQLAgent(BCAnchoredActing):
     """Args:
     policy: behaviour flow (FlowPolicy) trained by flow BC (warm-startable from BC).
     critic: :class:`ChunkCritic`; a Polyak target copy is made here.
     one_step_policy: mu_omega(obs, z (B, h, d)) -> (B, h, d) normalised (unclipped).
     cfg: ``OfflineRLConfig`` (lr, gamma, tau, fql_alpha, normalize_q_loss, critic_agg, reward_norm and
         reward_range (:func:`~robot_rl.algos.targets.reward_affine`), terminal_chunks, learner_dtype: the
-        dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`).
+        dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`; success_value,
+        :func:`~robot_rl.algos.targets.success_tail`; extraction and best_of_n, how it acts).
 
     Raises:
-        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``.
+        ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``; a bad
+            ``cfg.success_value`` (:func:`~robot_rl.algos.targets.check_success_value`).
 
-    Construction, acting (``clip(mu_omega(s, z))``) and modules:
-    :class:`~robot_rl.algos.one_step.OneStepAgent`.
+    Construction and modules: :class:`~robot_rl.algos.one_step.OneStepAgent`; acting (best-of-N flow
+    samples by default, or ``clip(mu_omega(s, z))``): :class:`~robot_rl.algos.anchored.BCAnchoredActing`.
     """
 
     method = "qc_fql"
+
+    def __init__(self, policy: FlowPolicy, critic: ChunkCritic, one_step_policy: OneStepPolicy, cfg):
+        check_success_value(cfg.success_value, cfg.reward_norm, cfg.gamma)
+        super().__init__(policy, critic, one_step_policy, cfg)
 
     def actor_losses(
         self, obs: Obs, actions_norm: torch.Tensor, valid: torch.Tensor
@@ -82,6 +88,9 @@ class QCFQLAgent(OneStepAgent):
                 self.policy.horizon,
                 self.reward_affine,
                 self.cfg.terminal_chunks,
+                success_tail(
+                    batch, self.cfg.success_value, self.reward_affine, self.cfg.reward_range, self.cfg.gamma
+                ),
             )
             losses = self.actor_losses(obs, actions_norm, valid)
         actor_step(self.optimizers, losses["actor_loss"])

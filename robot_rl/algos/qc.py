@@ -18,7 +18,7 @@ from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
 from robot_rl.algos.protocols import FlowPolicy, Obs
-from robot_rl.algos.targets import critic_td_step, reward_affine
+from robot_rl.algos.targets import check_success_value, critic_td_step, reward_affine, success_tail
 
 
 @torch.no_grad()
@@ -83,11 +83,12 @@ class QCAgent(Agent):
         cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
             map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks, learner_dtype: the
             dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`;
-            target_flow_steps: Euler steps of the target's N samples).
+            target_flow_steps: Euler steps of the target's N samples; success_value: the absorbing value
+            of a success, :func:`~robot_rl.algos.targets.success_tail`).
 
     Raises:
         ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``;
-            unknown ``cfg.learner_dtype``.
+            unknown ``cfg.learner_dtype``; a bad ``cfg.success_value`` (:func:`check_success_value`).
     """
 
     method = "qc"
@@ -97,6 +98,7 @@ class QCAgent(Agent):
         self.policy, self.critic, self.cfg = policy, critic, cfg
         self.target_critic = make_target(critic)
         self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
+        check_success_value(cfg.success_value, cfg.reward_norm, cfg.gamma)
         resolve_learner_dtype(cfg.learner_dtype, self.device)
         # fused: one kernel per step instead of one pass per operation (the same Adam update): the critic's
         # step went from 35 to 7.6 ms on one loaded CPU thread (benchmarks/README.md, learner section)
@@ -133,6 +135,9 @@ class QCAgent(Agent):
                 self.policy.horizon,
                 self.reward_affine,
                 self.cfg.terminal_chunks,
+                success_tail(
+                    batch, self.cfg.success_value, self.reward_affine, self.cfg.reward_range, self.cfg.gamma
+                ),
             )
             bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
         opt = self.optimizers["policy"]

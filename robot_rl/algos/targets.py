@@ -7,9 +7,10 @@ from typing import get_args
 
 import torch
 
-from robot_rl.config import RewardNorm, TerminalChunks
+from robot_rl.config import RewardNorm, SuccessValue, TerminalChunks
 
 REWARD_NORMS: tuple[str, ...] = get_args(RewardNorm)
+SUCCESS_VALUES: tuple[str, ...] = get_args(SuccessValue)
 
 
 def reward_affine(norm: str, reward_range) -> tuple[float, float]:
@@ -46,6 +47,69 @@ def normalize_chunk_rewards(
     """
     discounts = gamma ** torch.arange(valid.shape[1], device=valid.device, dtype=valid.dtype)
     return scale * (rewards - shift * (valid * discounts).sum(1))
+
+
+def check_success_value(mode: str, norm: str, gamma: float) -> None:
+    """Check ``offline.success_value`` against the reward map and discount (see :func:`success_values`).
+
+    Raises:
+        ValueError: unknown ``mode``; a non-zero absorbing reward with ``gamma = 1`` (its value r'/(1 − γ)
+            is infinite): only ``zero``, or ``r_max`` under ``reward_norm=max`` (r' = 0), is allowed there.
+    """
+    if mode not in SUCCESS_VALUES:
+        raise ValueError(f"offline.success_value={mode!r}; expected one of {SUCCESS_VALUES}")
+    if gamma >= 1.0 and mode != "zero" and not (mode == "r_max" and norm == "max"):
+        raise ValueError(
+            f"offline.success_value={mode!r} with offline.gamma={gamma}: the absorbing value r/(1 - gamma) "
+            "is infinite; use success_value=zero, or r_max with reward_norm=max (r' = 0)"
+        )
+
+
+def success_values(
+    success_reward: torch.Tensor,
+    mode: str,
+    affine: tuple[float, float],
+    reward_range,
+    gamma: float,
+) -> torch.Tensor:
+    """Value of the absorbing state after a success, ``V = r'_a / (1 − γ)`` = Σ_{i≥0} γ^i r'_a (issue 38).
+
+    The success state is absorbing and earns ``r_a`` at every step after it (Sutton & Barto 2018, §3.4: an
+    episode's end as an absorbing state; here it keeps earning instead of earning 0), mapped by the
+    critic's per-step reward map ``r' = scale · (r − shift)`` (``affine``, :func:`reward_affine`):
+    ``r_max``: r_a = ``reward_range[1]``; ``r_success``: r_a = the success frame's reward; ``zero``: V = 0.
+    With ``gamma = 1`` (allowed only where r'_a = 0, :func:`check_success_value`) V is 0.
+
+    Args:
+        success_reward: (B,) or (B, h) float32 raw reward r of the success frame.
+    Returns:
+        float32 tensor of ``success_reward``'s shape.
+    Raises:
+        ValueError: ``r_max`` without ``reward_range = [r_min, r_max]`` (training fills an empty range
+            from the dataset's next.reward).
+    """
+    if mode == "zero" or gamma >= 1.0:
+        return torch.zeros_like(success_reward)
+    if mode == "r_max" and len(reward_range) != 2:
+        raise ValueError(
+            f"offline.success_value=r_max needs offline.reward_range=[r_min, r_max], got "
+            f"{list(reward_range)} (training fills an empty range from the dataset's next.reward)"
+        )
+    shift, scale = affine
+    raw = torch.full_like(success_reward, float(reward_range[1])) if mode == "r_max" else success_reward
+    return scale * (raw - shift) / (1.0 - gamma)
+
+
+def success_tail(
+    batch: dict, mode: str, affine: tuple[float, float], reward_range, gamma: float
+) -> torch.Tensor:
+    """(B,) float32 ``success_discount · V`` (:func:`success_values`): the discounted absorbing value of a
+    success inside each chunk, ``γ^{j+1} r'_a / (1 − γ)`` for a success at step j, else 0. A batch without
+    ``success_discount``/``success_reward`` (built by hand, not by the chunk sampler) has no success."""
+    if "success_discount" not in batch:
+        return torch.zeros_like(batch["rewards"])
+    values = success_values(batch["success_reward"].float(), mode, affine, reward_range, gamma)
+    return batch["success_discount"].float() * values
 
 
 def qc_target(
@@ -112,16 +176,20 @@ def critic_td_step(
     horizon: int,
     affine: tuple[float, float] = (0.0, 1.0),
     terminal_chunks: str = "drop",
+    tail: torch.Tensor | None = None,
 ):
     """One gradient step of the Q-chunking critic (docs/algorithms.md §3).
 
-    y = R'_t^(h) + γ^h·mask·next_q (no gradient), with R' the chunk reward under the per-step map
-    ``affine = (shift, scale)`` (:func:`reward_affine`); loss = w·(Q_k(s_t, A_t) − y)² averaged over the
+    y = R'_t^(h) + tail + γ^h·mask·next_q (no gradient), with R' the chunk reward under the per-step map
+    ``affine = (shift, scale)`` (:func:`reward_affine`) and ``tail`` (B,) the absorbing value of a success
+    inside the chunk (:func:`success_tail`; None: 0); loss = w·(Q_k(s_t, A_t) − y)² averaged over the
     ensemble, with w from :func:`critic_weight`. ``actions_norm`` (B, h, d) normalised; ``next_q`` (B,)
     aggregated target Q at s_{t+h}. Returns (loss, q, y): q (K, B) from this step's graph and the target
     y (B,).
     """
     rewards = normalize_chunk_rewards(batch["rewards"], batch["valid"], gamma, *affine)
+    if tail is not None:
+        rewards = rewards + tail
     y = qc_target(rewards, batch["masks"], next_q.detach(), gamma, horizon)
     q = critic(obs, actions_norm)
     loss = masked_critic_loss(q, y, critic_weight(batch, terminal_chunks))
@@ -132,7 +200,11 @@ def critic_td_step(
 
 
 def prefix_targets(
-    step_rewards: torch.Tensor, step_dones: torch.Tensor, next_q: torch.Tensor, gamma: float
+    step_rewards: torch.Tensor,
+    step_dones: torch.Tensor,
+    next_q: torch.Tensor,
+    gamma: float,
+    step_absorbing: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """CO-RFT per-prefix TD targets (Huang et al. 2025; docs/algorithms.md §6, [unverified] there).
 
@@ -140,7 +212,9 @@ def prefix_targets(
     ``y_k = Σ_{i<k} γ^i r_{t+i} + γ^k · mask_k · Qbar(s_{t+k}, π(s_{t+k}))`` with
     ``mask_k = 1 − max_{i<k} done_{t+i}`` (a termination inside the prefix stops the bootstrap; a time-limit
     truncation is not a done and keeps it). This is §6's ``Σ_{i≤k} γ^i r_{t+i} + γ^{k+1} Qbar(s_{t+k+1}, ·)``
-    with its 0-based k renamed to the prefix length k + 1; y_h is the §3 Q-chunking target.
+    with its 0-based k renamed to the prefix length k + 1; y_h is the §3 Q-chunking target. With
+    ``step_absorbing`` (B, h), the absorbing value V of a success at step i (:func:`success_values`, 0 where
+    step i is not the window's first termination and a success), y_k also gains ``Σ_{i<k} γ^{i+1} V_i``.
 
     Args:
         step_rewards: (B, h) float32 per-step rewards r_{t+i}, already mapped and 0 on padded steps.
@@ -161,4 +235,6 @@ def prefix_targets(
     discounts = gamma ** torch.arange(h + 1, device=step_rewards.device, dtype=step_rewards.dtype)
     partial = torch.cumsum(step_rewards * discounts[:h], dim=1)
     masks = 1.0 - torch.cummax(step_dones, dim=1).values
+    if step_absorbing is not None:
+        partial = partial + torch.cumsum(step_absorbing * discounts[1:], dim=1)
     return partial + discounts[1:] * masks * next_q

@@ -24,7 +24,7 @@ from pathlib import Path
 from robot_rl.checkpoint import CONFIG_FILE, read_header
 from robot_rl.config import ConfigError
 
-INFERENCE_KEYS = ("offline.best_of_n", "recap.cfg_beta", "policy.vla.compile")
+INFERENCE_KEYS = ("offline.best_of_n", "offline.extraction", "recap.cfg_beta", "policy.vla.compile")
 """Every inference-time knob; an agent lists those its ``act`` reads in ``inference_knobs``; a policy sets
 those it reads in its ``apply_inference(given) -> {key: value in effect}``."""
 

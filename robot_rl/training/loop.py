@@ -194,12 +194,12 @@ def _with_instruction(policy: PolicyConfig, tasks: list[str], root: Path) -> Pol
 
 def resolve_reward_range(offline: OfflineRLConfig, rewards) -> OfflineRLConfig:
     """Fill an empty ``offline.reward_range`` with ``[min, max]`` of the training frames' per-step
-    ``rewards`` (N,) when ``reward_norm`` rescales, and check the result.
+    ``rewards`` (N,) when ``reward_norm`` rescales or ``success_value`` is ``r_max``, and check the result.
 
     Raises:
         ConfigError: unknown ``offline.reward_norm`` or an invalid ``offline.reward_range``.
     """
-    if offline.reward_norm != "none" and not offline.reward_range:
+    if (offline.reward_norm != "none" or offline.success_value == "r_max") and not offline.reward_range:
         offline = replace(offline, reward_range=[float(np.min(rewards)), float(np.max(rewards))])
     try:
         reward_affine(offline.reward_norm, offline.reward_range)

@@ -44,7 +44,7 @@ def test_distillation_decreases():
 
 
 def test_fql_act_is_clipped_one_step_output():
-    agent = _agent()
+    agent = _agent(extraction="actor")
     obs = fake_obs(3, seed=2)
     z = torch.randn(3, H, D)
     a = agent.act(obs, z)

@@ -45,7 +45,7 @@ def _full_config(method):
 
 
 def _noise(method, b):
-    if method == "qc":
+    if method in ("qc", "qc_fql"):  # qc_fql acts best-of-N by default (offline.extraction=bc_anchored)
         return torch.randn(b, 4, H, D)
     if method == "bc":
         return torch.randn(b, 1, H, D)

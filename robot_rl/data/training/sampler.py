@@ -15,13 +15,21 @@ For a start index t in episode [lo, hi) and horizon h, with q_i = t + i (i < h):
   A chunk that reaches a time-limit end without a recorded final observation (a LeRobot dataset, which
   has no row for it) would bootstrap from the wrong state, so it is left out of the critic loss; one that
   ends in a true termination needs no next state.
+- ``success_discount = γ^{j+1}`` and ``success_reward = r[q_j]`` when the window's first termination, at
+  step j, is a success (else both 0): the target adds the absorbing value of the success state from the
+  step after it (:func:`robot_rl.algos.targets.success_tail`). A termination is a success where
+  ``next.success`` is true; a dataset without ``next.success`` counts every ``next.done`` as a success
+  (LeRobot-recorded demos end with ``next.done`` at the success frame; failures end by truncation).
 
 With ``prefixes`` (CO-RFT's per-prefix targets, docs/algorithms.md §6) ``get`` also returns, for k = 1..h at
 index k − 1: ``step_rewards`` r[q_{k−1}]·valid, ``step_dones`` done[q_{k−1}]·valid, ``prefix_observations``
 s[t + k] (the episode's final observation or the clamped last row past the end, as ``next_observations``),
 ``prefix_critic_valid`` valid[k−1]·(s[t + k] recorded or a termination among the first k steps), and the
 Monte-Carlo return ``mc_returns`` = Σ_{j=t}^{hi−1} γ^{j−t} r[j] with ``mc_discounts`` = Σ_{j=t}^{hi−1} γ^{j−t}
-(so a per-step reward map r' = scale·(r − shift) gives G' = scale·(G − shift·mc_discounts)).
+(so a per-step reward map r' = scale·(r − shift) gives G' = scale·(G − shift·mc_discounts)),
+``step_success`` 1 at the window's first termination when it is a success, and ``mc_success_discount``
+γ^{hi−t} / ``mc_success_reward`` r[hi−1] when the episode ends in a success (else 0), so the return with
+the absorbing success value V is G' + mc_success_discount·V.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ class ChunkSampler:
 
     Args:
         arrays: ``{key: (N, ...)}`` holding ``obs_keys``, ``action`` (N, d), ``next.reward`` (N,) or (N, 1),
-            ``next.done`` (N,) or (N, 1) and optionally ``complementary_info.is_intervention``.
+            ``next.done`` (N,) or (N, 1) and optionally ``next.success`` (N,) and
+            ``complementary_info.is_intervention``.
         episode_index: int (N,), non-decreasing, each episode's frames contiguous.
         obs_keys: observation keys returned at t and t + h.
         horizon: chunk length h >= 1.
@@ -81,6 +90,9 @@ class ChunkSampler:
         self.actions = np.asarray(arrays[keys.ACTION], dtype=np.float32)
         self.rewards = np.asarray(arrays[keys.REWARD], dtype=np.float32).reshape(n)
         self.dones = np.asarray(arrays[keys.DONE]).reshape(n).astype(bool)
+        success = arrays.get(keys.SUCCESS)
+        # a termination that is a success (module docstring); without next.success every termination is one
+        self.success_end = self.dones if success is None else self.dones & np.asarray(success).reshape(n)
         interv = arrays.get(keys.INTERVENTION)
         self.intervention = None if interv is None else np.asarray(interv).reshape(n).astype(np.float32)
         self.source = None if source is None else np.asarray(source).reshape(n)
@@ -146,7 +158,24 @@ class ChunkSampler:
             self._mc = (g, d)
         return self._mc
 
-    def _prefix_fields(self, t: np.ndarray, qc: np.ndarray, valid_b: np.ndarray, end: np.ndarray) -> dict:
+    def _first_success(self, qc: np.ndarray, valid_b: np.ndarray) -> np.ndarray:
+        """(B, h) bool: step i is the window's first termination and a success."""
+        term = self.dones[qc] & valid_b
+        return term & (np.cumsum(term, axis=1) == 1) & self.success_end[qc]
+
+    def _mc_success(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        """``mc_success_discount`` γ^{hi−t} and ``mc_success_reward`` r[hi−1] where the episode of t ends in a
+        success, else 0: (B,) float32 each."""
+        last = self.episode_end[t] - 1
+        ends = self.success_end[last]
+        return {
+            "mc_success_discount": np.where(ends, self.gamma ** (last + 1 - t), 0.0).astype(np.float32),
+            "mc_success_reward": np.where(ends, self.rewards[last], 0.0).astype(np.float32),
+        }
+
+    def _prefix_fields(
+        self, t: np.ndarray, qc: np.ndarray, valid_b: np.ndarray, end: np.ndarray, success: np.ndarray
+    ) -> dict:
         k = np.arange(1, self.horizon + 1)[None, :]
         dones = self.dones[qc] & valid_b
         reaches_end = t[:, None] + k >= end[:, None]
@@ -160,13 +189,16 @@ class ChunkSampler:
             "prefix_critic_valid": (valid_b & (recorded | terminal_so_far)).astype(np.float32),
             "mc_returns": g[t].astype(np.float32),
             "mc_discounts": d[t].astype(np.float32),
+            "step_success": success.astype(np.float32),
+            **self._mc_success(t),
         }
 
     def get(self, indices: np.ndarray) -> dict:
         """The chunked transitions starting at ``indices`` (B,). Returns numpy: ``observations``
         {key: (B, ...)}, ``actions`` (B, h, d) float32, ``rewards`` (B,) float32, ``masks`` (B,) float32,
         ``next_observations`` {key: (B, ...)}, ``valid`` (B, h) float32, ``critic_valid`` (B,) float32,
-        and when present ``is_intervention`` (B, h) float32 (0 past the episode end) and ``source`` (B,)."""
+        ``success_discount`` and ``success_reward`` (B,) float32 (module docstring), and when present
+        ``is_intervention`` (B, h) float32 (0 past the episode end) and ``source`` (B,)."""
         t = np.asarray(indices, dtype=np.int64)
         if t.ndim != 1 or (len(t) and (t.min() < 0 or t.max() >= len(self))):
             raise IndexError(f"indices must be 1-D within [0, {len(self)})")
@@ -178,6 +210,8 @@ class ChunkSampler:
         terminal = (self.dones[qc] & valid_b).any(1)
         reaches_end = t + self.horizon >= end
         next_recorded = ~reaches_end | (self.final_obs is not None)
+        success = self._first_success(qc, valid_b)
+        success_step = (success * self.gamma ** np.arange(1, self.horizon + 1)).astype(np.float32)
         out = {
             "observations": {k: v[t] for k, v in self.obs.items()},
             "actions": self.actions[qc],
@@ -186,9 +220,11 @@ class ChunkSampler:
             "next_observations": self._next_observations(t, reaches_end),
             "valid": valid,
             "critic_valid": (valid_b[:, -1] & (next_recorded | terminal)).astype(np.float32),
+            "success_discount": success_step.sum(1),
+            "success_reward": (self.rewards[qc] * success).sum(1).astype(np.float32),
         }
         if self.prefixes:
-            out.update(self._prefix_fields(t, qc, valid_b, end))
+            out.update(self._prefix_fields(t, qc, valid_b, end, success))
         if self.intervention is not None:
             out["is_intervention"] = self.intervention[qc] * valid
         if self.source is not None:

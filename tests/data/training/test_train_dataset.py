@@ -212,7 +212,8 @@ def test_reward_range_is_filled_from_the_data_and_bad_settings_name_the_key():
         0.0,
         20.0,
     ]
-    assert resolve_reward_range(OfflineRLConfig(reward_norm="none"), rewards).reward_range == []
+    raw = OfflineRLConfig(reward_norm="none", success_value="zero")
+    assert resolve_reward_range(raw, rewards).reward_range == []
     with pytest.raises(ConfigError, match="offline.reward_norm"):
         resolve_reward_range(OfflineRLConfig(reward_norm="minmax"), rewards)
     with pytest.raises(ConfigError, match="offline.reward_range"):
