@@ -86,6 +86,7 @@ def _q_success_and_hover(data: TrainingSet, mode: str) -> tuple[float, float]:
     return float(q), float(q_hover)
 
 
+@pytest.mark.e2e
 def test_absorbing_success_ranks_the_success_above_hovering_and_zero_does_not(reach):
     # r' = r / 0.6 (rewards 0.4..1.0). Hovering: 0.88/0.6/(1 - 0.9) = 14.7 either way. The success chunk:
     # (0.9 + 0.9 * 1.0)/0.6 = 3.0 with zero, + 0.81 * (1.0/0.6)/0.1 = 16.5 with r_max
