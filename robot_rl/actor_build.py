@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from robot_rl.config import PipelineConfig
+from robot_rl.policies import factory as agents
 from robot_rl.rewards.registry import load_critic
 from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
 from robot_rl.run_dir import RunDir
@@ -81,7 +82,7 @@ def build_actor_parts(
     except BaseException:
         env.close()
         raise
-    return ActorParts(env, spaces, action_space, human, task, robot)
+    return ActorParts(env, spaces, action_space, human, task, robot, agents=agents)
 
 
 def describe_env(cfg: PipelineConfig) -> EnvInfo:

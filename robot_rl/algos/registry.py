@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torch import nn
 
 from robot_rl.algos.base import Agent
 from robot_rl.algos.protocols import FlowPolicy, ObsEncoder, OneStepPolicy
+
+if TYPE_CHECKING:
+    import torch
+
+    from robot_rl.checkpoint import CheckpointHeader
+    from robot_rl.config import PipelineConfig, PolicyConfig
+    from robot_rl.data.normalize import FeatureStats
 
 
 class Networks(Protocol):
@@ -56,6 +64,63 @@ class Networks(Protocol):
         ...
 
 
+class AgentFactory(Protocol):
+    """What the core's training loops and online runtime ask of the networks' side: build a registered
+    method's agent with the policy networks, reload a checkpoint, warm-start from BC. The edge (the stages,
+    the CLI, the actor builder, the ROS 2 nodes) passes the module :mod:`robot_rl.policies.factory`, which
+    implements it, so the core never imports ``robot_rl.policies`` (docs/design.md §2). Each method is the
+    module's function of the same name; see there for the arguments, shapes and errors.
+    """
+
+    def build_agent(
+        self,
+        method: str,
+        policy_cfg: PolicyConfig,
+        algo_cfg: Any,
+        obs_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        stats: dict[str, FeatureStats],
+        encoder_factory: Callable[[], nn.Module] | None = None,
+        device: str | torch.device = "cpu",
+        **section_cfgs: Any,
+    ) -> Agent:
+        """The agent of ``method`` from its config section(s). Raises ValueError (unknown method)."""
+        ...
+
+    def build_agent_from_config(
+        self,
+        method: str,
+        cfg: PipelineConfig,
+        obs_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        stats: dict[str, FeatureStats],
+        device: str | torch.device = "cpu",
+        encoder_factory: Callable[[], nn.Module] | None = None,
+    ) -> Agent:
+        """:meth:`build_agent` with ``cfg.policy`` and the method's sections of ``cfg``."""
+        ...
+
+    def load_agent(
+        self,
+        path: str | Path,
+        device: str | torch.device = "cpu",
+        *,
+        evaluate: bool = False,
+        seed: int | None = None,
+        obs_shapes: dict[str, tuple[int, ...]] | None = None,
+        action_dim: int | None = None,
+        load_optimizer: bool = False,
+    ) -> tuple[Agent, CheckpointHeader]:
+        """The agent of the checkpoint at ``path`` and its header. Raises FileNotFoundError /
+        CheckpointError."""
+        ...
+
+    def warm_start_from_bc(self, agent: Agent, bc_checkpoint: str | Path) -> None:
+        """Load a BC checkpoint's flow policy into ``agent.policy``. Raises FileNotFoundError /
+        CheckpointError."""
+        ...
+
+
 Builder = Callable[..., Agent]
 """``build(networks, *section_configs) -> Agent``, section configs in :attr:`Algorithm.sections` order."""
 
@@ -71,6 +136,8 @@ class Algorithm:
         build: the builder (:data:`Builder`).
         labels: dataset label columns its training reads (RECAP: ``next.success``).
         prefix_targets: whether its training batches carry per-prefix targets (CO-RFT).
+        offline: whether it is a choice of ``offline.method`` (``robot-rl train --algo offline``); the config
+            check at load accepts exactly the registered ones (:func:`offline_methods`).
     """
 
     name: str
@@ -78,6 +145,7 @@ class Algorithm:
     build: Builder
     labels: tuple[str, ...] = ()
     prefix_targets: bool = False
+    offline: bool = False
 
     @property
     def section(self) -> str:
@@ -104,6 +172,11 @@ def register(algorithm: Algorithm) -> Algorithm:
 def names() -> tuple[str, ...]:
     """Every registered method name, in registration order."""
     return tuple(_REGISTRY)
+
+
+def offline_methods() -> tuple[str, ...]:
+    """The registered choices of ``offline.method`` (:attr:`Algorithm.offline`), in registration order."""
+    return tuple(name for name, algo in _REGISTRY.items() if algo.offline)
 
 
 def algorithm(name: str) -> Algorithm:
