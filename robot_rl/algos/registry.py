@@ -2,28 +2,41 @@
 what its training needs from the data.
 
 Adding an algorithm is one new file (the agent, a subclass of :class:`robot_rl.algos.base.Agent`, and its
-builder) plus one :func:`register` line in :mod:`robot_rl.algos.builtin`. A builder receives
+builder) plus one :func:`register` line (the built-in ones at the end of this module). A builder receives
 :class:`Networks` (the observation encoders and policy networks, built by ``robot_rl.policies.factory``)
 and the method's config sections, so the core never imports ``robot_rl.policies`` (docs/design.md §2).
+This module loads no torch: a built-in builder is named as ``"module:function"`` and imported when an agent
+is first built (:meth:`Algorithm.make`), so the config check of ``offline.method`` at load
+(:func:`offline_methods`) stays as light as the config itself.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torch import nn
-
-from robot_rl.algos.base import Agent
-from robot_rl.algos.protocols import FlowPolicy, ObsEncoder, OneStepPolicy
+from robot_rl import keys
+from robot_rl.config import (
+    BCConfig,
+    CORFTConfig,
+    OfflineRLConfig,
+    PipelineConfig,
+    PolicyConfig,
+    PPOConfig,
+    RecapConfig,
+    SACConfig,
+)
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
+    from robot_rl.algos.base import Agent
+    from robot_rl.algos.protocols import FlowPolicy, ObsEncoder, OneStepPolicy
     from robot_rl.checkpoint import CheckpointHeader
-    from robot_rl.config import PipelineConfig, PolicyConfig
     from robot_rl.data.normalize import FeatureStats
 
 
@@ -121,7 +134,7 @@ class AgentFactory(Protocol):
         ...
 
 
-Builder = Callable[..., Agent]
+Builder = Callable[..., "Agent"]
 """``build(networks, *section_configs) -> Agent``, section configs in :attr:`Algorithm.sections` order."""
 
 
@@ -133,7 +146,7 @@ class Algorithm:
         name: the method name (``offline.method``, a checkpoint's ``method``).
         sections: ``(PipelineConfig field, its dataclass)`` of each config section the builder takes, the
             method's own first (its agent's ``cfg``).
-        build: the builder (:data:`Builder`).
+        build: the builder (:data:`Builder`), or ``"module:function"`` naming it (imported by :meth:`make`).
         labels: dataset label columns its training reads (RECAP: ``next.success``).
         prefix_targets: whether its training batches carry per-prefix targets (CO-RFT).
         offline: whether it is a choice of ``offline.method`` (``robot-rl train --algo offline``); the config
@@ -142,10 +155,22 @@ class Algorithm:
 
     name: str
     sections: tuple[tuple[str, type], ...]
-    build: Builder
+    build: Builder | str
     labels: tuple[str, ...] = ()
     prefix_targets: bool = False
     offline: bool = False
+
+    def make(self, networks: Networks, *configs: Any) -> Agent:
+        """``build(networks, *configs)``: the agent, its builder imported first when named by a string.
+
+        Raises:
+            ModuleNotFoundError / AttributeError: ``build`` names no module or no such function.
+        """
+        build = self.build
+        if isinstance(build, str):
+            module, _, function = build.partition(":")
+            build = getattr(importlib.import_module(module), function)
+        return build(networks, *configs)
 
     @property
     def section(self) -> str:
@@ -189,3 +214,16 @@ def algorithm(name: str) -> Algorithm:
     if name not in registry:
         raise ValueError(f"unknown method {name!r}; expected one of {tuple(registry)}")
     return registry[name]
+
+
+OFFLINE = ("offline", OfflineRLConfig)
+BUILTIN = "robot_rl.algos.builtin"
+register(Algorithm("bc", (("bc", BCConfig),), f"{BUILTIN}:build_bc"))
+register(Algorithm("qc", (OFFLINE,), f"{BUILTIN}:build_qc", offline=True))
+register(Algorithm("qc_fql", (OFFLINE,), f"{BUILTIN}:build_qc_fql", offline=True))
+CORFT = (OFFLINE, ("corft", CORFTConfig))
+register(Algorithm("corft", CORFT, f"{BUILTIN}:build_corft", prefix_targets=True, offline=True))
+register(Algorithm("sac", (("sac", SACConfig),), f"{BUILTIN}:build_sac"))
+register(Algorithm("ppo", (("ppo", PPOConfig),), f"{BUILTIN}:build_ppo"))
+RECAP = (("recap", RecapConfig),)
+register(Algorithm("recap", RECAP, f"{BUILTIN}:build_recap", labels=(keys.SUCCESS,), offline=True))
