@@ -37,6 +37,7 @@ import torch
 from robot_rl.config import load_config
 from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.eval.open_loop import command_change_split, open_loop_eval
+from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir
 from robot_rl.training.loop import train_agent
 
@@ -105,12 +106,10 @@ def train_flow(tag: str, run_root: Path, test: list[int], unused: list[int], ste
     timing = run / "bench_train_s.json"  # a finished model is reused by a rerun (same tag = same settings)
     if not timing.is_file():
         start = time.time()
-        train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), init_from=None)
+        train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), None, agents)
         timing.write_text(json.dumps(time.time() - start))
     seconds = json.loads(timing.read_text())
-    from robot_rl.policies.factory import load_agent  # noqa: PLC0415  (heavy; as robot_rl.training.loop)
-
-    agent, _ = load_agent(RunDir(cfg.run_dir).checkpoint("bc", 0), "cpu", evaluate=True, seed=0)
+    agent, _ = agents.load_agent(RunDir(cfg.run_dir).checkpoint("bc", 0), "cpu", evaluate=True, seed=0)
     data = TrainingSet(
         Path(cfg.data.path),
         cfg.data,

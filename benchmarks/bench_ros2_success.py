@@ -4,7 +4,7 @@ DDS: ``sim_robot_node`` (the MuJoCo Panda scene as a ROS 2 arm, in real time) an
 checkpoint driving it through the robot bridge, ``RobotEnv`` and the safety layer) run as two processes
 over cyclonedds on loopback at ``--control-hz``; ``policy_node`` reports each episode (seed, success,
 steps) on its stdout. In process: the same checkpoint, the same rollout loop and chunk source
-(``robot_rl.sources.policy_source`` seeded with the first env seed, as ``policy_node`` seeds it) on the
+(``robot_rl.source_build.policy_source`` seeded with the first env seed, as ``policy_node`` seeds it) on the
 built-in env. Both sides place the cube from the episode's env seed, so the episodes pair up by seed and
 the difference is tested with the exact McNemar test (``robot_rl.eval.metrics``).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from robot_rl.config import load_config
 from robot_rl.eval.metrics import EpisodeResult, paired_comparison, wilson_interval
 from robot_rl.rollout import rollout
-from robot_rl.sources import policy_source
+from robot_rl.source_build import policy_source
 from robot_rl.stages.envs import EVAL_SEED_OFFSET, make_rollout_vec_env
 
 ROBOT_RL = [sys.executable, "-m", "robot_rl.cli.main"]

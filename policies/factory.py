@@ -144,7 +144,7 @@ def _build(
     device: str | torch.device,
 ) -> Agent:
     nets = _Networks(policy_cfg, obs_shapes, action_dim, stats, encoder_factory, device)
-    return algo.build(nets, *configs)
+    return algo.make(nets, *configs)
 
 
 def build_agent(

@@ -4,7 +4,9 @@ learner's description of that env (:func:`describe_env`).
 
 ``robot-rl online`` (local processes and Ray workers) and the ROS 2 ``actor_node`` (with its own device) call
 it and pass the parts to :class:`robot_rl.runtime.actor.Actor`, the description to
-:class:`robot_rl.runtime.learner.Learner`.
+:class:`robot_rl.runtime.learner.Learner`. It is an edge module (tests/test_layering.py ``EDGE``): it imports
+the simulator and the teleop devices at module level, and only the wiring (the CLI, the stages) and the ROS 2
+nodes import it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from dataclasses import replace
 import numpy as np
 
 from robot_rl.config import PipelineConfig
+from robot_rl.policies import factory as agents
 from robot_rl.rewards.registry import load_critic
 from robot_rl.rewards.shaping import CriticRewardWrapper, shaping_gamma
 from robot_rl.run_dir import RunDir
 from robot_rl.runtime.actor_parts import ActorParts
 from robot_rl.runtime.env_info import EnvInfo
 from robot_rl.runtime.intervention import InterventionDevice
+from robot_rl.sim import make_batched_env, make_env
+from robot_rl.sim.batched_rollout import RolloutView
+from robot_rl.teleop import make_device
 
 DeviceFactory = Callable[[PipelineConfig, np.ndarray, np.ndarray, int, str], "InterventionDevice | None"]
 """``factory(cfg, action_low, action_high, actor_id, task_id)``: the device that drives env 0, or None."""
@@ -33,8 +39,6 @@ def config_device(
     paced to ``env.control_hz``, the simulated human playing task ``task_id``."""
     if cfg.intervention.device == "none":
         return None
-    from robot_rl.teleop import make_device
-
     return make_device(
         cfg.intervention, low, high, actor_id=actor_id, control_hz=cfg.env.control_hz, task_id=task_id
     )
@@ -60,9 +64,6 @@ def build_actor_parts(
         ValueError: unknown ``intervention.device``; N > 1 with an env that is not a built-in simulated task.
     """
     if cfg.online.envs_per_actor > 1:
-        from robot_rl.sim import make_batched_env
-        from robot_rl.sim.batched_rollout import RolloutView
-
         task_ids = actor_task_ids(cfg, actor_id) if cfg.env.tasks else [cfg.env.id]
         env_cfg = replace(cfg.env, tasks=task_ids) if cfg.env.tasks else cfg.env
         backend = "mjx" if cfg.env.backend == "mjx" else "mujoco_cpu"
@@ -70,8 +71,6 @@ def build_actor_parts(
         task, robot = env.env.task, None
         spaces, action_space = env.single_observation_space.spaces, env.single_action_space
     else:
-        from robot_rl.sim import make_env
-
         env = make_env(cfg.env)
         task = getattr(env.unwrapped, "task", getattr(env, "task", ""))
         env = reward_hook(cfg, env, task)
@@ -83,7 +82,7 @@ def build_actor_parts(
     except BaseException:
         env.close()
         raise
-    return ActorParts(env, spaces, action_space, human, task, robot)
+    return ActorParts(env, spaces, action_space, human, task, robot, agents=agents)
 
 
 def describe_env(cfg: PipelineConfig) -> EnvInfo:
@@ -95,8 +94,6 @@ def describe_env(cfg: PipelineConfig) -> EnvInfo:
         ValueError / ImportError: as :func:`robot_rl.sim.make_env` (unknown id, bad settings, a missing
             extra).
     """
-    from robot_rl.sim import make_batched_env, make_env
-
     if cfg.env.tasks:
         env = make_batched_env(cfg.env, len(cfg.env.tasks), backend="mujoco_cpu")
         spaces = (env.single_observation_space, env.single_action_space)

@@ -8,6 +8,7 @@ section's ``validate(at)`` returns the problems of its cross-field rules, each n
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -52,7 +53,6 @@ VLADtype = Literal["float32", "bfloat16"]
 PolicyKind = Literal["flow", "vla"]
 Normalization = Literal["mean_std", "quantile"]
 Execution = Literal["open_loop", "temporal_ensemble"]
-OfflineMethod = Literal["qc", "qc_fql", "corft", "recap"]
 CriticAgg = Literal["mean", "min", "min_random2"]
 RewardNorm = Literal["max", "scale", "none"]
 TerminalChunks = Literal["drop", "keep"]
@@ -76,6 +76,23 @@ ROS2_KINEMATICS: tuple[str, ...] = get_args(Ros2Kinematics)
 (:mod:`robot_rl.hardware.ros2.kinematics`)."""
 ROS2_KINEMATIC_JOINTS = {"panda": 7}
 """Arm joints of each kinematic model (``joint_names`` must list as many)."""
+
+
+OFFLINE_METHODS = "robot_rl.algos.registry:offline_methods"
+"""Where the choices of ``offline.method`` come from: the algorithm registry's offline methods (an algorithm
+registered with ``offline=True`` is a valid ``offline.method``, no edit here). Named as ``"module:function"``
+and imported when a config is checked, as the CLI's command table names its commands: the registry imports
+this module's config sections (it loads no torch)."""
+
+
+def offline_method_problems(at: str, method: str) -> list[str]:
+    """``["<at>method='x': must be one of qc, qc_fql, ..."]`` when ``method`` is not a registered offline
+    method (:data:`OFFLINE_METHODS`), else []."""
+    module, _, function = OFFLINE_METHODS.partition(":")
+    choices = getattr(importlib.import_module(module), function)()
+    if isinstance(method, str) and method in choices:
+        return []
+    return [f"{at}method={method!r}: must be one of {', '.join(choices)}"]
 
 
 def _ensemble_problems(at: str, critic_agg: str, num_critics: int) -> list[str]:
@@ -773,7 +790,7 @@ class OfflineRLConfig:
     RECAP always act from the behaviour flow. An inference knob: ``robot-rl eval`` may switch it.
     """
 
-    method: OfflineMethod = "qc"
+    method: str = "qc"
     steps: int = bounded(5000, ge=1)
     batch_size: int = bounded(256, ge=1)
     lr: float = bounded(3e-4, gt=0)
@@ -795,8 +812,11 @@ class OfflineRLConfig:
     extraction: Extraction = "bc_anchored"
 
     def validate(self, at: str = "offline.") -> list[str]:
-        """``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""
-        return _ensemble_problems(at, self.critic_agg, self.num_critics)
+        """``method`` is a registered offline method (:func:`offline_method_problems`);
+        ``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""
+        return offline_method_problems(at, self.method) + _ensemble_problems(
+            at, self.critic_agg, self.num_critics
+        )
 
 
 @dataclass

@@ -20,9 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from robot_rl import keys
-from robot_rl.config import ConfigError, RobotConfig
 from robot_rl.rollout import RecordedEpisode, Rollout
-from robot_rl.runtime.intervention import DeviceError, InterventionDevice
+from robot_rl.runtime.intervention import InterventionDevice
 from robot_rl.runtime.takeover import DEVICE_ERROR, InterventionWrapper
 from robot_rl.single_env import SingleEnvVector
 
@@ -31,86 +30,6 @@ RECORD_SEED_OFFSET = 3_000_000
 """Env seeds of recorded episodes (demos use 0.., evaluation 1,000,000.., online 2,000,000..); the sim-backed
 robot places its cube from them, a real scene ignores them."""
 TELEOPS = ("keyboard", "gamepad", "spacemouse", "leader", "sim_human", "ros2")
-ROS2_INTERVENTION_PREFIX = "/robot_rl/intervention"
-"""Where ``--teleop ros2`` reads the operator: ``intervention_node``'s default topic prefix."""
-ROS2_INTERVENTION_TIMEOUT_S = 0.5
-"""``--teleop ros2``: largest age (s) of the operator's ``active``/``twist`` messages that still drive."""
-
-
-def make_teleop(
-    name: str, cfg, action_low: np.ndarray, action_high: np.ndarray, follower_limits=None
-) -> InterventionDevice:
-    """The teleop device ``name`` for an env with action box ``[action_low, action_high]``.
-
-    ``keyboard``/``gamepad``/``spacemouse``/``sim_human``: :func:`robot_rl.teleop.make_device` with
-    ``cfg.intervention`` (its ``scale``); they drive end-effector deltas (``env.robot.action=ee_delta``).
-    ``leader``: :class:`robot_rl.teleop.leader.LeaderArm`, the SO-101 at ``env.robot.leader_port`` with
-    ``env.robot.leader_calibration`` (status timeout ``env.robot.bus_timeout_s``), mapped joint to joint
-    onto the follower (``env.robot.action=joint_position``), its targets clipped to ``follower_limits``
-    (the follower's :class:`~robot_rl.hardware.robot.RobotLimits`). ``ros2``: the operator on ROS 2,
-    ``intervention_node``'s topics under :data:`ROS2_INTERVENTION_PREFIX` (``twist``, ``active``,
-    ``gripper``, ``label``; a Joy pad through ``intervention_node``, or any node publishing them) as
-    :class:`~robot_rl.hardware.ros2.intervention_device.RosInterventionDevice`, on the ROS 2 arm's node
-    (``env.robot.driver=ros2``).
-
-    Raises:
-        ValueError: unknown ``name``.
-        ConfigError: the device does not fit ``env.robot.action``, ``leader`` without
-            ``env.robot.leader_port``/``leader_calibration``, or ``ros2`` without ``env.robot.driver=ros2``
-            (names the key).
-        DeviceError: the device or its package is missing (names it and the fix).
-    """
-    from dataclasses import replace
-
-    if name not in TELEOPS:
-        raise ValueError(f"--teleop must be one of {', '.join(TELEOPS)}; got {name!r}")
-    mode = cfg.env.robot.action if cfg.env.robot is not None else "ee_delta"
-    if name == "leader":
-        if mode != "joint_position":
-            raise ConfigError(
-                f"--teleop leader drives the follower's joints, but env.robot.action={mode}; set "
-                "env.robot.action=joint_position (the action is then the joint targets)"
-            )
-        missing = [k for k in ("leader_port", "leader_calibration") if not getattr(cfg.env.robot, k)]
-        if missing:
-            raise ConfigError(
-                f"--teleop leader: set env.robot.{missing[0]} (the leader SO-101's serial port and its "
-                "calibration file)"
-            )
-        try:
-            from robot_rl.teleop.leader import LeaderArm
-        except ImportError as err:
-            raise DeviceError(
-                "--teleop leader: the leader-arm teleop (robot_rl.teleop.leader.LeaderArm) is not in this "
-                f"installation ({err}); use keyboard, gamepad or spacemouse"
-            ) from err
-        robot = cfg.env.robot
-        leader = RobotConfig(driver="so101", port=robot.leader_port, calibration=robot.leader_calibration)
-        return LeaderArm.from_config(leader, follower_limits, robot.bus_timeout_s or None)
-    if mode != "ee_delta":
-        raise ConfigError(
-            f"--teleop {name} drives end-effector deltas, but env.robot.action={mode} takes joint targets; "
-            "use --teleop leader or env.robot.action=ee_delta"
-        )
-    if name == "ros2":
-        if cfg.env.robot is None or cfg.env.robot.driver != "ros2":
-            raise ConfigError(
-                "--teleop ros2 reads the operator from ROS 2 topics on the arm's ROS 2 domain; set "
-                "env.robot.driver=ros2 (and env.robot.ros2)"
-            )
-        from robot_rl.hardware.ros2.intervention_device import RosInterventionDevice
-
-        return RosInterventionDevice(
-            cfg.env.robot.ros2,
-            ROS2_INTERVENTION_PREFIX,
-            action_low,
-            action_high,
-            cfg.intervention.scale,
-            ROS2_INTERVENTION_TIMEOUT_S,
-        )
-    from robot_rl.teleop import make_device
-
-    return make_device(replace(cfg.intervention, device=name), action_low, action_high, task_id=cfg.env.id)
 
 
 class _HoldSource:

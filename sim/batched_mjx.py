@@ -41,6 +41,15 @@ from gymnasium import spaces
 from robot_rl import keys
 from robot_rl.config import EnvConfig
 from robot_rl.sim.batched import BatchedEnv, seed_list
+from robot_rl.sim.mjx_physics import (  # MuJoCo and numpy only: JAX loads in the functions that run it
+    ArmSpec,
+    configure_xla,
+    control_step,
+    put_model,
+    restrict_contacts,
+    state_obs,
+)
+from robot_rl.sim.mjx_tasks import BUILDERS, choice_of, jax_task
 from robot_rl.sim.panda_base import MAX_LAG_M, WORKSPACE_HIGH, WORKSPACE_LOW
 from robot_rl.sim.tasks import build_task_env
 
@@ -101,9 +110,6 @@ def _build_functions(template, task_id: str, reward_mode: str):
     import jax.numpy as jnp
     from mujoco import mjx
 
-    from robot_rl.sim.mjx_physics import ArmSpec, control_step, put_model, restrict_contacts, state_obs
-    from robot_rl.sim.mjx_tasks import jax_task
-
     m = template.model.__copy__()
     restrict_contacts(m)
     mx = put_model(m)
@@ -162,11 +168,7 @@ class MjxBatchedEnv(BatchedEnv):
     def __init__(self, cfg: EnvConfig, num_envs: int) -> None:
         if importlib.util.find_spec("jax") is None or importlib.util.find_spec("mujoco.mjx") is None:
             raise ImportError("env.backend=mjx needs MJX and JAX: `pip install -e '.[mjx]'`")
-        from robot_rl.sim.mjx_physics import configure_xla
-
         configure_xla()
-        from robot_rl.sim.mjx_tasks import BUILDERS
-
         problems = []
         if cfg.id not in BUILDERS:
             problems.append(f"env.id={cfg.id!r} (mjx runs {', '.join(BUILDERS)})")
@@ -216,8 +218,6 @@ class MjxBatchedEnv(BatchedEnv):
     # ----------------------------------------------------------------- host-side placement
     def _place(self, i: int, seed: int | None) -> None:
         """Reset the template with env i's random streams (and ``seed``); keep what the device needs."""
-        from robot_rl.sim.mjx_tasks import choice_of
-
         t = self._template
         t._np_random = self._rngs[i]
         if t.randomizer.enabled:
@@ -293,7 +293,7 @@ class MjxBatchedEnv(BatchedEnv):
         Raises:
             RuntimeError: before the first :meth:`reset`.
         """
-        from robot_rl.sim.mjx_dlpack import to_torch
+        from robot_rl.sim.mjx_dlpack import to_torch  # torch, which the simulator otherwise never loads
 
         if self._obs is None:
             raise RuntimeError("mjx batched env: call reset() (all envs) before observation_device()")
@@ -315,7 +315,7 @@ class MjxBatchedEnv(BatchedEnv):
         """
         import jax.numpy as jnp
 
-        from robot_rl.sim.mjx_dlpack import to_jax, to_torch
+        from robot_rl.sim.mjx_dlpack import to_jax, to_torch  # torch, as in observation_device
 
         if self._state is None:
             raise RuntimeError("mjx batched env: call reset() (all envs) before step_device()")

@@ -80,7 +80,7 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         if threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {threads}")
         check_mujoco_gl()  # before the first import of MuJoCo
-        from robot_rl.sim.panda_base import CAMERAS
+        from robot_rl.sim.panda_base import CAMERAS  # imports MuJoCo: after the MUJOCO_GL check above
 
         self.task_ids = [task_ids[i % len(task_ids)] for i in range(num_envs)]
         self.envs = [build_task_env(replace(cfg, id=t), cameras=[]) for t in self.task_ids]
@@ -104,7 +104,7 @@ class MujocoCpuBatchedEnv(BatchedEnv):
         self.single_observation_space = spaces.Dict(obs_spaces)
         self._renderers: dict[str, Any] = {}  # task id -> renderer of that task's scene
         if self.cameras:
-            from robot_rl.sim.render import OffscreenRenderer
+            from robot_rl.sim.render import OffscreenRenderer  # loads MuJoCo's GL backend: only with cameras
 
             for t, env in zip(self.task_ids, self.envs, strict=True):
                 if t not in self._renderers:

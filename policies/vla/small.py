@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from robot_rl.policies.encoders import conv_layers
+from robot_rl.algos.cnn import conv_layers
 from robot_rl.rewards.text import default_text_model
 
 from .backbone import require_transformers

@@ -1,4 +1,5 @@
-"""The built-in methods' builders and their registrations (:mod:`robot_rl.algos.registry`).
+"""The built-in methods' builders; :mod:`robot_rl.algos.registry` registers them by name
+(``"module:function"``), so the registry, and the config check of ``offline.method``, load no torch.
 
 Each builder takes :class:`~robot_rl.algos.registry.Networks` and its config sections and returns the agent
 (docs/algorithms.md: flow BC §2, QC §3, QC-FQL §4, SAC §5, CO-RFT §6, RECAP §7, π_RL flow PPO §8). The order
@@ -8,7 +9,6 @@ network calls is the order of random initialisations, so it is part of a seed's 
 
 from __future__ import annotations
 
-from robot_rl import keys
 from robot_rl.algos.corft import CORFTAgent, PrefixChunkCritic
 from robot_rl.algos.critic import ChunkCritic
 from robot_rl.algos.flow_bc import FlowBC
@@ -16,7 +16,7 @@ from robot_rl.algos.flow_ppo import FlowPPOAgent
 from robot_rl.algos.fql import QCFQLAgent
 from robot_rl.algos.qc import QCAgent
 from robot_rl.algos.recap import DistributionalValue, IndicatorConditioner, RECAPAgent
-from robot_rl.algos.registry import Algorithm, Networks, register
+from robot_rl.algos.registry import Networks
 from robot_rl.algos.sac import SACAgent
 from robot_rl.config import (
     BCConfig,
@@ -96,13 +96,3 @@ def build_recap(nets: Networks, cfg: RecapConfig) -> RECAPAgent:
     value = DistributionalValue(nets.encoder(), cfg.value_hidden_dims, cfg.value_bins)
     conditioner = IndicatorConditioner(nets.policy_width())
     return RECAPAgent(policy, nets.place(value), nets.place(conditioner), cfg)
-
-
-OFFLINE = ("offline", OfflineRLConfig)
-register(Algorithm("bc", (("bc", BCConfig),), build_bc))
-register(Algorithm("qc", (OFFLINE,), build_qc))
-register(Algorithm("qc_fql", (OFFLINE,), build_qc_fql))
-register(Algorithm("corft", (OFFLINE, ("corft", CORFTConfig)), build_corft, prefix_targets=True))
-register(Algorithm("sac", (("sac", SACConfig),), build_sac))
-register(Algorithm("ppo", (("ppo", PPOConfig),), build_ppo))
-register(Algorithm("recap", (("recap", RecapConfig),), build_recap, labels=(keys.SUCCESS,)))

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import ConfigError, PipelineConfig
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.local import run_actor, run_learner
 from robot_rl.sim import resolve_control_hz
 from robot_rl.stages.online import online, preflight
@@ -73,5 +74,5 @@ def run_role(args: argparse.Namespace, cfg: PipelineConfig, seed: int) -> dict:
     if args.role == "actor":
         return run_actor(cfg, seed, args.actor_id, args.parent_pid, build=build_actor_parts)
     if args.role == "learner":
-        return run_learner(cfg, seed, describe_env)
+        return run_learner(cfg, seed, describe_env, agents)
     return online(cfg, seed)

@@ -15,14 +15,23 @@ import argparse
 import time
 from pathlib import Path
 
-from robot_rl.config import PipelineConfig
+from robot_rl.config import EnvConfig, PipelineConfig
 from robot_rl.eval.summary import eval_summary
+from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir
+from robot_rl.sim.batched_factory import make_batched_env
+from robot_rl.sim.batched_rollout import RolloutView
 from robot_rl.stages.collect import collect
 from robot_rl.stages.evaluate import evaluate
 from robot_rl.stages.train import train
 from robot_rl.threads import set_threads
 from robot_rl.training.ppo import ppo_name, train_ppo
+
+
+def rollout_envs(env: EnvConfig, num_envs: int) -> RolloutView:
+    """PPO's envs (:data:`robot_rl.training.ppo.RolloutEnvs`): ``num_envs`` envs of ``env`` batched on
+    ``env.backend`` (:func:`robot_rl.sim.make_batched_env`) as the rollout's view."""
+    return RolloutView(make_batched_env(env, num_envs=num_envs))
 
 
 def run(args: argparse.Namespace, cfg: PipelineConfig, overrides: list[str]) -> None:
@@ -66,7 +75,7 @@ def run_seed(cfg: PipelineConfig, seed: int) -> str:
                 flush=True,
             )
 
-        trained = train_ppo(cfg, seed, run_dir, init, on_log=show)
+        trained = train_ppo(cfg, seed, run_dir, init, agents, rollout_envs, on_log=show)
         trained["checkpoint"] = str(run_dir.checkpoint(name, seed))
         trained["init"] = str(init)
         trained["wall_time_s"] = time.time() - start

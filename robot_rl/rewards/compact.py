@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl import keys
+from robot_rl.algos.cnn import SmallCNN
 from robot_rl.config import RewardModelConfig
 from robot_rl.rewards.base import CriticOutput
 from robot_rl.rewards.pairs import PairBatch
@@ -41,8 +42,6 @@ class CompactNet(nn.Module):
     """
 
     def __init__(self, image_keys: list[str], state_dim: int, text_dim: int) -> None:
-        from robot_rl.policies.encoders import SmallCNN  # the core imports policies only when it builds one
-
         super().__init__()
         self.image_keys = list(image_keys)
         self.cnns = nn.ModuleList(SmallCNN(WIDTH) for _ in self.image_keys)

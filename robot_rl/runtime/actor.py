@@ -236,6 +236,7 @@ class Actor:
         )
         self._log_lock = threading.Lock()
         self.device = parts.device
+        self.agents = parts.agents
         self.observe = getattr(self.device, "observe", None)  # optional: a device that displays the run
         self.live = LiveStats(actor_id, cfg.env.control_hz, edits_dir=self.dir.parent)
         self.versions: dict[int, int] = {}
@@ -273,8 +274,6 @@ class Actor:
     def _load_policy(self) -> bool:
         """Build or refresh the policy from the newest weights: from the learner if any arrived, else from
         the cached copy of a previous run. Returns whether a policy is ready."""
-        from robot_rl.policies.factory import load_agent
-
         pending, self.sender.pending = self.sender.pending, None
         spec = self.sender.spec
         folder = self._policy_dir()
@@ -285,7 +284,7 @@ class Actor:
             self._cache(folder, spec, blob, version, with_spec=self.source is None)
             self.version = version
         if self.source is None and (folder / MODEL_FILE).is_file():
-            agent, header = load_agent(folder, device=self.cfg.device)
+            agent, header = self.agents.load_agent(folder, device=self.cfg.device)
             config = header.config
             agent.train()  # stochastic action sampling for exploration where the agent has it
             self.tasks = list((config.get("policy") or {}).get("tasks") or [])

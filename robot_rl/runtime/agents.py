@@ -20,6 +20,7 @@ from pathlib import Path
 import draccus
 
 from robot_rl import keys
+from robot_rl.algos.registry import AgentFactory
 from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, check_compatible, load_checkpoint, load_module_state
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.data.training.training_set import TrainingSet
@@ -86,8 +87,11 @@ def _demos(cfg: PipelineConfig, run: RunDir, obs_keys: list[str], horizon: int, 
     return TrainingSet(root, data, horizon, gamma, run.root / "frame_cache", for_rl=True, gamma_key=gamma_key)
 
 
-def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo) -> OnlineAgent:
-    """Build the online agent for ``cfg.online.method`` (module docstring) for the env ``env`` describes.
+def build_online_agent(
+    cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo, agents: AgentFactory
+) -> OnlineAgent:
+    """Build the online agent for ``cfg.online.method`` (module docstring) for the env ``env`` describes,
+    with the edge's agent factory ``agents`` (:class:`~robot_rl.algos.registry.AgentFactory`).
 
     Raises:
         ConfigError: the init checkpoint is missing, was trained on other observations or actions than
@@ -95,8 +99,6 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo
             on several instructions and the reward is not the success signal.
         CheckpointError: a checkpoint file is corrupt, or its weights do not fit its config.
     """
-    from robot_rl.policies.factory import build_agent
-
     env_obs, action_dim, env_policy = env_shapes(cfg, env)
     method = cfg.online.method
 
@@ -114,7 +116,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo
         obs_shapes = {k: s for k, s in env_obs.items() if cfg.data.images or not keys.is_image_key(k)}
         policy_cfg = replace(env_policy, horizon=1)
         demos = _demos(cfg, run, sorted(obs_shapes), 1, cfg.sac.gamma, "sac.gamma")
-        agent = build_agent(
+        agent = agents.build_agent(
             "sac", policy_cfg, cfg.sac, obs_shapes, action_dim, demos.stats, device=cfg.device
         )
         config = {**config_to_dict(replace(cfg, policy=policy_cfg)), "method": "sac", **extra(obs_shapes)}
@@ -160,7 +162,7 @@ def build_online_agent(cfg: PipelineConfig, seed: int, run: RunDir, env: EnvInfo
         rewards = demos.train.sampler.rewards
         offline = replace(offline, reward_range=[float(rewards.min()), float(rewards.max())])
     algo_cfg = cfg.bc if algo == "bc" else offline
-    agent = build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
+    agent = agents.build_agent(algo, policy_cfg, algo_cfg, obs_shapes, action_dim, stats, device=cfg.device)
     modules = agent.modules()
     ckpt.load_modules(modules, init, skip_missing=True)
     if algo != "bc" and "critic" in ckpt.weights and "target_critic" not in ckpt.weights:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.registry import AgentFactory
 from robot_rl.checkpoint import CONFIG_FILE, read_header, save_checkpoint
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.config_checks import problems
@@ -79,14 +80,17 @@ class Learner:
     checkpoint); the final policy goes to ``<run_dir>/checkpoints/<name>_seed<seed>`` (``name`` is
     ``online_<method>``), metrics to ``logs/<name>_seed<seed>.csv``, TensorBoard events to ``tensorboard/``
     and ``summary.json``. ``env``: the edge's description of the env the actors step
-    (:func:`robot_rl.actor_build.describe_env`; the learner builds no env).
+    (:func:`robot_rl.actor_build.describe_env`; the learner builds no env). ``agents``: the edge's agent
+    factory (:class:`~robot_rl.algos.registry.AgentFactory`, the module :mod:`robot_rl.policies.factory`).
 
     Raises:
         ConfigError: unknown method, no env-step budget, a missing or incompatible init checkpoint, or a
             learner checkpoint written by another method, task or runtime format (names the file).
     """
 
-    def __init__(self, cfg: PipelineConfig, seed: int, progress: bool = True, *, env: EnvInfo) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, seed: int, progress: bool = True, *, env: EnvInfo, agents: AgentFactory
+    ) -> None:
         on = cfg.online
         bad = problems(cfg)  # the same range checks as load_config, for a config built in code
         if bad:
@@ -98,7 +102,7 @@ class Learner:
         self.dir = self.run.root / "online" / f"{self.name}_seed{seed}"
         self.lock = threading.Lock()
         torch.manual_seed(seed)
-        built = build_online_agent(cfg, seed, self.run, env)
+        built = build_online_agent(cfg, seed, self.run, env, agents)
         self.agent, self.config, self.stats = built.agent, built.config, built.stats
         self.obs_shapes, self.action_dim = built.obs_shapes, built.action_dim
         self.replay = OnlineReplay(

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from robot_rl.algos.registry import AgentFactory
 from robot_rl.config import PipelineConfig, save_config
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.actor import actor_folder
@@ -40,17 +41,24 @@ from robot_rl.transport import PeerUnavailableError
 log = logging.getLogger(__name__)
 
 
-def run_learner(cfg: PipelineConfig, seed: int, describe: EnvDescriber, check=None, on_bound=None) -> dict:
+def run_learner(
+    cfg: PipelineConfig,
+    seed: int,
+    describe: EnvDescriber,
+    agents: AgentFactory,
+    check=None,
+    on_bound=None,
+) -> dict:
     """Serve and train one learner until its budget is spent; returns its summary. ``describe(cfg)``: the
     edge's description of the env the actors step (:func:`robot_rl.actor_build.describe_env`), asked once
-    the address is checked.
+    the address is checked; ``agents``: the edge's agent factory (:class:`~robot_rl.runtime.learner.Learner`).
 
     ``on_bound(endpoint)`` is called once the socket is bound (with the actual port when ``:0`` was
     asked for), before training starts.
     """
     keys = load_server_keys(cfg.security.keys) if cfg.security.keys else None
     check_address(cfg.online.address, keys, "online.address", bind=True)  # before the slow learner build
-    learner = Learner(cfg, seed, env=describe(cfg))
+    learner = Learner(cfg, seed, env=describe(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address, keys).start()
     log.info("learner: serving on %s", server.address)
     try:
@@ -210,16 +218,18 @@ class ActorProcesses:
         return [p.returncode for p in self.procs]
 
 
-def run_local(cfg: PipelineConfig, seed: int, describe: EnvDescriber) -> dict:
-    """Learner here (``describe``: as :func:`run_learner`), ``cfg.online.num_actors`` actor processes;
-    returns the learner's summary plus the actors' exit codes."""
+def run_local(cfg: PipelineConfig, seed: int, describe: EnvDescriber, agents: AgentFactory) -> dict:
+    """Learner here (``describe``, ``agents``: as :func:`run_learner`), ``cfg.online.num_actors`` actor
+    processes; returns the learner's summary plus the actors' exit codes."""
     actors: list[ActorProcesses] = []
 
     def start_actors(endpoint: str) -> None:
         actors.append(ActorProcesses(cfg, seed, endpoint.replace("0.0.0.0", "127.0.0.1")))
 
     try:
-        summary = run_learner(cfg, seed, describe, check=lambda: actors[0].check(), on_bound=start_actors)
+        summary = run_learner(
+            cfg, seed, describe, agents, check=lambda: actors[0].check(), on_bound=start_actors
+        )
     finally:
         codes = actors[0].stop() if actors else []
     return {**summary, "actor_exit_codes": codes}

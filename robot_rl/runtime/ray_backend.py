@@ -21,6 +21,7 @@ from typing import Any
 
 import draccus
 
+from robot_rl.algos.registry import AgentFactory
 from robot_rl.config import ConfigError, PipelineConfig, config_to_dict
 from robot_rl.runtime.actor_parts import ActorBuilder
 from robot_rl.runtime.batched_actor import actor_class
@@ -79,9 +80,9 @@ class _LearnerActor:
     """Ray actor body: a :class:`~robot_rl.runtime.learner.Learner` answering link calls while it trains
     (Ray runs them on concurrent threads; the learner is thread-safe)."""
 
-    def __init__(self, cfg_tree: dict, seed: int, describe: EnvDescriber) -> None:
+    def __init__(self, cfg_tree: dict, seed: int, describe: EnvDescriber, agents: AgentFactory) -> None:
         cfg = _decode_config(cfg_tree)
-        self.learner = Learner(cfg, seed, progress=False, env=describe(cfg))
+        self.learner = Learner(cfg, seed, progress=False, env=describe(cfg), agents=agents)
 
     def train(self) -> dict:
         return self.learner.train()
@@ -111,11 +112,14 @@ class _ActorWorker:
         return actor_class(cfg)(cfg, seed, actor_id, link, build(cfg, actor_id)).run()
 
 
-def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder, describe: EnvDescriber) -> dict:
+def run_ray(
+    cfg: PipelineConfig, seed: int, build: ActorBuilder, describe: EnvDescriber, agents: AgentFactory
+) -> dict:
     """Train with one learner actor and ``cfg.online.num_actors`` actor actors; returns the learner's
     summary plus each actor's counters. ``build``: the actors' env-and-device builder (picklable: each
     worker builds its own with it); ``describe``: the learner's describer of their env (picklable too,
-    :func:`robot_rl.actor_build.describe_env`).
+    :func:`robot_rl.actor_build.describe_env`); ``agents``: the learner's agent factory (the module
+    :mod:`robot_rl.policies.factory`, which Ray's cloudpickle ships by name).
 
     Raises:
         ConfigError: Ray is not installed.
@@ -133,7 +137,9 @@ def run_ray(cfg: PipelineConfig, seed: int, build: ActorBuilder, describe: EnvDe
     try:
         tree = config_to_dict(cfg)
         learner = (
-            ray.remote(max_concurrency=16)(_LearnerActor).options(num_cpus=1).remote(tree, seed, describe)
+            ray.remote(max_concurrency=16)(_LearnerActor)
+            .options(num_cpus=1)
+            .remote(tree, seed, describe, agents)
         )
         worker = ray.remote(_ActorWorker).options(num_cpus=1)
         actors = [worker.remote(tree, seed, k, learner, build) for k in range(cfg.online.num_actors)]

@@ -14,7 +14,7 @@ from robot_rl.progress import progress
 from robot_rl.rollout import RecordedEpisode, rollout
 from robot_rl.run_dir import RunDir, write_json_atomic
 from robot_rl.sim import resolve_control_hz
-from robot_rl.sources import policy_source
+from robot_rl.source_build import policy_source
 from robot_rl.stages.envs import make_rollout_vec_env
 
 
@@ -22,7 +22,7 @@ def evaluate(cfg: PipelineConfig, algo: str, seed: int, inference: dict | None =
     """Evaluate one checkpoint on ``cfg.eval.episodes_per_seed`` held-out env seeds in parallel envs.
 
     With ``cfg.deploy.server`` set, the chunks come from that policy server (``robot-rl serve``) instead of
-    the run's checkpoint (``robot_rl.sources.policy_source``); ``algo`` and ``seed`` then only name the
+    the run's checkpoint (``robot_rl.source_build.policy_source``); ``algo`` and ``seed`` then only name the
     result. The eval file's ``policy`` names the checkpoint, or the server and its model id.
 
     The episodes run on the env seeds of ``eval.split`` (:mod:`robot_rl.eval.splits`): ``test`` by default,

@@ -15,6 +15,7 @@ from dataclasses import replace
 from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import PipelineConfig
 from robot_rl.extras import require
+from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.runtime.intervention import DeviceError
 from robot_rl.runtime.local import run_local
@@ -88,9 +89,9 @@ def online(cfg: PipelineConfig, seed: int) -> dict:
         gui, cfg = start_gui(cfg, seed)
     try:
         if cfg.online.runtime == "ray":
-            summary = run_ray(cfg, seed, build_actor_parts, describe_env)
+            summary = run_ray(cfg, seed, build_actor_parts, describe_env, agents)
         else:
-            summary = run_local(cfg, seed, describe_env)
+            summary = run_local(cfg, seed, describe_env, agents)
     finally:
         if gui is not None:
             gui.terminate()

@@ -4,10 +4,13 @@ trained checkpoint."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from robot_rl.config import PipelineConfig
 from robot_rl.data.training.features import FeatureUse
+from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir
+from robot_rl.sim import action_box
 from robot_rl.training.loop import score_checkpoint, train_agent
 from robot_rl.training.resume import trained_steps
 
@@ -48,7 +51,9 @@ def train(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     init = run.checkpoint("bc", seed) if algo == "offline" else None
     if init is not None and not run.is_done(f"train_bc_seed{seed}"):
         train(cfg, "bc", seed)
-    metrics = train_agent(cfg, algo, seed, run, init_from=init, on_features=print_train_inputs)
+    metrics = train_agent(
+        with_env_action_box(cfg), algo, seed, run, init, agents, on_features=print_train_inputs
+    )
     result = {
         "checkpoint": str(run.checkpoint(algo, seed)),
         "steps": steps,
@@ -68,7 +73,17 @@ def open_loop(cfg: PipelineConfig, algo: str, seed: int) -> dict:
     """Open-loop action error of a trained checkpoint on the dataset's held-out episodes (no simulator)."""
     run = RunDir(cfg.run_dir)
     run.check_writable()
-    return score_checkpoint(cfg, algo, seed, run)
+    return score_checkpoint(cfg, algo, seed, run, agents)
+
+
+def with_env_action_box(cfg: PipelineConfig) -> PipelineConfig:
+    """``cfg`` with ``policy.action_low/high`` set to the env's action box (:func:`robot_rl.sim.action_box`;
+    one env is built and closed) when training on the run's own dataset (recorded in ``cfg.env``) and
+    neither is configured; else ``cfg`` (the policy then uses the dataset's min/max, or the configured box).
+    An unbounded box stays empty."""
+    if cfg.policy.action_low or cfg.policy.action_high or cfg.data.path:
+        return cfg
+    return replace(cfg, policy=replace(cfg.policy, **action_box(cfg.env)))
 
 
 def print_train_inputs(use: FeatureUse) -> None:

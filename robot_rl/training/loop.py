@@ -1,6 +1,6 @@
 """The training loop shared by flow BC and chunked offline RL (``robot-rl train``), with resumable periodic
-checkpoints and checkpoint scoring; the CLI, the pipeline and the benchmarks call it (agents are loaded
-with :func:`robot_rl.policies.load_agent`)."""
+checkpoints and checkpoint scoring; the CLI, the pipeline and the benchmarks call it with the agent factory
+(:class:`robot_rl.algos.registry.AgentFactory`: the module :mod:`robot_rl.policies.factory`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 
 from robot_rl import keys
 from robot_rl.algos.batch import batch_to_torch
-from robot_rl.algos.registry import algorithm
+from robot_rl.algos.registry import AgentFactory, algorithm
 from robot_rl.algos.targets import reward_affine
 from robot_rl.checkpoint import CONFIG_FILE, read_header, save_checkpoint
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
@@ -52,6 +52,7 @@ def train_agent(
     seed: int,
     run: RunDir,
     init_from: Path | None,
+    agents: AgentFactory,
     on_features: Callable[[FeatureUse], None] | None = None,
 ) -> dict:
     """Train one agent and save it to ``run.checkpoint(algo, seed)``.
@@ -71,11 +72,12 @@ def train_agent(
     :meth:`~robot_rl.algos.base.Agent.prepare` runs once its modules are loaded (RECAP fits its value
     unless restored, and labels the training frames); an agent with a ``critic`` is also scored on its
     calibration. ``on_features`` is called once the dataset is loaded with the columns the policy uses and
-    ignores (also saved as the checkpoint config's ``features``). Returns the last logged metrics (plus the
-    final validation metrics).
+    ignores (also saved as the checkpoint config's ``features``). ``agents`` builds, warm-starts and reloads
+    the agent (:class:`~robot_rl.algos.registry.AgentFactory`). The policy's action box is
+    ``policy.action_low/high`` when set (the edge fills them with the env's box when training on the run's
+    own dataset), else the dataset's min/max. Returns the last logged metrics (plus the final validation
+    metrics).
     """
-    from robot_rl.policies.factory import build_agent_from_config, warm_start_from_bc
-
     budget = cfg.bc if algo == "bc" else cfg.offline
     method = algorithm(_method(cfg, algo))
     data = _training_set(cfg, run, algo)
@@ -84,13 +86,13 @@ def train_agent(
     if on_features is not None:
         on_features(data.feature_use)
     tasks = data.tasks if len(data.tasks) > 1 else []  # one task: nothing to condition on
-    policy_cfg = replace(cfg.policy, horizon=data.horizon, tasks=tasks, **_action_box(cfg))
+    policy_cfg = replace(cfg.policy, horizon=data.horizon, tasks=tasks)
     cfg = replace(cfg, policy=_with_instruction(policy_cfg, data.tasks, data.dataset.root))
     if algo != "bc":
         cfg = replace(cfg, offline=resolve_reward_range(cfg.offline, data.train.sampler.rewards))
         data.train.sampler.prefixes = method.prefix_targets
     torch.manual_seed(seed)
-    agent = build_agent_from_config(
+    agent = agents.build_agent_from_config(
         method.name, cfg, data.obs_shapes, data.action_dim, data.stats, device=cfg.device
     )
     final_dir = run.checkpoint(algo, seed)
@@ -110,7 +112,7 @@ def train_agent(
         _truncate_log(log_path, start)
         _truncate_log(val_path, start)
     elif init_from is not None:
-        warm_start_from_bc(agent, init_from)
+        agents.warm_start_from_bc(agent, init_from)
     metrics: dict[str, float] = {}
     config = {
         **config_to_dict(cfg),
@@ -158,19 +160,9 @@ def train_agent(
     remove_resume(final_dir)
     plot_training(log_path, val_path if data.val is not None else None, log_path.with_suffix(".png"))
     if data.val is not None:
-        metrics = {**metrics, **_score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed)}
+        scored = _score_checkpoint(cfg, data, final_dir, run.open_loop(algo, seed), seed, agents)
+        metrics = {**metrics, **scored}
     return metrics
-
-
-def _action_box(cfg: PipelineConfig) -> dict[str, list[float]]:
-    """``policy.action_low/high``: as configured, else the env's action box when training on the run's
-    own dataset (recorded in ``cfg.env``) and the box is bounded, else empty (the policy then uses the
-    dataset's min/max)."""
-    if cfg.policy.action_low or cfg.policy.action_high or cfg.data.path:
-        return {}
-    from robot_rl.sim import action_box
-
-    return action_box(cfg.env)
 
 
 def _with_instruction(policy: PolicyConfig, tasks: list[str], root: Path) -> PolicyConfig:
@@ -223,9 +215,12 @@ def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
     )
 
 
-def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> dict[str, float]:
-    """Score the run's trained ``algo`` checkpoint open loop on ``cfg.data.val_episodes`` of the dataset;
-    writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises ConfigError without validation episodes."""
+def score_checkpoint(
+    cfg: PipelineConfig, algo: str, seed: int, run: RunDir, agents: AgentFactory
+) -> dict[str, float]:
+    """Score the run's trained ``algo`` checkpoint (reloaded with ``agents.load_agent``) open loop on
+    ``cfg.data.val_episodes`` of the dataset; writes ``open_loop/<algo>_seed<s>.json`` and ``.png``. Raises
+    ConfigError without validation episodes."""
     if not cfg.data.val_episodes:
         raise ConfigError("open-loop scoring needs held-out episodes: set data.val_episodes")
     checkpoint = run.checkpoint(algo, seed)
@@ -238,14 +233,14 @@ def score_checkpoint(cfg: PipelineConfig, algo: str, seed: int, run: RunDir) -> 
     data = replace(cfg.data, horizon_s=0.0, prev_action=prev_action)
     cfg = replace(cfg, policy=policy, data=data)
     data = _training_set(cfg, run, algo)
-    return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed)
+    return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed, agents)
 
 
-def _score_checkpoint(cfg: PipelineConfig, data, checkpoint: Path, out: Path, seed: int) -> dict[str, float]:
+def _score_checkpoint(
+    cfg: PipelineConfig, data, checkpoint: Path, out: Path, seed: int, agents: AgentFactory
+) -> dict[str, float]:
     """Reload the saved checkpoint (as a user would) and score it open loop on the validation episodes."""
-    from robot_rl.policies.factory import load_agent
-
-    agent, _ = load_agent(checkpoint, cfg.device, evaluate=True, seed=seed)
+    agent, _ = agents.load_agent(checkpoint, cfg.device, evaluate=True, seed=seed)
     result = open_loop_eval(agent, data, data.val, cfg.data.val_max_frames, cfg.device)
     names = data.dataset.features[keys.ACTION].get("names")
     flat_names = names[0] if names and isinstance(names[0], list) else names

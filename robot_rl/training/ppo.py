@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import draccus
 import numpy as np
 import torch
 
 from robot_rl.algos.flow_ppo import chunk_gae
+from robot_rl.algos.registry import AgentFactory
 from robot_rl.checkpoint import check_compatible, load_checkpoint, save_checkpoint
-from robot_rl.config import ConfigError, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.config import ConfigError, EnvConfig, PipelineConfig, PolicyConfig, config_to_dict
 from robot_rl.keys import TASK
 from robot_rl.rollout import RecordedEpisode, Rollout, StepReport
 from robot_rl.run_dir import RunDir
@@ -37,6 +41,11 @@ from robot_rl.runtime.metrics import MetricSinks
 # demo seeds (collect.seed * 100_000 + j) and of the evaluation seeds (from 1_000_000 on).
 PPO_SEED_OFFSET = 2_000_000
 EPISODE_WINDOW = 50  # finished episodes in the logged success rate / return
+
+RolloutEnvs = Callable[[EnvConfig, int], Any]
+"""``make(env_cfg, num_envs)``: the edge's N-env batch of ``env_cfg`` (``env.backend``) as the
+DISABLED-autoreset :class:`~robot_rl.sim.batched_rollout.RolloutView` the rollout steps (``num_envs``,
+``single_observation_space``, ``single_action_space``, ``reset``/``step``/``end``/``close``)."""
 
 
 def ppo_name(cfg: PipelineConfig) -> str:
@@ -51,26 +60,23 @@ def _policy_obs(obs: dict[str, np.ndarray], keys: list[str], tasks: np.ndarray, 
     return {**{k: torch.as_tensor(np.asarray(obs[k])).to(device) for k in keys}, TASK: tasks}
 
 
-def build_ppo_agent(cfg: PipelineConfig, init: Path):
+def build_ppo_agent(cfg: PipelineConfig, init: Path, agents: AgentFactory):
     """The PPO agent around the BC policy of checkpoint ``init`` (its policy config, shapes and
-    normalisation; weights by :func:`robot_rl.policies.factory.warm_start_from_bc`).
+    normalisation; built by ``agents.build_agent``, weights by ``agents.warm_start_from_bc``,
+    :class:`~robot_rl.algos.registry.AgentFactory`).
 
     Returns: (agent, the BC checkpoint's config dict, its stats).
     Raises:
         FileNotFoundError / CheckpointError: ``init`` is missing, corrupt or does not fit.
     """
-    import draccus
-
-    from robot_rl.policies.factory import build_agent, warm_start_from_bc
-
     ckpt = load_checkpoint(init)
     config, stats = ckpt.header.config, ckpt.stats
     policy_cfg = draccus.decode(PolicyConfig, config.get("policy") or {})
     shapes = {k: tuple(v) for k, v in config["obs_shapes"].items()}
-    agent = build_agent(
+    agent = agents.build_agent(
         "ppo", policy_cfg, cfg.ppo, shapes, int(config["action_dim"]), stats, device=cfg.device
     )
-    warm_start_from_bc(agent, init)
+    agents.warm_start_from_bc(agent, init)
     return agent, config, stats
 
 
@@ -88,8 +94,18 @@ class _ChunkBuffer:
         self.terminated, self.done = np.zeros((t, n), bool), np.zeros((t, n), bool)
 
 
-def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=None) -> dict:
-    """Run PPO from the BC checkpoint ``init`` and save ``run.checkpoint(ppo_name(cfg), seed)``.
+def train_ppo(
+    cfg: PipelineConfig,
+    seed: int,
+    run: RunDir,
+    init: Path,
+    agents: AgentFactory,
+    make_envs: RolloutEnvs,
+    on_log=None,
+) -> dict:
+    """Run PPO from the BC checkpoint ``init`` and save ``run.checkpoint(ppo_name(cfg), seed)``, on the
+    ``ppo.num_envs`` envs ``make_envs(cfg.env, ppo.num_envs)`` builds (:data:`RolloutEnvs`; closed here),
+    the agent built by ``agents`` (:func:`build_ppo_agent`).
 
     Metrics rows (``logs/ppo_<method>_seed<s>.csv``, :class:`robot_rl.runtime.metrics.MetricSinks`): per
     ``ppo.log_every`` iterations the env steps, ``success_rate`` and ``episode_return`` over the last 50
@@ -102,14 +118,11 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
         FileNotFoundError / CheckpointError: as :func:`build_ppo_agent`.
         ValueError: NaN/inf rewards, values or advantages (:func:`robot_rl.algos.flow_ppo.chunk_gae`).
     """
-    from robot_rl.sim.batched_factory import make_batched_env
-    from robot_rl.sim.batched_rollout import RolloutView
-
     torch.manual_seed(seed)
-    agent, config, stats = build_ppo_agent(cfg, init)
+    agent, config, stats = build_ppo_agent(cfg, init, agents)
     obs_keys = list(config["obs_keys"])
     p = cfg.ppo
-    env = make_batched_env(cfg.env, num_envs=p.num_envs)
+    env = make_envs(cfg.env, p.num_envs)
     try:
         space = env.single_observation_space.spaces
         missing = [k for k in obs_keys if k not in space]
@@ -126,7 +139,7 @@ def train_ppo(cfg: PipelineConfig, seed: int, run: RunDir, init: Path, on_log=No
         sinks = MetricSinks(run.train_log(name, seed))
         try:
             ppo_run = _PPORun(cfg, seed, agent, env.num_envs, space, obs_keys, low, high)
-            result = ppo_run.run(RolloutView(env), sinks, on_log)
+            result = ppo_run.run(env, sinks, on_log)
         finally:
             sinks.close()
     finally:

@@ -9,11 +9,13 @@ from robot_rl.algos.base import Agent
 from robot_rl.algos.flow_bc import FlowBC
 from robot_rl.config import (
     BCConfig,
+    ConfigError,
     CORFTConfig,
     OfflineRLConfig,
     PipelineConfig,
     PolicyConfig,
     config_to_dict,
+    load_config,
 )
 from robot_rl.policies import METHODS, build_agent, build_agent_from_config, load_agent, save_agent
 from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
@@ -71,6 +73,25 @@ def mean_bc(monkeypatch):
     """``MeanBC`` registered for one test (the registry is restored afterwards)."""
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register(registry.Algorithm("mean_bc", (("bc", BCConfig),), build_mean_bc))
+
+
+def test_offline_method_choices_come_from_the_registry(monkeypatch):
+    """Registering an offline method (``offline=True``) makes it a valid ``offline.method`` at load, with no
+    edit to robot_rl/config.py; unregistered, it is one error naming the key and the registered choices."""
+    refused = r"offline\.method='mean_rl': must be one of qc, qc_fql, corft, recap$"
+    with pytest.raises(ConfigError, match=refused):
+        load_config(None, ["--offline.method=mean_rl"])
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register(
+        registry.Algorithm("mean_rl", (("offline", OfflineRLConfig),), build_mean_bc, offline=True)
+    )
+    assert registry.offline_methods() == ("qc", "qc_fql", "corft", "recap", "mean_rl")
+    assert load_config(None, ["--offline.method=mean_rl"]).offline.method == "mean_rl"
+    with pytest.raises(ConfigError, match=r"offline\.method='bc': must be one of .*, mean_rl$"):
+        load_config(None, ["--offline.method=bc"])  # registered, but not an offline method
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match=refused):
+        load_config(None, ["--offline.method=mean_rl"])
 
 
 def test_a_registered_method_builds_saves_and_reloads(tmp_path, mean_bc):

@@ -225,6 +225,8 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
     """N = 4 mujoco_cpu envs, episodes of 8 steps (time-limit truncations inside chunks), from a saved
     BC-format checkpoint: the loop runs, the weights change, and the checkpoint reloads as a PPO agent."""
     pytest.importorskip("mujoco")
+    from robot_rl.cli.ppo import rollout_envs
+    from robot_rl.policies import factory
     from robot_rl.run_dir import RunDir
     from robot_rl.training.ppo import train_ppo
 
@@ -236,7 +238,9 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
     )
     bc = _bc_checkpoint(tmp_path / "bc", cfg)
     rows = []
-    result = train_ppo(cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc", on_log=rows.append)
+    result = train_ppo(
+        cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc", factory, rollout_envs, on_log=rows.append
+    )
     assert result["env_steps"] >= 60 and result["episodes"] >= 4  # 8-step episodes ended
     assert all(math.isfinite(r["approx_kl"]) and 0 <= r["clip_frac"] <= 1 for r in rows)
     loaded, saved = load_agent(RunDir(cfg.run_dir).checkpoint("ppo_flow_noise", 0))

@@ -1,6 +1,6 @@
 """``observation.prev_action`` at run time (issue 14): a policy trained with ``data.prev_action`` must get, at
 step t, the action executed at t − 1 (the human's where one took over) and the training start value at
-t = 0, in ``robot-rl eval`` (robot_rl.sources.policy_source + rollout) and in the online actor. Before,
+t = 0, in ``robot-rl eval`` (robot_rl.source_build.policy_source + rollout) and in the online actor. Before,
 neither fed it: eval refused the checkpoint (the env has no such observation) and the actor never set it."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from robot_rl.config import (
 from robot_rl.data.normalize import FeatureStats
 from robot_rl.policies.factory import build_agent, save_agent
 from robot_rl.rollout import rollout
-from robot_rl.sources import policy_source
+from robot_rl.source_build import policy_source
 from robot_rl.stages.envs import make_rollout_vec_env
 
 

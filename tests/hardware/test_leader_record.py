@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("mujoco")
 from robot_rl import keys  # noqa: E402
+from robot_rl.cli.record import make_teleop  # noqa: E402
 from robot_rl.config import (  # noqa: E402
     ConfigError,
     EnvConfig,
@@ -29,7 +30,6 @@ from robot_rl.config import (  # noqa: E402
 from robot_rl.config_checks import problems as config_problems
 from robot_rl.config_checks import robot_problems  # noqa: E402
 from robot_rl.data.lerobot.reader import LeRobotDataset  # noqa: E402
-from robot_rl.recording import make_teleop  # noqa: E402
 from robot_rl.sim import make_env  # noqa: E402
 from robot_rl_testing.bus_emulator import FeetechBusEmulator  # noqa: E402
 

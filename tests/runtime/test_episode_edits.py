@@ -13,6 +13,7 @@ from online_setup import toy_episode
 from robot_rl import keys
 from robot_rl.actor_build import describe_env
 from robot_rl.data.errors import DatasetError
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.episode_edits import EditLogError, RunEdits, actor_log, label_values
 from robot_rl.runtime.replay import OnlineReplay, rlpd_batch
 
@@ -145,7 +146,7 @@ def test_learner_rates_and_summary_count_episodes_as_edited(tiny_offline_run, tm
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
     cfg = load_config(None, overrides(run))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     hz = learner.cfg.env.control_hz
     recorded = [
         _zeros_episode(learner, 4, success=True),

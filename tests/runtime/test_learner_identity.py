@@ -17,6 +17,7 @@ from online_setup import CODE, copy_run, free_address, learner_token, overrides
 
 from robot_rl.actor_build import describe_env
 from robot_rl.config import ConfigError, load_config
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.link import PROTOCOL, LinkTokenError, ZmqLearnerLink
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.security import TOKEN_FILE, read_token
@@ -34,7 +35,7 @@ def served(tiny_offline_run, tmp_path_factory):
 
     run = copy_run(tiny_offline_run, tmp_path_factory.mktemp("identity") / "run")
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0"))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     yield learner, server, run
     server.close()

@@ -19,6 +19,7 @@ from online_setup import CODE, copy_run, overrides
 from robot_rl import keys
 from robot_rl.actor_build import describe_env
 from robot_rl.config import ConfigError, load_config
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.actor_claim import claim_folder, log_id
 from robot_rl.runtime.link import PROTOCOL, ActorIdError, LearnerServer, ZmqLearnerLink
 from robot_rl.runtime.metrics import episode_meta
@@ -47,7 +48,7 @@ def served(tiny_offline_run, tmp_path_factory, key_folder):
 
     run = copy_run(tiny_offline_run, tmp_path_factory.mktemp("link") / "run")
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0"))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address, load_server_keys(key_folder)).start()
     yield learner, server
     server.close()
@@ -232,7 +233,7 @@ def test_non_loopback_bind_without_keys_is_refused(served, tmp_path):
 
     cfg = load_config(None, overrides(tmp_path, "--online.address=tcp://*:5560"))
     with pytest.raises(ConfigError) as refused:  # `robot-rl online --role learner`: before the learner builds
-        run_learner(cfg, 0, describe_env)
+        run_learner(cfg, 0, describe_env, agents)
     assert "\n" not in str(refused.value) and "set security.keys" in str(refused.value)
 
 

@@ -13,6 +13,7 @@ from robot_rl import keys
 from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET, Actor
 from robot_rl.runtime.batched_actor import ENV_INDEX_KEY, ENV_SEED_KEY, BatchedActor, actor_class
 
@@ -90,7 +91,7 @@ def _run_until_unplugged(run, device):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     actor.device = device
@@ -200,7 +201,7 @@ def _stop_at_the_second_check(run, device):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *BATCHED))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     actor = BatchedActor(cfg, 0, 0, ZmqLearnerLink(server.address), build_actor_parts(cfg, 0))
     if actor.device is not None:

@@ -13,6 +13,7 @@ from online_setup import copy_run, free_address, overrides, wait_for
 from robot_rl import keys
 from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import ConfigError, load_config
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.leases import ActorLease, Leases
 
 
@@ -66,7 +67,7 @@ def _served(run, *extra: str, address: str | None = None):
         None,
         overrides(run, f"--online.address={address}", "--online.max_env_steps_ahead=0", *extra),
     )
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     return learner, LearnerServer(learner, address).start()
 
 

@@ -10,6 +10,7 @@ from online_setup import copy_run, overrides
 
 from robot_rl.actor_build import describe_env
 from robot_rl.config import ConfigError, load_config
+from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir
 from robot_rl.runtime.agents import build_online_agent
 
@@ -26,4 +27,4 @@ def test_a_multi_instruction_policy_with_a_one_instruction_reward_is_refused(tin
         match=r"offline_seed0: the policy is conditioned on 2 instructions.*"
         r"reward.mode='shaped'",
     ):
-        build_online_agent(cfg, 0, RunDir(run), describe_env(cfg))
+        build_online_agent(cfg, 0, RunDir(run), describe_env(cfg), agents)

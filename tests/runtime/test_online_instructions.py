@@ -16,6 +16,7 @@ from robot_rl import keys
 from robot_rl.actor_build import describe_env
 from robot_rl.config import load_config
 from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.actor import ACTOR_SEED_STRIDE, ONLINE_SEED_OFFSET
 from robot_rl.runtime.batched_actor import ENV_SEED_KEY
 from robot_rl.runtime.learner import Learner
@@ -74,7 +75,7 @@ def test_each_episode_is_acted_recorded_and_trained_on_with_its_own_instruction(
     replay = ZarrReplayBuffer(folder / "replay")
     np.testing.assert_array_equal(replay.arrays()[keys.TASK_INDEX], log.arrays()[keys.TASK_INDEX])
     # the learner's batches (demos and online chunks) carry each chunk's instruction as the policy reads it
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     online = learner.replay.sample_online(64, np.random.default_rng(0))
     states = replay.arrays()[keys.STATE]
     episode_of_frame = np.repeat(np.arange(replay.num_episodes), np.diff(replay.episode_ends, prepend=0))

@@ -18,6 +18,7 @@ from online_setup import copy_run, overrides, wait_for
 from robot_rl import keys
 from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import load_config
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.metrics import episode_meta
 from robot_rl.runtime.weights import NonFiniteWeightsError, agent_weights
 
@@ -30,7 +31,7 @@ def _served(run, *extra: str):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *extra))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     return learner, server, ZmqLearnerLink(server.address, timeout_s=5.0)
 

@@ -22,6 +22,7 @@ from robot_rl.actor_build import build_actor_parts, describe_env
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.replay import ZarrReplayBuffer
+from robot_rl.policies import factory as agents
 from robot_rl.runtime.intervention import DeviceError, HumanInput
 from robot_rl.runtime.replay import ACTOR_EPISODE_KEY, ACTOR_KEY, OnlineReplay, rlpd_batch
 from robot_rl.runtime.weights import NonFiniteWeightsError
@@ -125,7 +126,7 @@ def test_learner_draws_the_batches_each_method_needs(tiny_offline_run, tmp_path,
 
     run = copy_run(tiny_offline_run, tmp_path / "run")
     cfg = load_config(None, overrides(run, f"--online.method={method}"))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     value = 1000.0  # online observations are value + step: far from any demo observation
     learner.replay.add(0, 0, _takeover_episode(learner.obs_shapes, learner.action_dim, value=value))
     batches = learner.draw_batches()
@@ -298,12 +299,12 @@ def test_mismatched_checkpoints_are_refused(tiny_offline_run, tmp_path):
 
     run = copy_run(tiny_offline_run, tmp_path / "run2")
     cfg = load_config(None, overrides(run))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     learner._save_resume()
     state = learner.dir / "learner_resume" / "learner_state.json"
     state.write_text(json.dumps({**json.loads(state.read_text()), "format": 99}))
     with pytest.raises(ConfigError, match="learner_state.json: learner checkpoint format 99"):
-        Learner(cfg, 0, progress=False, env=describe_env(cfg))
+        Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
 
 
 def _learner_and_actor(run: Path, *extra: str, connect: bool = True):
@@ -313,7 +314,7 @@ def _learner_and_actor(run: Path, *extra: str, connect: bool = True):
     from robot_rl.runtime.link import LearnerServer, ZmqLearnerLink
 
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *extra))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     link = ZmqLearnerLink(server.address)
     actor = Actor(cfg, 0, 0, link, build_actor_parts(cfg, 0))

@@ -85,6 +85,8 @@ def test_ppo_gives_every_env_its_episodes_instruction(tmp_path, monkeypatch):
     is given each env's own, the one its episode was reset with, at every rollout and update (before, the
     policy got no instruction and the run failed at its first chunk)."""
     pytest.importorskip("mujoco")
+    from robot_rl.cli.ppo import rollout_envs
+    from robot_rl.policies import factory
     from robot_rl.run_dir import RunDir
     from robot_rl.sim.panda_tasks import PandaPickColourEnv
     from robot_rl.training import ppo
@@ -119,7 +121,7 @@ def test_ppo_gives_every_env_its_episodes_instruction(tmp_path, monkeypatch):
         return explore(self, obs)
 
     monkeypatch.setattr(FlowPPOAgent, "explore", spy)
-    result = ppo.train_ppo(cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc")
+    result = ppo.train_ppo(cfg, 0, RunDir(cfg.run_dir), tmp_path / "bc", factory, rollout_envs)
     assert result["episodes"] >= 3
     given = np.stack(seen)  # (chunks, N): the instruction each env's chunk was sampled under
     assert set(given.ravel()) <= set(instructions) and len(set(given.ravel())) > 1

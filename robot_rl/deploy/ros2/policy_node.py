@@ -29,7 +29,7 @@ from robot_rl.hardware.ros2.bridge import acquire, release
 from robot_rl.hardware.ros2.node import ParameterError, robot_node_setup
 from robot_rl.rollout import rollout
 from robot_rl.sim import make_vector_env
-from robot_rl.sources import policy_source
+from robot_rl.source_build import policy_source
 
 PARAMETERS: dict = {
     "config": "",
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _source(cfg, checkpoint: str, seed: int, space, wait_s: float):
-    """:func:`robot_rl.sources.policy_source`, asked again while the policy server does not answer, for up
-    to ``wait_s`` s.
+    """:func:`robot_rl.source_build.policy_source`, asked again while the policy server does not answer,
+    for up to ``wait_s`` s.
 
     Raises:
         PolicyServerUnavailable: still no answer after ``wait_s``.

@@ -24,6 +24,7 @@ from robot_rl.config import Ros2Config  # noqa: E402
 from robot_rl.hardware.ros2 import msgs  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
+from robot_rl.policies import factory as agents
 
 LOW = np.array([-0.03, -0.03, -0.03, 0.0], np.float32)
 HIGH = np.array([0.03, 0.03, 0.03, 1.0], np.float32)
@@ -181,7 +182,7 @@ def test_actor_node_acts_on_the_sim_robot_takes_joy_interventions_and_feeds_the_
     run = copy_run(tiny_offline_run, tmp_path / "run")
     flags = ["--online.env_steps=16", "--env.max_episode_steps=16"]
     cfg = load_config(None, overrides(run, "--online.address=tcp://127.0.0.1:0", *flags))
-    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
     server = LearnerServer(learner, cfg.online.address).start()
     domain = new_domain()
     sim = Spun("sim_robot_node", SimRobotNode, domain, transport, "state_rate_hz:=50.0")
