@@ -164,6 +164,7 @@ class RosRobot(Robot):
         self.kinematics = None
         """:class:`~robot_rl.hardware.ros2.kinematics.ArmKinematics` of ``cfg.kinematics``, or None."""
         if cfg.kinematics != "none":
+            # loads MuJoCo and the arm model: only for a bridge with kinematics
             from robot_rl.hardware.ros2.kinematics import ArmKinematics
 
             self.kinematics = ArmKinematics(cfg.kinematics)
