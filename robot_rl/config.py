@@ -95,6 +95,24 @@ def offline_method_problems(at: str, method: str) -> list[str]:
     return [f"{at}method={method!r}: must be one of {', '.join(choices)}"]
 
 
+def success_value_problems(at: str, mode: str, reward_norm: str, gamma: float) -> list[str]:
+    """``success_value``'s rule against the discount (issue 38; the value is
+    :func:`robot_rl.algos.targets.success_values`): with ``gamma = 1`` the absorbing value r'/(1 - gamma)
+    is infinite, so only a zero absorbing reward is allowed there: ``zero``, or ``r_max`` under
+    ``reward_norm=max`` (r' = 0). Problems named under ``at``."""
+    if (
+        isinstance(gamma, int | float)
+        and gamma >= 1.0
+        and mode != "zero"
+        and not (mode == "r_max" and reward_norm == "max")
+    ):
+        return [
+            f"{at}success_value={mode!r} with {at}gamma={gamma}: the absorbing value r/(1 - gamma) is "
+            "infinite; use success_value=zero, or r_max with reward_norm=max (r' = 0)"
+        ]
+    return []
+
+
 def _ensemble_problems(at: str, critic_agg: str, num_critics: int) -> list[str]:
     """``critic_agg=min_random2`` (REDQ's min of 2 random critics) needs at least 2 critics."""
     if critic_agg == "min_random2" and isinstance(num_critics, int) and num_critics < 2:
@@ -813,9 +831,12 @@ class OfflineRLConfig:
 
     def validate(self, at: str = "offline.") -> list[str]:
         """``method`` is a registered offline method (:func:`offline_method_problems`);
-        ``critic_agg=min_random2`` needs at least 2 critics; named under ``at``."""
-        return offline_method_problems(at, self.method) + _ensemble_problems(
-            at, self.critic_agg, self.num_critics
+        ``critic_agg=min_random2`` needs at least 2 critics; ``success_value`` suits ``gamma``
+        (:func:`success_value_problems`); named under ``at``."""
+        return (
+            offline_method_problems(at, self.method)
+            + _ensemble_problems(at, self.critic_agg, self.num_critics)
+            + success_value_problems(at, self.success_value, self.reward_norm, self.gamma)
         )
 
 

@@ -7,7 +7,7 @@ from typing import get_args
 
 import torch
 
-from robot_rl.config import RewardNorm, SuccessValue, TerminalChunks
+from robot_rl.config import RewardNorm, SuccessValue, TerminalChunks, success_value_problems
 
 REWARD_NORMS: tuple[str, ...] = get_args(RewardNorm)
 SUCCESS_VALUES: tuple[str, ...] = get_args(SuccessValue)
@@ -58,11 +58,9 @@ def check_success_value(mode: str, norm: str, gamma: float) -> None:
     """
     if mode not in SUCCESS_VALUES:
         raise ValueError(f"offline.success_value={mode!r}; expected one of {SUCCESS_VALUES}")
-    if gamma >= 1.0 and mode != "zero" and not (mode == "r_max" and norm == "max"):
-        raise ValueError(
-            f"offline.success_value={mode!r} with offline.gamma={gamma}: the absorbing value r/(1 - gamma) "
-            "is infinite; use success_value=zero, or r_max with reward_norm=max (r' = 0)"
-        )
+    problems = success_value_problems("offline.", mode, norm, gamma)
+    if problems:
+        raise ValueError(problems[0])
 
 
 def success_values(

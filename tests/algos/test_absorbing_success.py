@@ -17,6 +17,7 @@ from robot_rl.algos.targets import (
     success_tail,
     success_values,
 )
+from robot_rl.config import ConfigError, load_config
 from robot_rl.data.training.sampler import ChunkSampler
 
 GAMMA = 0.5
@@ -81,6 +82,13 @@ def test_gamma_one_allows_only_a_zero_absorbing_reward():
         check_success_value("r_success", "max", 1.0)
     with pytest.raises(ValueError, match="offline.success_value='first'"):
         check_success_value("first", "max", 0.99)
+
+
+def test_a_config_with_an_infinite_absorbing_value_is_refused_at_load():
+    """The same rule in the offline section's validate(): one line naming the keys, before any work."""
+    load_config(None, ["--offline.gamma=1.0", "--offline.success_value=zero", "--offline.reward_norm=scale"])
+    with pytest.raises(ConfigError, match=r"offline\.success_value='r_max' with offline\.gamma=1\.0"):
+        load_config(None, ["--offline.gamma=1.0", "--offline.reward_norm=scale"])
 
 
 class _Enc(torch.nn.Module):
