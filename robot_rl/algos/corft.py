@@ -55,7 +55,7 @@ from robot_rl.algos.anchored import BCAnchoredActing
 from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.critic import ChunkCritic, actor_step, polyak_update
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import TERMINAL_CHUNKS, check_success_value, prefix_targets, success_values
+from robot_rl.algos.targets import TERMINAL_CHUNKS, check_success_value, prefix_targets, success_tail
 
 PREFIX_KEYS = ("step_rewards", "step_dones", "prefix_observations", "prefix_critic_valid")
 
@@ -184,16 +184,12 @@ class CORFTAgent(BCAnchoredActing):
         return y, weight
 
     def _absorbing(self, batch: dict, weight_key: str, reward_key: str) -> torch.Tensor | None:
-        """``batch[weight_key] · V(batch[reward_key])``, V the absorbing value of a success
-        (:func:`~robot_rl.algos.targets.success_values`): per prefix step (``step_success``, 1 at a success)
-        or for the Monte-Carlo return (``mc_success_discount``, γ^{T−t}); None when the batch lacks them."""
-        if weight_key not in batch:
-            return None
+        """:func:`~robot_rl.algos.targets.success_tail` of ``batch``'s prefix steps (``step_success``) or
+        Monte-Carlo return (``mc_success_discount``) under this agent's reward map; None without them."""
         cfg = self.cfg
-        values = success_values(
-            batch[reward_key].float(), cfg.success_value, self.reward_affine, cfg.reward_range, cfg.gamma
+        return success_tail(
+            batch, cfg.success_value, self.reward_affine, cfg.reward_range, cfg.gamma, weight_key, reward_key
         )
-        return batch[weight_key].float() * values
 
     def critic_losses(self, batch: dict, obs: Obs, actions_norm: torch.Tensor) -> dict[str, torch.Tensor]:
         """``critic_loss`` (TD + α·Cal-QL) and its parts; ``q`` (K, B, h) prefix values, ``y`` (B, h)."""

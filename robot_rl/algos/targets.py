@@ -99,15 +99,24 @@ def success_values(
 
 
 def success_tail(
-    batch: dict, mode: str, affine: tuple[float, float], reward_range, gamma: float
-) -> torch.Tensor:
-    """(B,) float32 ``success_discount · V`` (:func:`success_values`): the discounted absorbing value of a
-    success inside each chunk, ``γ^{j+1} r'_a / (1 − γ)`` for a success at step j, else 0. A batch without
-    ``success_discount``/``success_reward`` (built by hand, not by the chunk sampler) has no success."""
-    if "success_discount" not in batch:
-        return torch.zeros_like(batch["rewards"])
-    values = success_values(batch["success_reward"].float(), mode, affine, reward_range, gamma)
-    return batch["success_discount"].float() * values
+    batch: dict,
+    mode: str,
+    affine: tuple[float, float],
+    reward_range,
+    gamma: float,
+    weight_key: str = "success_discount",
+    reward_key: str = "success_reward",
+) -> torch.Tensor | None:
+    """``batch[weight_key] · V(batch[reward_key])`` (:func:`success_values`), float32, the discounted
+    absorbing value of a success; None when the batch lacks ``weight_key`` (built by hand, not by the chunk
+    sampler: no success). The keys: QC's and QC-FQL's chunk (``success_discount`` (B,), γ^{j+1} for a
+    success at step j, else 0: ``γ^{j+1} r'_a / (1 − γ)``), CO-RFT's prefixes (``step_success`` (B, h), 1
+    at a success, with ``step_rewards``) and its Monte-Carlo return (``mc_success_discount`` (B,),
+    γ^{T−t}, with ``mc_success_reward``)."""
+    if weight_key not in batch:
+        return None
+    values = success_values(batch[reward_key].float(), mode, affine, reward_range, gamma)
+    return batch[weight_key].float() * values
 
 
 def qc_target(
