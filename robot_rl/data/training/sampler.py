@@ -158,10 +158,10 @@ class ChunkSampler:
             self._mc = (g, d)
         return self._mc
 
-    def _first_success(self, qc: np.ndarray, valid_b: np.ndarray) -> np.ndarray:
-        """(B, h) bool: step i is the window's first termination and a success."""
-        term = self.dones[qc] & valid_b
-        return term & (np.cumsum(term, axis=1) == 1) & self.success_end[qc]
+    def _first_success(self, qc: np.ndarray, dones_b: np.ndarray) -> np.ndarray:
+        """(B, h) bool: step i is the window's first termination (``dones_b``, the window's valid
+        terminations) and a success."""
+        return dones_b & (np.cumsum(dones_b, axis=1) == 1) & self.success_end[qc]
 
     def _mc_success(self, t: np.ndarray) -> dict[str, np.ndarray]:
         """``mc_success_discount`` γ^{hi−t} and ``mc_success_reward`` r[hi−1] where the episode of t ends in a
@@ -174,10 +174,15 @@ class ChunkSampler:
         }
 
     def _prefix_fields(
-        self, t: np.ndarray, qc: np.ndarray, valid_b: np.ndarray, end: np.ndarray, success: np.ndarray
+        self,
+        t: np.ndarray,
+        qc: np.ndarray,
+        valid_b: np.ndarray,
+        dones: np.ndarray,
+        end: np.ndarray,
+        success: np.ndarray,
     ) -> dict:
         k = np.arange(1, self.horizon + 1)[None, :]
-        dones = self.dones[qc] & valid_b
         reaches_end = t[:, None] + k >= end[:, None]
         recorded = ~reaches_end | (self.final_obs is not None)
         terminal_so_far = np.logical_or.accumulate(dones, axis=1)
@@ -207,10 +212,11 @@ class ChunkSampler:
         valid_b = q < end[:, None]
         qc = np.minimum(q, end[:, None] - 1)
         valid = valid_b.astype(np.float32)
-        terminal = (self.dones[qc] & valid_b).any(1)
+        dones_b = self.dones[qc] & valid_b  # the window's terminations, (B, h)
+        terminal = dones_b.any(1)
         reaches_end = t + self.horizon >= end
         next_recorded = ~reaches_end | (self.final_obs is not None)
-        success = self._first_success(qc, valid_b)
+        success = self._first_success(qc, dones_b)
         success_step = (success * self.gamma ** np.arange(1, self.horizon + 1)).astype(np.float32)
         out = {
             "observations": {k: v[t] for k, v in self.obs.items()},
@@ -224,7 +230,7 @@ class ChunkSampler:
             "success_reward": (self.rewards[qc] * success).sum(1).astype(np.float32),
         }
         if self.prefixes:
-            out.update(self._prefix_fields(t, qc, valid_b, end, success))
+            out.update(self._prefix_fields(t, qc, valid_b, dones_b, end, success))
         if self.intervention is not None:
             out["is_intervention"] = self.intervention[qc] * valid
         if self.source is not None:
