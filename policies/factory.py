@@ -24,7 +24,7 @@ from robot_rl.checkpoint import (
     save_checkpoint,
     weights_mismatch,
 )
-from robot_rl.config import PipelineConfig, PolicyConfig
+from robot_rl.config import PipelineConfig, PolicyConfig, section_class
 from robot_rl.data.normalize import FeatureStats
 
 from .encoders import ObservationEncoder
@@ -176,11 +176,11 @@ def build_agent(
     """
     algo = algorithm(method)
     extra = {name.removesuffix("_cfg"): cfg for name, cfg in section_cfgs.items()}
-    known = [field for field, _ in algo.sections[1:]]
+    known = list(algo.sections[1:])
     unknown = sorted(set(extra) - set(known))
     if unknown:
         raise TypeError(f"build_agent({method!r}): unknown config sections {unknown}; {method} has {known}")
-    configs = [algo_cfg, *(extra.get(field) or kind() for field, kind in algo.sections[1:])]
+    configs = [algo_cfg, *(extra.get(field) or section_class(field)() for field in algo.sections[1:])]
     return _build(algo, policy_cfg, configs, obs_shapes, action_dim, stats, encoder_factory, device)
 
 
@@ -196,7 +196,7 @@ def build_agent_from_config(
     """:func:`build_agent` with ``cfg.policy`` and the method's sections of the PipelineConfig ``cfg``
     (``cfg.bc`` for ``bc``, ``cfg.offline`` (and ``cfg.corft``) for the offline methods, ...)."""
     algo = algorithm(method)
-    configs = [getattr(cfg, field) for field, _ in algo.sections]
+    configs = [getattr(cfg, field) for field in algo.sections]
     return _build(algo, cfg.policy, configs, obs_shapes, action_dim, stats, encoder_factory, device)
 
 

@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.algos.registry import algorithm
-from robot_rl.config import PolicyConfig
+from robot_rl.config import PolicyConfig, section_class
 from robot_rl.data.normalize import FeatureStats, load_stats, save_stats
 
 MODEL_FILE = "model.safetensors"
@@ -192,7 +192,9 @@ class CheckpointHeader:
             obs_shapes={k: tuple(int(d) for d in v) for k, v in config["obs_shapes"].items()},
             action_dim=int(config["action_dim"]),
             policy=_decode_section(config, "policy", PolicyConfig, where),
-            algo_configs={name: _decode_section(config, name, kind, where) for name, kind in sections},
+            algo_configs={
+                name: _decode_section(config, name, section_class(name), where) for name in sections
+            },
             features=config.get("features"),
             fps=config.get("fps"),
             config=config,

@@ -8,7 +8,6 @@ section's ``validate(at)`` returns the problems of its cross-field rules, each n
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Literal, get_args
 import draccus
 import yaml
 
+from robot_rl.algos.registry import offline_methods
 from robot_rl.config_checks import (
     REAL_ROBOT_MAX_SCALE,
     VENDOR_ARMS,
@@ -78,18 +78,11 @@ ROS2_KINEMATIC_JOINTS = {"panda": 7}
 """Arm joints of each kinematic model (``joint_names`` must list as many)."""
 
 
-OFFLINE_METHODS = "robot_rl.algos.registry:offline_methods"
-"""Where the choices of ``offline.method`` come from: the algorithm registry's offline methods (an algorithm
-registered with ``offline=True`` is a valid ``offline.method``, no edit here). Named as ``"module:function"``
-and imported when a config is checked, as the CLI's command table names its commands: the registry imports
-this module's config sections (it loads no torch)."""
-
-
 def offline_method_problems(at: str, method: str) -> list[str]:
-    """``["<at>method='x': must be one of qc, qc_fql, ..."]`` when ``method`` is not a registered offline
-    method (:data:`OFFLINE_METHODS`), else []."""
-    module, _, function = OFFLINE_METHODS.partition(":")
-    choices = getattr(importlib.import_module(module), function)()
+    """``["<at>method='x': must be one of qc, qc_fql, ..."]`` when ``method`` is not one of the algorithm
+    registry's offline methods (:func:`robot_rl.algos.registry.offline_methods`: an algorithm registered
+    with ``offline=True`` is a valid ``offline.method``, no edit here), else []."""
+    choices = offline_methods()
     if isinstance(method, str) and method in choices:
         return []
     return [f"{at}method={method!r}: must be one of {', '.join(choices)}"]
@@ -1520,3 +1513,18 @@ def save_config(cfg, path: str | Path) -> None:
 def config_to_dict(cfg) -> dict:
     """Plain-dict form of a config dataclass (for JSON checkpoints and reports)."""
     return draccus.encode(cfg)
+
+
+def section_class(name: str) -> type:
+    """The dataclass of ``PipelineConfig``'s section ``name`` (``offline``: :class:`OfflineRLConfig`), as
+    the algorithm registry names a method's sections (:attr:`robot_rl.algos.registry.Algorithm.sections`).
+
+    Raises:
+        KeyError: ``name`` is not a section of ``PipelineConfig`` (names the sections).
+    """
+    sections = {
+        f.name: f.default_factory for f in fields(PipelineConfig) if isinstance(f.default_factory, type)
+    }
+    if name not in sections:
+        raise KeyError(f"{name!r} is not a PipelineConfig section; the sections are {sorted(sections)}")
+    return sections[name]

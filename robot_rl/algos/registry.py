@@ -5,9 +5,11 @@ Adding an algorithm is one new file (the agent, a subclass of :class:`robot_rl.a
 builder) plus one :func:`register` line (the built-in ones at the end of this module). A builder receives
 :class:`Networks` (the observation encoders and policy networks, built by ``robot_rl.policies.factory``)
 and the method's config sections, so the core never imports ``robot_rl.policies`` (docs/design.md §2).
-This module loads no torch: a built-in builder is named as ``"module:function"`` and imported when an agent
-is first built (:meth:`Algorithm.make`), so the config check of ``offline.method`` at load
-(:func:`offline_methods`) stays as light as the config itself.
+This module loads no torch and imports no config: a built-in builder is named as ``"module:function"`` and
+imported when an agent is first built (:meth:`Algorithm.make`), and a method's config sections are named by
+their ``PipelineConfig`` fields (their dataclasses: :func:`robot_rl.config.section_class`), so
+``robot_rl.config`` imports this module to check ``offline.method`` at load (:func:`offline_methods`)
+without an import cycle.
 """
 
 from __future__ import annotations
@@ -19,16 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from robot_rl import keys
-from robot_rl.config import (
-    BCConfig,
-    CORFTConfig,
-    OfflineRLConfig,
-    PipelineConfig,
-    PolicyConfig,
-    PPOConfig,
-    RecapConfig,
-    SACConfig,
-)
 
 if TYPE_CHECKING:
     import torch
@@ -37,6 +29,7 @@ if TYPE_CHECKING:
     from robot_rl.algos.base import Agent
     from robot_rl.algos.protocols import FlowPolicy, ObsEncoder, OneStepPolicy
     from robot_rl.checkpoint import CheckpointHeader
+    from robot_rl.config import PipelineConfig, PolicyConfig
     from robot_rl.data.normalize import FeatureStats
 
 
@@ -144,8 +137,8 @@ class Algorithm:
 
     Attributes:
         name: the method name (``offline.method``, a checkpoint's ``method``).
-        sections: ``(PipelineConfig field, its dataclass)`` of each config section the builder takes, the
-            method's own first (its agent's ``cfg``).
+        sections: the ``PipelineConfig`` field of each config section the builder takes, the method's own
+            first (its agent's ``cfg``); a field's dataclass is :func:`robot_rl.config.section_class`.
         build: the builder (:data:`Builder`), or ``"module:function"`` naming it (imported by :meth:`make`).
         labels: dataset label columns its training reads (RECAP: ``next.success``).
         prefix_targets: whether its training batches carry per-prefix targets (CO-RFT).
@@ -154,7 +147,7 @@ class Algorithm:
     """
 
     name: str
-    sections: tuple[tuple[str, type], ...]
+    sections: tuple[str, ...]
     build: Builder | str
     labels: tuple[str, ...] = ()
     prefix_targets: bool = False
@@ -175,7 +168,7 @@ class Algorithm:
     @property
     def section(self) -> str:
         """The ``PipelineConfig`` field of the method's own hyper-parameters."""
-        return self.sections[0][0]
+        return self.sections[0]
 
 
 _REGISTRY: dict[str, Algorithm] = {}
@@ -216,14 +209,13 @@ def algorithm(name: str) -> Algorithm:
     return registry[name]
 
 
-OFFLINE = ("offline", OfflineRLConfig)
 BUILTIN = "robot_rl.algos.builtin"
-register(Algorithm("bc", (("bc", BCConfig),), f"{BUILTIN}:build_bc"))
-register(Algorithm("qc", (OFFLINE,), f"{BUILTIN}:build_qc", offline=True))
-register(Algorithm("qc_fql", (OFFLINE,), f"{BUILTIN}:build_qc_fql", offline=True))
-CORFT = (OFFLINE, ("corft", CORFTConfig))
-register(Algorithm("corft", CORFT, f"{BUILTIN}:build_corft", prefix_targets=True, offline=True))
-register(Algorithm("sac", (("sac", SACConfig),), f"{BUILTIN}:build_sac"))
-register(Algorithm("ppo", (("ppo", PPOConfig),), f"{BUILTIN}:build_ppo"))
-RECAP = (("recap", RecapConfig),)
-register(Algorithm("recap", RECAP, f"{BUILTIN}:build_recap", labels=(keys.SUCCESS,), offline=True))
+register(Algorithm("bc", ("bc",), f"{BUILTIN}:build_bc"))
+register(Algorithm("qc", ("offline",), f"{BUILTIN}:build_qc", offline=True))
+register(Algorithm("qc_fql", ("offline",), f"{BUILTIN}:build_qc_fql", offline=True))
+register(
+    Algorithm("corft", ("offline", "corft"), f"{BUILTIN}:build_corft", prefix_targets=True, offline=True)
+)
+register(Algorithm("sac", ("sac",), f"{BUILTIN}:build_sac"))
+register(Algorithm("ppo", ("ppo",), f"{BUILTIN}:build_ppo"))
+register(Algorithm("recap", ("recap",), f"{BUILTIN}:build_recap", labels=(keys.SUCCESS,), offline=True))

@@ -1,6 +1,9 @@
 """The algorithm registry: methods, their config sections and builders; a new method needs one agent file
 and one registration, and then builds, saves, reloads and trains like a built-in one."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -16,6 +19,7 @@ from robot_rl.config import (
     PolicyConfig,
     config_to_dict,
     load_config,
+    section_class,
 )
 from robot_rl.policies import METHODS, build_agent, build_agent_from_config, load_agent, save_agent
 from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch, fake_obs, fake_stats
@@ -26,13 +30,28 @@ PCFG = PolicyConfig(horizon=H, hidden_dims=[32, 32])
 
 def test_methods_come_from_the_registry():
     assert METHODS == registry.names() == ("bc", "qc", "qc_fql", "corft", "sac", "ppo", "recap")
-    assert registry.algorithm("corft").sections == (("offline", OfflineRLConfig), ("corft", CORFTConfig))
+    assert registry.algorithm("corft").sections == ("offline", "corft")
+    assert [section_class(name) for name in registry.algorithm("corft").sections] == [
+        OfflineRLConfig,
+        CORFTConfig,
+    ]
     assert registry.algorithm("corft").prefix_targets and not registry.algorithm("qc").prefix_targets
     assert registry.algorithm("recap").labels == ("next.success",)
     with pytest.raises(ValueError, match=r"unknown method 'dreamer'; expected one of \('bc', 'qc'"):
         registry.algorithm("dreamer")
     with pytest.raises(ValueError, match="'qc' is already registered"):
         registry.register(registry.algorithm("qc"))
+
+
+def test_the_registry_imports_no_config_so_the_config_check_is_no_cycle():
+    """``robot_rl.config`` imports the registry to check ``offline.method``; the registry names its sections
+    by field and so imports no config (it did, and config reached it through importlib: a hidden cycle)."""
+    code = "import sys, robot_rl.algos.registry; print(*sorted(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "robot_rl.algos.registry" in loaded
+    assert "robot_rl.config" not in loaded and "torch" not in loaded
 
 
 def test_agent_base_declares_the_optional_hooks():
@@ -72,7 +91,7 @@ def build_mean_bc(nets: registry.Networks, cfg: BCConfig) -> Agent:
 def mean_bc(monkeypatch):
     """``MeanBC`` registered for one test (the registry is restored afterwards)."""
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    registry.register(registry.Algorithm("mean_bc", (("bc", BCConfig),), build_mean_bc))
+    registry.register(registry.Algorithm("mean_bc", ("bc",), build_mean_bc))
 
 
 def test_offline_method_choices_come_from_the_registry(monkeypatch):
@@ -82,9 +101,7 @@ def test_offline_method_choices_come_from_the_registry(monkeypatch):
     with pytest.raises(ConfigError, match=refused):
         load_config(None, ["--offline.method=mean_rl"])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    registry.register(
-        registry.Algorithm("mean_rl", (("offline", OfflineRLConfig),), build_mean_bc, offline=True)
-    )
+    registry.register(registry.Algorithm("mean_rl", ("offline",), build_mean_bc, offline=True))
     assert registry.offline_methods() == ("qc", "qc_fql", "corft", "recap", "mean_rl")
     assert load_config(None, ["--offline.method=mean_rl"]).offline.method == "mean_rl"
     with pytest.raises(ConfigError, match=r"offline\.method='bc': must be one of .*, mean_rl$"):
