@@ -58,15 +58,19 @@ CFG = SafetyConfig(
 
 
 class ClientSideOnly(SimServerRobot):
-    """A server client without the robot-side boundary (the safety layer finds no setter)."""
+    """A server client without the robot-side boundary (as a driver without one: the safety layer's
+    checks alone)."""
 
-    set_tcp_boundary = None  # type: ignore[assignment]
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> bool:
+        return False
 
 
 class InProcessClientSideOnly(MujocoRobot):
-    """The in-process sim without the robot-side boundary (the safety layer finds no setter)."""
+    """The in-process sim without the robot-side boundary (as a driver without one: the safety layer's
+    checks alone)."""
 
-    set_tcp_boundary = None  # type: ignore[assignment]
+    def set_tcp_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> bool:
+        return False
 
 
 def run_adversary(

@@ -114,6 +114,9 @@ class Robot(abc.ABC):
     simulated: bool = False
     """Whether the arm is simulated: the safety layer then defaults to its full speed and acceleration
     (``SafetyConfig.motion_scales``); real arms default to a quarter of them."""
+    lockstep: bool = False
+    """Whether the robot advances only when commanded (a simulated arm stepped by its client: one control
+    period per command); False for a real-time robot, whose arm moves on between a reading and a command."""
 
     @property
     @abc.abstractmethod
@@ -145,6 +148,29 @@ class Robot(abc.ABC):
         ``None`` when the driver has no kinematic model (the default). The safety layer uses it to keep
         joint commands inside the workspace box; without it the box is enforced from the measured pose."""
         return None
+
+    @property
+    def tracking_time_s(self) -> float:
+        """How long (s) the robot's controller takes to close a tracking error (e.g. the slowest ``KD / KP``
+        of a joint PD): the safety layer judges an ``ee_delta`` target by where the arm gets at its present
+        speed over it. 0 when the driver does not say (the default; the layer then uses one control
+        period)."""
+        return 0.0
+
+    def link_clearance(self, joint_pos: np.ndarray) -> float | None:
+        """The smallest gap (m) between an arm link and the table or another link at joint positions
+        ``joint_pos`` (n,) rad (negative: they overlap), or ``None`` when the driver has no collision model
+        (the default; the safety layer then does not check the links)."""
+        return None
+
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> bool:
+        """Hand the TCP box ``low`` .. ``high`` ((3,) m each, base frame) to the robot's own controller, which
+        then keeps the end effector in it in its real-time loop (the safety layer calls this at connect;
+        :mod:`robot_rl.hardware.tcp_boundary`). Returns whether the robot enforces it: ``False`` (the
+        default) when the driver has no run-time call for one (UR and Franka: set it on the pendant or in
+        Desk, docs/hardware.md). Implementations raise ``HardwareError`` subclasses when the controller
+        refuses the box."""
+        return False
 
     vendor_stop = False
     """True when :meth:`emergency_stop` stops the arm through the controller's own stop (the arm then

@@ -230,7 +230,7 @@ class RobotEnv(gym.Env):
                 f"{robot.name}: env.robot.action={self.action_mode!s}, a mode this robot lacks "
                 f"(it has {[str(m) for m in robot.modes]})"
             )
-        lockstep = bool(getattr(robot, "lockstep", False))
+        lockstep = bool(robot.lockstep)
         self._check_rate(lockstep)
         realtime = self.rcfg.realtime
         self.rate = RateLoop(cfg.control_hz, realtime == "always" or (realtime == "auto" and not lockstep))

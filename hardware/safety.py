@@ -193,6 +193,7 @@ class SafeRobot(Robot):
         self._lim: RobotLimits | None = None
         self._estop_reason: str | None = None
         self._vendor_stopped = False  # the latched e-stop was taken by the controller's own stop
+        self._robot_boundary = self._has_clearance = False  # found at connect
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
         self._listener = None
@@ -215,12 +216,12 @@ class SafeRobot(Robot):
     @property
     def simulated(self) -> bool:
         """Whether the wrapped robot is simulated (its default speed scales are then 1.0, not 0.25)."""
-        return bool(getattr(self.robot, "simulated", False))
+        return bool(self.robot.simulated)
 
     @property
     def lockstep(self) -> bool:
         """Whether the wrapped robot is a lock-step simulator (each command advances its physics)."""
-        return bool(getattr(self.robot, "lockstep", False))
+        return bool(self.robot.lockstep)
 
     @property
     def reset_scene(self) -> Callable[[int | None], None] | None:
@@ -270,18 +271,22 @@ class SafeRobot(Robot):
 
     @property
     def tracking_time_s(self) -> float:
-        """The wrapped robot's ``tracking_time_s`` (s): how long its controller takes to close a tracking
-        error (e.g. ``KD / KP`` of a joint PD), over which an ``ee_delta`` target is judged by where the arm
-        gets at its present speed; 0 when the robot does not say (then one control period)."""
-        return float(getattr(self.robot, "tracking_time_s", 0.0))
+        """The wrapped robot's :attr:`~robot_rl.hardware.robot.Robot.tracking_time_s` (s)."""
+        return float(self.robot.tracking_time_s)
+
+    def link_clearance(self, joint_pos: np.ndarray) -> float | None:
+        """The wrapped robot's :meth:`~robot_rl.hardware.robot.Robot.link_clearance` (m, or ``None``)."""
+        return self.robot.link_clearance(joint_pos)
 
     @property
-    def link_clearance(self) -> Callable[[np.ndarray], float] | None:
-        """The wrapped robot's collision model, ``link_clearance(joint_pos)``: the smallest gap (m) between
-        an arm link and the table or another link at joints ``joint_pos`` (n,) rad (negative: they
-        overlap); ``None`` when the robot has none (then links are not checked)."""
-        inner = getattr(self.robot, "link_clearance", None)
-        return inner if callable(inner) else None
+    def robot_side_boundary(self) -> bool:
+        """Whether the robot's own controller enforces the layer's workspace box (set at :meth:`connect`
+        through :meth:`~robot_rl.hardware.robot.Robot.set_tcp_boundary`); False before connect."""
+        return self._robot_boundary
+
+    def _clearance(self) -> Callable[[np.ndarray], float | None] | None:
+        """The robot's collision model when it has one (found at connect), else ``None``."""
+        return self.robot.link_clearance if self._has_clearance else None
 
     def connect(self) -> None:
         """Connect the robot, take the measured state as the start of every tracked target, open the
@@ -296,11 +301,11 @@ class SafeRobot(Robot):
                     f"safety layer passes ({[str(m) for m in SAFE_MODES]})"
                 )
             self._lim = self._effective_limits()
-            set_boundary = getattr(self.robot, "set_tcp_boundary", None)
-            if callable(set_boundary):  # the controller's own boundary: the backstop under a late client
-                set_boundary(self._lim.ee_low, self._lim.ee_high)
+            # the controller's own boundary, where the robot has one: the backstop under a late client
+            self._robot_boundary = bool(self.robot.set_tcp_boundary(self._lim.ee_low, self._lim.ee_high))
             state = self.robot.read()
             self._has_fk = self.robot.forward_kinematics(state.joint_pos) is not None
+            self._has_clearance = self.robot.link_clearance(state.joint_pos) is not None
             self._counters = SafetyCounters()
             self._last_mode: CommandMode | None = None
             self._sent = 0  # commands sent to the robot, so an anchor is taken once per mode switch
@@ -570,7 +575,7 @@ class SafeRobot(Robot):
         squares on the forward kinematics' Jacobian, by finite differences (Buss, "Introduction to inverse
         kinematics with Jacobian transpose, pseudoinverse and damped least squares methods", 2004).
         1 without a kinematic or collision model."""
-        clearance = self.link_clearance
+        clearance = self._clearance()
         if clearance is None or not self._has_fk:
             return 1.0
         floor = min(self.cfg.link_clearance_m, clearance(joint_pos))
@@ -639,7 +644,7 @@ class SafeRobot(Robot):
                 return v_brake
             return v
         dt, acc, fk = 1.0 / lim.control_hz, lim.joint_acc_max, self.robot.forward_kinematics
-        clearance = self.link_clearance
+        clearance = self._clearance()
         # a target that is already closer than link_clearance_m (the arm started there) may not get closer
         floor = min(self.cfg.link_clearance_m, clearance(q)) if clearance is not None else 0.0
         error = state.ee_pos - fk(q)  # the measured end effector's offset from the target's

@@ -282,16 +282,16 @@ class MujocoRobot(Robot):
         scratch ``MjData``; the scene itself is untouched; :class:`PinchKinematics`)."""
         return self.kinematics(joint_pos)
 
-    def link_clearance(self, joint_pos: np.ndarray) -> float:
+    def link_clearance(self, joint_pos: np.ndarray) -> float | None:
         """The smallest gap (m) between an arm link and the table or another link at ``joint_pos`` (7,) rad
         (:class:`LinkCollisions`; negative: they overlap; at most :data:`LINK_MARGIN_M`)."""
         return self.collisions(joint_pos)
 
-    def set_tcp_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> None:
+    def set_tcp_boundary(self, low: np.ndarray | None, high: np.ndarray | None) -> bool:
         """Enforce the TCP box ``low`` .. ``high`` ((3,) m each, base frame) in the physics itself, every
         physics step, as an arm's controller enforces its safety boundary
         (:mod:`robot_rl.hardware.tcp_boundary`); ``None, None`` clears it. The safety layer sets it at
-        connect.
+        connect. Returns whether a boundary is now enforced.
 
         Raises:
             ValueError: only one of ``low``/``high`` given, or not a valid box (names the values).
@@ -299,6 +299,7 @@ class MujocoRobot(Robot):
         if (low is None) != (high is None):
             raise ValueError("set_tcp_boundary: give both low and high, or neither (to clear the boundary)")
         self.brake.box = None if low is None else TcpBoundary(low, high)
+        return self.brake.box is not None
 
     @property
     def tracking_time_s(self) -> float:

@@ -318,7 +318,7 @@ class SimServerRobot(Robot):
         ``KD / KP`` of :mod:`robot_rl.sim.controller`'s default gains (the server's)."""
         return tracking_time_s(KP, KD)
 
-    def link_clearance(self, joint_pos: np.ndarray) -> float:
+    def link_clearance(self, joint_pos: np.ndarray) -> float | None:
         """The smallest gap (m) between an arm link and the table or another link at arm joints
         ``joint_pos`` (7,) rad, from this host's copy of the scene's collision model (no request; see
         :class:`~robot_rl.hardware.sim_robot.LinkCollisions`).
@@ -351,10 +351,11 @@ class SimServerRobot(Robot):
         """
         self._request("reset_scene", seed=None if seed is None else int(seed))
 
-    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> None:
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> bool:
         """Set the robot-side TCP boundary: the server's physics loop keeps the pinch in the box ``low``
         .. ``high`` ((3,) m each, base frame) every physics step, however late this client's commands come
-        (:mod:`robot_rl.hardware.tcp_boundary`). The safety layer calls it at connect with its box.
+        (:mod:`robot_rl.hardware.tcp_boundary`). The safety layer calls it at connect with its box. Returns
+        True (the server enforces it).
 
         Raises:
             HardwareError: the server refused the box (not 3 finite values each, low not below high);
@@ -363,6 +364,7 @@ class SimServerRobot(Robot):
         self._request(
             "set_boundary", low=np.asarray(low, dtype=np.float64), high=np.asarray(high, dtype=np.float64)
         )
+        return True
 
     def ping(self) -> dict[str, Any]:
         """The server's time (s, its monotonic clock) and counters (requests, errors, dropped,

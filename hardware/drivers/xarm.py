@@ -291,10 +291,10 @@ class XArmRobot(Robot):
         arm.emergency_stop()
         self._mode, self._target = None, None
 
-    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> None:
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> bool:
         """Set the controller's safety boundary to the box ``low`` .. ``high`` ((3,) m each, base frame,
         the TCP) grown by :data:`BOUNDARY_MARGIN_M` (rounded outward to whole mm, the SDK's unit) and turn
-        fence mode on (module doc).
+        fence mode on (module doc). Returns True (the controller enforces it).
 
         Raises:
             RobotConnectionError: not connected.
@@ -316,6 +316,7 @@ class XArmRobot(Robot):
         self._check(arm.set_reduced_tcp_boundary(boundary), "set_reduced_tcp_boundary")
         code = arm.set_fence_mode(True)  # xarm-python-sdk 1.18 returns [code] here
         self._check(code[0] if isinstance(code, list | tuple) else code, "set_fence_mode(True)")
+        return True
 
     def disconnect(self) -> None:
         """Stop streaming (mode 0, the arm holds) and close the link; safe to call twice."""

@@ -48,12 +48,12 @@ class LimitAudit(Robot):
     @property
     def lockstep(self) -> bool:
         """Whether the audited robot is a lock-step simulator."""
-        return bool(getattr(self.robot, "lockstep", False))
+        return bool(self.robot.lockstep)
 
     @property
     def simulated(self) -> bool:  # type: ignore[override]
         """Whether the audited robot is simulated."""
-        return bool(getattr(self.robot, "simulated", False))
+        return bool(self.robot.simulated)
 
     @property
     def limits(self) -> RobotLimits:
@@ -67,7 +67,7 @@ class LimitAudit(Robot):
         self.robot.connect()
         lim, c = self.robot.limits, self.cfg
         self.q_low, self.q_high = lim.joint_low + c.joint_margin_rad, lim.joint_high - c.joint_margin_rad
-        vel_scale, acc_scale = c.motion_scales(bool(getattr(self.robot, "simulated", False)))
+        vel_scale, acc_scale = c.motion_scales(bool(self.robot.simulated))
         self.vmax, self.amax = lim.joint_vel_max * vel_scale, lim.joint_acc_max * acc_scale
         self.step, self.dt = lim.ee_step_max * c.ee_step_scale, 1.0 / lim.control_hz
         self.box_low = np.maximum(lim.ee_low, c.workspace_low) if c.workspace_low else lim.ee_low
@@ -104,19 +104,15 @@ class LimitAudit(Robot):
     @property
     def tracking_time_s(self) -> float:
         """The audited robot's tracking time (s; 0 when it does not say)."""
-        return float(getattr(self.robot, "tracking_time_s", 0.0))
+        return self.robot.tracking_time_s
 
-    @property
-    def link_clearance(self) -> Callable[[np.ndarray], float] | None:
-        """The audited robot's collision model (``link_clearance(joint_pos)``, m), or ``None``."""
-        inner = getattr(self.robot, "link_clearance", None)
-        return inner if callable(inner) else None
+    def link_clearance(self, joint_pos: np.ndarray) -> float | None:
+        """The audited robot's collision model (m), or ``None`` when it has none."""
+        return self.robot.link_clearance(joint_pos)
 
-    @property
-    def set_tcp_boundary(self) -> Callable[[np.ndarray, np.ndarray], None] | None:
-        """The audited robot's robot-side boundary setter (``set_tcp_boundary(low, high)``), or ``None``."""
-        inner = getattr(self.robot, "set_tcp_boundary", None)
-        return inner if callable(inner) else None
+    def set_tcp_boundary(self, low: np.ndarray, high: np.ndarray) -> bool:
+        """The audited robot's robot-side boundary (whether it enforces one)."""
+        return self.robot.set_tcp_boundary(low, high)
 
     def _outside(self, x: np.ndarray, low: np.ndarray, high: np.ndarray, prev: np.ndarray) -> bool:
         return bool(np.any(x < np.minimum(low, prev) - EPS) or np.any(x > np.maximum(high, prev) + EPS))

@@ -15,7 +15,7 @@ import pytest
 from robot_rl.config import SafetyConfig
 from robot_rl.hardware.drivers.sim_server import SimServerRobot
 from robot_rl.hardware.errors import CommandRejected, HardwareError
-from robot_rl.hardware.robot import Command, CommandMode
+from robot_rl.hardware.robot import Command, CommandMode, Robot
 from robot_rl.hardware.safety import SafeRobot
 from robot_rl.hardware.sim_robot import MujocoRobot
 from robot_rl.hardware.sim_server import serve_in_subprocess
@@ -132,3 +132,28 @@ def test_bad_boundaries_are_refused_and_the_server_keeps_serving():
         robot.set_tcp_boundary(LOW, HIGH)
         robot._request("set_boundary", low=None, high=None)  # cleared
         assert robot.read().joint_pos.shape == (7,)
+
+
+class NoModels(MujocoRobot):
+    """The simulated arm as a driver that declares none of the optional hooks (a UR or Franka): the base
+    class's defaults answer for it."""
+
+    tracking_time_s = Robot.tracking_time_s
+    link_clearance = Robot.link_clearance
+    set_tcp_boundary = Robot.set_tcp_boundary
+
+
+def test_the_layer_asks_the_declared_hooks_and_works_without_them():
+    """``Robot`` declares ``tracking_time_s``, ``link_clearance`` and ``set_tcp_boundary`` with defaults
+    (0 s, no collision model, no robot-side boundary); the safety layer reports what the robot enforces."""
+    bare = NoModels(lockstep=True, seed=0)
+    assert bare.tracking_time_s == 0.0 and bare.link_clearance(np.zeros(7)) is None
+    assert bare.set_tcp_boundary(LOW, HIGH) is False
+    for robot, enforced in ((MujocoRobot(lockstep=True, seed=0), True), (bare, False)):
+        with SafeRobot(robot, CFG) as safe:
+            assert safe.robot_side_boundary is enforced
+            assert (robot.brake.box is not None) is enforced
+            assert (safe.link_clearance(safe.read().joint_pos) is not None) is enforced
+            for _ in range(20):  # a push out of the box: the layer alone keeps the arm in
+                safe.command(Command(CommandMode.EE_DELTA, np.array([0.0, 0.0, -0.02])))
+            assert _beyond(safe.read().ee_pos) <= BAR_M
