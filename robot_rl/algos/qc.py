@@ -46,8 +46,7 @@ def best_of_n(
     noise = noise.reshape(b * n, flat)
     feat = feat.repeat_interleave(n, 0)
     chunks = policy.sample_from_features(feat, noise, flow_steps)  # (B*n, h*d), clipped
-    cfeat = critic.features(obs).repeat_interleave(n, 0)
-    q = critic.q_agg(critic.q_from_features(cfeat, chunks)).reshape(b, n)
+    q = critic.q_agg(critic.q_from_features(critic.features(obs), chunks)).reshape(b, n)  # n chunks per state
     best = q.argmax(dim=1)
     chunks = chunks.reshape(b, n, policy.horizon, policy.action_dim)
     return chunks[torch.arange(b, device=feat.device), best], q.max(dim=1).values
