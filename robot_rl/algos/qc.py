@@ -82,7 +82,8 @@ class QCAgent(Agent):
         cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
             map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks, learner_dtype: the
             dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`;
-            target_flow_steps: Euler steps of the target's N samples; success_value: the absorbing value
+            target_flow_steps: Euler steps of the target's N samples; target_best_of_n: that N (0:
+            best_of_n); success_value: the absorbing value
             of a success, :func:`~robot_rl.algos.targets.success_tail`).
 
     Raises:
@@ -120,7 +121,7 @@ class QCAgent(Agent):
                 self.critic,
                 self.target_critic,
                 next_obs,
-                self.cfg.best_of_n,
+                self.cfg.target_best_of_n or self.cfg.best_of_n,
                 flow_steps=self.cfg.target_flow_steps,
             )
             critic_loss, q, y = critic_td_step(
