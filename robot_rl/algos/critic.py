@@ -1,10 +1,10 @@
 """Chunked critic ensemble Q_k(s, A) (Li, Zhou & Levine 2025, Q-chunking; docs/algorithms.md §3).
 
 A LayerNorm MLP ensemble on concat(encoder(s), flattened normalised chunk). The critic owns its own
-observation encoder (passed in). The parameters of the K members are stacked per layer; the forward pass runs
-member by member, so each LayerNorm and its affine are one fused kernel, and splits the first layer as
-``W [f; a] = W_f f + W_a a`` so the state's part is computed once per state when several chunks share it
-(best-of-N's N samples; issue 38 item 3, benchmarks/README.md's learner section).
+observation encoder (passed in). The parameters of the K members are stacked per layer and run as one
+batched matmul per layer; when several chunks share a state (best-of-N's N samples) the pass runs member by
+member instead, with the state's part of the first layer, ``W [f; a] = W_f f + W_a a``, computed once per
+state and each LayerNorm fused with its affine (issue 38 item 3, benchmarks/README.md's learner section).
 """
 
 from __future__ import annotations
@@ -156,10 +156,13 @@ class ChunkCritic(nn.Module):
         """feat (B, F), actions (B·n, h, d) or (B·n, h*d) normalised, n >= 1 chunks per state grouped by
         state (``feat.repeat_interleave(n, 0)``'s order) -> (K, B·n) float32.
 
-        The state's part of the first layer is computed once per state (:func:`split_first_layer`),
-        so scoring N chunks of one state costs less than N copies of the state. Under a reduced-precision
-        autocast (:mod:`robot_rl.algos.precision`) the hidden layers run in its dtype and the output layer
-        in float32, so Q keeps float32 resolution for the loss and for best-of-N's argmax.
+        n = 1 (a training step): the K members in one batched matmul per layer on ``[feat; chunk]``.
+        n > 1 (best-of-N's N samples, CO-RFT's h prefixes): member by member, the state's part of the first
+        layer once per state (:func:`split_first_layer`) and each LayerNorm with its affine in one fused
+        kernel; the same Q up to rounding, and cheaper there (at n = 1 the per-member casts and
+        small products cost more than they save; benchmarks/README.md, learner section). Under a
+        reduced-precision autocast (:mod:`robot_rl.algos.precision`) the hidden layers run in its dtype and
+        the output layer in float32, so Q keeps float32 resolution for the loss and for best-of-N's argmax.
 
         Raises:
             ValueError: ``actions``' rows are not a multiple of ``feat``'s.
@@ -171,6 +174,17 @@ class ChunkCritic(nn.Module):
                 f"{tuple(actions.shape)}"
             )
         flat = actions.reshape(rows, -1)
+        if rows == feat.shape[0]:
+            x = torch.cat([feat, flat], dim=-1).unsqueeze(0).expand(self.num_critics, -1, -1)
+            *hidden, head = self.net
+            for layer in hidden:
+                x = layer(x)
+            with torch.autocast(x.device.type, enabled=False):
+                return head(x.float()).squeeze(-1)
+        return self._q_per_member(feat, flat)
+
+    def _q_per_member(self, feat: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+        """:meth:`q_from_features`'s n > 1 path: feat (B, F), flat (B·n, h*d) -> (K, B·n) float32."""
         device = flat.device.type
         low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
         first, *hidden, head = self.net

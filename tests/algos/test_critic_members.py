@@ -34,7 +34,7 @@ def batched_q(critic, feat: torch.Tensor, actions: torch.Tensor) -> torch.Tensor
     return critic.net(x.unsqueeze(0).expand(critic.num_critics, -1, -1)).squeeze(-1)
 
 
-@pytest.mark.parametrize("n", [1, 8])
+@pytest.mark.parametrize("n", [1, 2, 8])
 def test_member_forward_equals_the_batched_ensemble(n):
     critic = make_critic()
     obs = fake_obs(6, seed=1)
@@ -51,7 +51,7 @@ def test_member_forward_equals_the_batched_ensemble(n):
 def test_member_forward_gives_the_batched_gradients():
     critic = make_critic()
     obs = fake_obs(6, seed=2)
-    actions = torch.rand(6, H, D) * 2 - 1
+    actions = torch.rand(12, H, D) * 2 - 1  # two chunks per state: the per-member path
     grads = []
     for q_fn in (critic.q_from_features, lambda f, a: batched_q(critic, f, a)):
         critic.zero_grad(set_to_none=True)
