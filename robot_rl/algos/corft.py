@@ -96,7 +96,7 @@ class PrefixChunkCritic(ChunkCritic):
         """Every prefix: feat (B, F), actions (B, h, d) normalised -> (K, B, h), column k − 1 = Q_k."""
         b, h = feat.shape[0], self.horizon
         x = self._inputs(actions, self.prefix_masks)
-        return ChunkCritic.q_from_features(self, feat, x).reshape(-1, b, h)  # h prefixes per state
+        return ChunkCritic.q_from_features(self, feat.repeat_interleave(h, 0), x).reshape(-1, b, h)
 
 
 def cal_ql_term(q_policy: torch.Tensor, q_data: torch.Tensor, v_mc: torch.Tensor) -> torch.Tensor:

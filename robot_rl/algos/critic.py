@@ -157,7 +157,7 @@ class ChunkCritic(nn.Module):
         state (``feat.repeat_interleave(n, 0)``'s order) -> (K, B·n) float32.
 
         n = 1 (a training step): the K members in one batched matmul per layer on ``[feat; chunk]``.
-        n > 1 (best-of-N's N samples, CO-RFT's h prefixes): member by member, the state's part of the first
+        n > 1 (best-of-N's N samples): member by member, the state's part of the first
         layer once per state (:func:`split_first_layer`) and each LayerNorm with its affine in one fused
         kernel; the same Q up to rounding, and cheaper there (at n = 1 the per-member casts and
         small products cost more than they save; benchmarks/README.md, learner section). Under a
