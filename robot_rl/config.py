@@ -796,7 +796,8 @@ class OfflineRLConfig:
     ``target_best_of_n``: how many flow samples that target picks A' from (0: ``best_of_n``, QC's rule;
     acting always uses ``best_of_n``). Fewer samples make each update cheaper and the target less
     optimistic: the max over N samples of the online critic shrinks towards the policy's mean value as N
-    falls (N = 1 is a SARSA-like target under the behaviour flow); benchmarks/README.md, learner section.
+    falls (N = 1 is a SARSA-like target under the behaviour flow). Off by default: N = 4 and N = 2 lost
+    successes on pick-cube's validation seeds (benchmarks/README.md, learner section).
     ``success_value``: the value after a termination that is a success (``next.success``; every
     ``next.done`` without that column), an absorbing state earning a reward r_a at every later step, so the
     TD target gains ``γ^{j+1} · r'_a / (1 − γ)`` for a success at chunk step j (r' the mapped reward of
