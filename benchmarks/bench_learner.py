@@ -6,12 +6,13 @@ action dim 4, h=5; default network sizes; per-step rewards in [0, 1] (``offline.
 The cases are timed in interleaved rounds (``--rounds``), so a change in the machine's load during the run
 weighs on every case alike and the ratios stay comparable. ``--float32`` adds QC best-of-N with
 ``offline.learner_dtype=float32`` and ``target_flow_steps=0`` (the policy's K = 10: the learner before
-issue 38 but for its fused Adam and LayerNorm pass); ``--lerobot-python`` adds LeRobot
+issue 38 but for its fused Adam and LayerNorm pass); ``--target-n 4 2`` adds QC best-of-N rows whose critic
+target picks among that many samples (``offline.target_best_of_n``); ``--lerobot-python`` adds LeRobot
 0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once between the rounds) with the same
 network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``), timed in each
 round too (its own process per round; start-up and warm-up are not timed).
 
-Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32]
+Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32] [--target-n 4 2]
      [--lerobot-python ~/.cache/robot_rl/lerobot044/bin/python [--lerobot-compile]]
 """
 
@@ -68,6 +69,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the cases")
     parser.add_argument("--float32", action="store_true", help="also time QC with learner_dtype=float32")
+    parser.add_argument(
+        "--target-n",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also time QC best-of-N with these target_best_of_n",
+    )
     parser.add_argument("--lerobot-python", default="", help="the LeRobot side venv's python (peer row)")
     parser.add_argument("--lerobot-compile", action="store_true", help="SAC's default torch.compile on")
     args = parser.parse_args()
@@ -90,11 +98,22 @@ def main() -> None:
     ]
     if args.float32:
         cases.append(("qc", default.best_of_n, "float32", f"QC best-of-{default.best_of_n} f32, K=10"))
+    for target_n in args.target_n:
+        cases.append(
+            (
+                "qc",
+                default.best_of_n,
+                default.learner_dtype,
+                f"QC best-of-{default.best_of_n}, target N={target_n}",
+            )
+        )
     for method, n, dtype, label in cases:
         # the fake batch's rewards are in [0, 1]; training fills this range from the dataset's next.reward
         ocfg = OfflineRLConfig(method=method, best_of_n=n, reward_range=[0.0, 1.0], learner_dtype=dtype)
         if dtype == "float32":  # the learner before issue 38: float32 products, the policy's K target steps
             ocfg.target_flow_steps = 0
+        if "target N=" in label:
+            ocfg.target_best_of_n = int(label.rsplit("=", 1)[1])
         agents[label] = build_agent(method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     for agent in agents.values():
         agent.update(batch)  # warm-up

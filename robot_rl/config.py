@@ -786,6 +786,11 @@ class OfflineRLConfig:
     ``target_flow_steps``: Euler steps of the N flow samples that QC's critic target picks A' from (0: the
     policy's ``flow_steps``; acting always uses ``flow_steps``). 5 was chosen on validation seeds: pick-cube
     offline QC succeeded on 42/50 episodes with 5 and with 10 (benchmarks/README.md, learner section).
+    ``target_best_of_n``: how many flow samples that target picks A' from (0: ``best_of_n``, QC's rule;
+    acting always uses ``best_of_n``). Fewer samples make each update cheaper and the target less
+    optimistic: the max over N samples of the online critic shrinks towards the policy's mean value as N
+    falls (N = 1 is a SARSA-like target under the behaviour flow). Off by default: N = 4 and N = 2 lost
+    successes on pick-cube's validation seeds (benchmarks/README.md, learner section).
     ``success_value``: the value after a termination that is a success (``next.success``; every
     ``next.done`` without that column), an absorbing state earning a reward r_a at every later step, so the
     TD target gains ``γ^{j+1} · r'_a / (1 − γ)`` for a success at chunk step j (r' the mapped reward of
@@ -819,6 +824,7 @@ class OfflineRLConfig:
     critic_on_trunk: bool = False
     learner_dtype: LearnerDtype = "auto"
     target_flow_steps: int = bounded(5, ge=0)
+    target_best_of_n: int = bounded(0, ge=0)
     success_value: SuccessValue = "r_max"
     extraction: Extraction = "bc_anchored"
 

@@ -1,7 +1,10 @@
 """Chunked critic ensemble Q_k(s, A) (Li, Zhou & Levine 2025, Q-chunking; docs/algorithms.md §3).
 
-A LayerNorm MLP ensemble on concat(encoder(s), flattened normalised chunk). The K members are evaluated in
-one batched matmul per layer. The critic owns its own observation encoder (passed in).
+A LayerNorm MLP ensemble on concat(encoder(s), flattened normalised chunk). The critic owns its own
+observation encoder (passed in). The parameters of the K members are stacked per layer and run as one
+batched matmul per layer; when several chunks share a state (best-of-N's N samples) the pass runs member by
+member instead, with the state's part of the first layer, ``W [f; a] = W_f f + W_a a``, computed once per
+state and each LayerNorm fused with its affine (issue 38 item 3, benchmarks/README.md's learner section).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ AGGREGATIONS: tuple[str, ...] = get_args(CriticAgg)
 
 
 class EnsembleLinear(nn.Module):
-    """K independent linear layers: (K, B, in) -> (K, B, out)."""
+    """K independent linear layers: (K, B, in) -> (K, B, out); weight (K, in, out), bias (K, 1, out)."""
 
     def __init__(self, num_members: int, in_dim: int, out_dim: int):
         super().__init__()
@@ -31,6 +34,13 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
+
+    def members(self, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per member k, ``(weight (in, out), bias (out,))`` in ``dtype``: one cast of the stacked
+        parameters per call (not one per member), then views, whose gradients flow back as one stack."""
+        return list(
+            zip(self.weight.to(dtype).unbind(0), self.bias.to(dtype).squeeze(1).unbind(0), strict=True)
+        )
 
 
 class EnsembleLayerNorm(nn.Module):
@@ -47,6 +57,37 @@ class EnsembleLayerNorm(nn.Module):
         # bfloat16 instead of promoting every activation back to float32
         y = F.layer_norm(x, (self.dim,))
         return torch.addcmul(self.bias.to(y.dtype), y, self.weight.to(y.dtype))
+
+    def members(self, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per member k, ``(weight (D,), bias (D,))`` in ``dtype`` (see :meth:`EnsembleLinear.members`)."""
+        return list(
+            zip(
+                self.weight.to(dtype).squeeze(1).unbind(0),
+                self.bias.to(dtype).squeeze(1).unbind(0),
+                strict=True,
+            )
+        )
+
+
+def split_first_layer(
+    feat: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """One member's first layer on ``[f; a]`` with the state's part computed once per state:
+    ``W^T [f; a] + b = (W_f^T f + b) + W_a^T a`` (W's first F rows are W_f).
+
+    Args:
+        feat: (B, F) state features.
+        actions: (B·n, in − F) flattened chunks, n per state, grouped by state (the order of
+            ``feat.repeat_interleave(n, 0)``).
+        weight: (in, out); bias: (out,).
+    Returns:
+        (B·n, out), equal to ``torch.addmm(bias, torch.cat([feat.repeat_interleave(n, 0), actions], -1),
+        weight)`` up to rounding (one more rounding of the sum in a reduced-precision autocast).
+    """
+    b, f = feat.shape
+    state_part = torch.addmm(bias, feat, weight[:f])  # (B, out)
+    out = torch.mm(actions, weight[f:])
+    return out.view(b, -1, out.shape[-1]).add_(state_part.unsqueeze(1)).view_as(out)
 
 
 def aggregate_q(qs: torch.Tensor, mode: str, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -112,18 +153,57 @@ class ChunkCritic(nn.Module):
         return self.encoder(obs)
 
     def q_from_features(self, feat: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """feat (B, F), actions (B, h, d) or (B, h*d) normalised -> (K, B) float32.
+        """feat (B, F), actions (B·n, h, d) or (B·n, h*d) normalised, n >= 1 chunks per state grouped by
+        state (``feat.repeat_interleave(n, 0)``'s order) -> (K, B·n) float32.
 
-        Under a reduced-precision autocast (:mod:`robot_rl.algos.precision`) the hidden layers run in its
-        dtype and the output layer in float32, so Q keeps float32 resolution for the loss and for
-        best-of-N's argmax."""
-        x = torch.cat([feat, actions.reshape(actions.shape[0], -1)], dim=-1)
-        x = x.unsqueeze(0).expand(self.num_critics, -1, -1)
-        *hidden, head = self.net
-        for layer in hidden:
-            x = layer(x)
-        with torch.autocast(x.device.type, enabled=False):
-            return head(x.float()).squeeze(-1)
+        n = 1 (a training step): the K members in one batched matmul per layer on ``[feat; chunk]``.
+        n > 1 (best-of-N's N samples): member by member, the state's part of the first
+        layer once per state (:func:`split_first_layer`) and each LayerNorm with its affine in one fused
+        kernel; the same Q up to rounding, and cheaper there (at n = 1 the per-member casts and
+        small products cost more than they save; benchmarks/README.md, learner section). Under a
+        reduced-precision autocast (:mod:`robot_rl.algos.precision`) the hidden layers run in its dtype and
+        the output layer in float32, so Q keeps float32 resolution for the loss and for best-of-N's argmax.
+
+        Raises:
+            ValueError: ``actions``' rows are not a multiple of ``feat``'s.
+        """
+        rows = actions.shape[0]
+        if feat.dim() != 2 or rows % max(feat.shape[0], 1):
+            raise ValueError(
+                f"critic inputs: feat must be (B, F) and actions (B*n, ...), got {tuple(feat.shape)} and "
+                f"{tuple(actions.shape)}"
+            )
+        flat = actions.reshape(rows, -1)
+        if rows == feat.shape[0]:
+            x = torch.cat([feat, flat], dim=-1).unsqueeze(0).expand(self.num_critics, -1, -1)
+            *hidden, head = self.net
+            for layer in hidden:
+                x = layer(x)
+            with torch.autocast(x.device.type, enabled=False):
+                return head(x.float()).squeeze(-1)
+        return self._q_per_member(feat, flat)
+
+    def _q_per_member(self, feat: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+        """:meth:`q_from_features`'s n > 1 path: feat (B, F), flat (B·n, h*d) -> (K, B·n) float32."""
+        device = flat.device.type
+        low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
+        first, *hidden, head = self.net
+        first_params = first.members(low)
+        hidden_params = [layer.members(low) if hasattr(layer, "members") else None for layer in hidden]
+        head_params = head.members(torch.float32)
+        qs = []
+        for k in range(self.num_critics):
+            x = split_first_layer(feat, flat, *first_params[k])
+            for layer, params in zip(hidden, hidden_params, strict=True):
+                if isinstance(layer, EnsembleLinear):
+                    x = torch.addmm(params[k][1], x, params[k][0])
+                elif isinstance(layer, EnsembleLayerNorm):
+                    x = F.layer_norm(x, (layer.dim,), *params[k])  # normalisation and affine: one kernel
+                else:
+                    x = layer(x)
+            with torch.autocast(device, enabled=False):
+                qs.append(torch.addmm(head_params[k][1], x.float(), head_params[k][0]).squeeze(-1))
+        return torch.stack(qs)
 
     def forward(self, obs: Obs, actions: torch.Tensor) -> torch.Tensor:
         """obs dict (batch B), actions (B, h, d) normalised -> (K, B)."""

@@ -46,8 +46,7 @@ def best_of_n(
     noise = noise.reshape(b * n, flat)
     feat = feat.repeat_interleave(n, 0)
     chunks = policy.sample_from_features(feat, noise, flow_steps)  # (B*n, h*d), clipped
-    cfeat = critic.features(obs).repeat_interleave(n, 0)
-    q = critic.q_agg(critic.q_from_features(cfeat, chunks)).reshape(b, n)
+    q = critic.q_agg(critic.q_from_features(critic.features(obs), chunks)).reshape(b, n)  # n chunks per state
     best = q.argmax(dim=1)
     chunks = chunks.reshape(b, n, policy.horizon, policy.action_dim)
     return chunks[torch.arange(b, device=feat.device), best], q.max(dim=1).values
@@ -83,7 +82,8 @@ class QCAgent(Agent):
         cfg: ``OfflineRLConfig`` (lr, gamma, tau, best_of_n, reward_norm/reward_range: the per-step reward
             map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks, learner_dtype: the
             dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`;
-            target_flow_steps: Euler steps of the target's N samples; success_value: the absorbing value
+            target_flow_steps: Euler steps of the target's N samples; target_best_of_n: that N (0:
+            best_of_n); success_value: the absorbing value
             of a success, :func:`~robot_rl.algos.targets.success_tail`).
 
     Raises:
@@ -121,7 +121,7 @@ class QCAgent(Agent):
                 self.critic,
                 self.target_critic,
                 next_obs,
-                self.cfg.best_of_n,
+                self.cfg.target_best_of_n or self.cfg.best_of_n,
                 flow_steps=self.cfg.target_flow_steps,
             )
             critic_loss, q, y = critic_td_step(

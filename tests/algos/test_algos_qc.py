@@ -77,11 +77,16 @@ def test_target_chunk_is_picked_by_the_online_critic_and_scored_by_the_target():
     assert (value < q_target.max(1).values).any()  # the max over Qbar (the old target) is larger
 
 
-@pytest.mark.parametrize(("dtype", "flow_steps"), [("float32", 0), ("bfloat16", 0), ("float32", 3)])
-def test_qc_update_target_uses_online_selection(dtype, flow_steps):
+@pytest.mark.parametrize(
+    ("dtype", "flow_steps", "target_n"),
+    [("float32", 0, 0), ("bfloat16", 0, 0), ("float32", 3, 0), ("float32", 0, 3)],
+)
+def test_qc_update_target_uses_online_selection(dtype, flow_steps, target_n):
     """The update's target is the online critic's pick scored by the target critic, in the learner's dtype
-    (its products under the same autocast) and from ``target_flow_steps``-step samples."""
-    cfg = replace(OCFG, learner_dtype=dtype, target_flow_steps=flow_steps)
+    (its products under the same autocast), from ``target_flow_steps``-step samples and among
+    ``target_best_of_n`` of them (0: ``best_of_n``)."""
+    cfg = replace(OCFG, learner_dtype=dtype, target_flow_steps=flow_steps, target_best_of_n=target_n)
+    n = target_n or OCFG.best_of_n
     torch.manual_seed(0)
     agent = build_agent("qc", PCFG, cfg, SIM_OBS_SHAPES, D, fake_stats())
     with torch.no_grad():  # make the target critic disagree with the online critic
@@ -89,10 +94,10 @@ def test_qc_update_target_uses_online_selection(dtype, flow_steps):
             p.add_(0.5 * torch.randn_like(p))
     batch = fake_batch(16, H, seed=0)
     torch.manual_seed(1)
-    noise = torch.randn(16, OCFG.best_of_n, H * D)
+    noise = torch.randn(16, n, H * D)
     with learner_autocast(resolve_learner_dtype(dtype, "cpu"), "cpu"):
         next_q = best_of_n_target(
-            agent.policy, agent.critic, agent.target_critic, batch["next_observations"], 8, noise, flow_steps
+            agent.policy, agent.critic, agent.target_critic, batch["next_observations"], n, noise, flow_steps
         )
     expected = batch["rewards"] + OCFG.gamma**H * batch["masks"] * next_q
     torch.manual_seed(1)
