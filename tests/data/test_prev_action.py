@@ -115,3 +115,24 @@ def test_training_and_run_time_build_the_same_history_of_a_recorded_episode(tmp_
         assert sorted(fed) == list(range(0, len(action), h))
         for t, value in fed.items():
             np.testing.assert_array_equal(value, trained[t], err_msg=f"h={h} report={report} t={t}")
+
+
+@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
+def test_relative_action_statistics_take_the_most_recent_command_as_reference(tmp_path):
+    """policy.action_reference: observation.prev_action with k = 3 is relative to a[t-1] (its first d
+    values), so the action statistics are those of k = 1."""
+    stats = []
+    for steps in (1, 3):
+        cfg = DataConfig(
+            path=str(G1),
+            images=False,
+            val_episodes=[4],
+            prev_action=True,
+            prev_action_start=keys.STATE,
+            prev_action_steps=steps,
+        )
+        data = TrainingSet(G1, cfg, 5, 0.99, tmp_path, action_reference=keys.PREV_ACTION)
+        stats.append(data.stats[keys.ACTION])
+    assert stats[0].q01.shape == (5, D)
+    for name in ("mean", "std", "q01", "q99", "min", "max"):
+        np.testing.assert_array_equal(getattr(stats[1], name), getattr(stats[0], name), err_msg=name)
