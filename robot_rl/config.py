@@ -948,10 +948,10 @@ class DataConfig:
     ``zeros`` (delta actions: no motion) or an observation key of the action's shape read at that frame
     (``observation.state`` for absolute joint commands: the held position), in training and at run time
     alike (:mod:`robot_rl.data.prev_action`).
-    ``prev_action_steps``: k >= 1, how many past commands ``observation.prev_action`` holds: a[t−1], ...,
-    a[t−k], most recent first, flattened to (k·d,) (entries before the episode's first step: the start
-    value); k = 2 lets the policy see the last change of command. A relative-action policy
-    (``policy.action_reference: observation.prev_action``) takes a[t−1], its first d values, as reference.
+    ``prev_action_steps``: k >= 1, how many past commands ``observation.prev_action`` reads: a[t−1], then
+    the k − 1 changes before it, a[t−1] − a[t−2], ..., flattened to (k·d,) (commands before the episode's
+    first step: the start value); k = 2 lets the policy see the last change of command. A relative-action
+    policy (``policy.action_reference: observation.prev_action``) takes a[t−1], its first d values.
     ``decode_threads``: threads per process decoding the sampled video frames of a batch in parallel
     (``frame_cache=none``); 0 = the CPUs this process may use divided among the DataLoader workers, at
     most 4.

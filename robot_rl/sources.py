@@ -12,7 +12,7 @@ import torch
 
 from robot_rl import keys
 from robot_rl.algos.base import NonFiniteChunkError
-from robot_rl.data.prev_action import start_actions
+from robot_rl.data.prev_action import history_feature, start_actions
 from robot_rl.executor import ChunkError, ChunkExecutor
 
 
@@ -159,10 +159,11 @@ class SourceWrapper:
 
 class PrevActionSource(SourceWrapper):
     """Feeds ``observation.prev_action`` (``data.prev_action``) to the wrapped chunk source, with the
-    definition training uses (:mod:`robot_rl.data.prev_action`): the last ``steps`` (k) executed actions,
-    most recent first, (k·d,) float32 per env; entries before the episode's first step are the start value
-    ``start`` (``data.prev_action_start`` of the checkpoint: zeros or an observation key), read at the
-    episode's first query.
+    definition training uses (:mod:`robot_rl.data.prev_action`): of the last ``steps`` (k) executed
+    actions, the most recent and the changes before it (:func:`~robot_rl.data.prev_action.history_feature`),
+    (k·d,) float32 per env; commands before the episode's first step are the start value ``start``
+    (``data.prev_action_start`` of the checkpoint: zeros or an observation key), read at the episode's first
+    query.
 
     Every action of a returned chunk is taken to be executed in order (open-loop chunks, or chunks of 1
     under temporal ensembling or an async executor), so the next query gets the chunk's last k actions. A
@@ -205,7 +206,7 @@ class PrevActionSource(SourceWrapper):
         """``observation.prev_action`` of sub-env ``env_id`` now, (k·d,) float32 (after its first query)."""
         past = list(reversed(self.history[env_id]))
         past += [self.first[env_id]] * (self.steps - len(past))
-        return np.concatenate(past)
+        return history_feature(np.stack(past))
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
         for i in env_ids:

@@ -2,15 +2,19 @@
 (``data.prev_action_steps``, default 1), one definition for training and for every runtime that feeds it
 (robot_rl.sources.PrevActionSource).
 
-At step t it holds a[t−1], a[t−2], ..., a[t−k], most recent first, flattened to (k·d,) float32 (a human's
-action where one took over). Before an episode's first step no action has been executed; each missing
-entry (all k at t = 0, the last k − t at t < k) is the start value ``data.prev_action_start``: ``zeros``
-(delta actions: "no motion") or an observation key of the action's shape, read at the episode's first
-step (e.g. ``observation.state`` for absolute joint commands: the robot holds its current position).
-Training reads the same start value from the recorded first frame, so a deployed policy sees what it was
-trained on. With k = 1 it is the single last command (the definition before the key existed); a
-relative-action policy (``policy.action_reference: observation.prev_action``) takes its first d values,
-a[t−1], as the reference.
+At step t it holds the last command a[t−1], then the k − 1 changes before it, a[t−1] − a[t−2], ...,
+a[t−k+1] − a[t−k] (:func:`history_feature`), flattened to (k·d,) float32 (a human's action where one took
+over). The same information as the k commands themselves, but each change gets its own normalisation
+scale: a change is ~100× smaller than the joint range the commands are normalised by, and a policy fed the
+raw a[t−2] next to a[t−1] did not learn their difference in 2,000 steps on the G1 fixture (docs/results.md,
+G1 section). Before an episode's first step no action has been executed; each missing command (all k at
+t = 0, the last k − t at t < k) is the start value ``data.prev_action_start``: ``zeros`` (delta actions:
+"no motion") or an observation key of the action's shape, read at the episode's first step (e.g.
+``observation.state`` for absolute joint commands: the robot holds its current position), so the changes
+before the episode are 0. Training reads the same start value from the recorded first frame, so a deployed
+policy sees what it was trained on. With k = 1 it is the single last command (the definition before the
+key existed); a relative-action policy (``policy.action_reference: observation.prev_action``) takes its
+first d values, a[t−1], as the reference.
 """
 
 from __future__ import annotations
@@ -57,13 +61,23 @@ def start_actions(start: str, obs: dict[str, np.ndarray], n: int, action_dim: in
     return values
 
 
+def history_feature(past: np.ndarray) -> np.ndarray:
+    """The feature of the last k commands ``past`` (..., k, d), most recent first: (..., k·d) float32 holding
+    a[t−1], then a[t−1] − a[t−2], ..., a[t−k+1] − a[t−k] (the module's definition)."""
+    past = np.asarray(past, np.float32)
+    out = past.copy()
+    out[..., 1:, :] = past[..., :-1, :] - past[..., 1:, :]
+    return out.reshape(*past.shape[:-2], -1)
+
+
 def previous_actions(
     actions: np.ndarray, episode_index: np.ndarray, starts: np.ndarray, steps: int = 1
 ) -> np.ndarray:
-    """The last ``steps`` (k) actions before each frame in its episode, most recent first: (N, k·d) float32
-    from ``actions`` (N, d) and ``episode_index`` (N,) (episodes contiguous). Entries before an episode's
-    first frame get that first frame's row of ``starts`` (N, d), the start value (:func:`start_actions` of
-    the recorded frames). Raises ValueError for ``steps`` < 1."""
+    """``observation.prev_action`` of each frame, (N, k·d) float32 (:func:`history_feature` of the last
+    ``steps`` (k) actions before it in its episode) from ``actions`` (N, d) and ``episode_index`` (N,)
+    (episodes contiguous). Commands before an episode's first frame are that first frame's row of
+    ``starts`` (N, d), the start value (:func:`start_actions` of the recorded frames). Raises ValueError for
+    ``steps`` < 1."""
     if steps < 1:
         raise ValueError(f"data.prev_action_steps={steps}: expected >= 1")
     actions = np.asarray(actions, dtype=np.float32).reshape(len(actions), -1)
@@ -76,4 +90,4 @@ def previous_actions(
     for j in range(steps):
         source = rows - 1 - j
         out[:, j] = np.where((source >= begin)[:, None], actions[np.maximum(source, 0)], starts[begin])
-    return out.reshape(len(actions), -1)
+    return history_feature(out)

@@ -77,11 +77,12 @@ class PolicySpec:
     the first 12 hex digits of the SHA-256 of its weights; ``prev_action_start``: the checkpoint's
     ``data.prev_action_start``, what the client feeds as ``observation.prev_action`` at an episode's first
     step when the policy reads it (``robot_rl.sources.PrevActionSource``); ``prev_action_steps``: the
-    checkpoint's ``data.prev_action_steps`` k, how many past commands that input holds (k·d values, most
-    recent first; 1 for a checkpoint or server that predates the key); ``open_vocabulary``: the policy
-    reads free text (a VLA, ``policy.kind=vla``): any ``task`` string is passed to it (an instruction it
-    cannot read, e.g. longer than its ``policy.vla.max_text_tokens``, gets an error reply) and ``tasks``
-    lists the ones it was trained on, for information; without it a ``task`` outside ``tasks`` is refused.
+    checkpoint's ``data.prev_action_steps`` k, how many past commands that input reads (k·d values: the
+    last command and the k − 1 changes before it; 1 for a checkpoint or server that predates the key);
+    ``open_vocabulary``: the policy reads free text (a VLA, ``policy.kind=vla``): any ``task`` string is
+    passed to it (an instruction it cannot read, e.g. longer than its ``policy.vla.max_text_tokens``, gets
+    an error reply) and ``tasks`` lists the ones it was trained on, for information; without it a ``task``
+    outside ``tasks`` is refused.
     """
 
     obs_shapes: dict[str, tuple[int, ...]]

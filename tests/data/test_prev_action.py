@@ -1,5 +1,6 @@
-"""``observation.prev_action`` with ``data.prev_action_steps`` = k (issue 38 item 4): the last k executed
-commands, most recent first, with the episode's start value for the steps before its first frame. Training
+"""``observation.prev_action`` with ``data.prev_action_steps`` = k (issue 38 item 4): the last executed
+command, then the k - 1 changes before it, with the episode's start value for the commands before its first
+frame. Training
 (robot_rl.data.prev_action.previous_actions through TrainingSet) and run time (robot_rl.sources.
 PrevActionSource) must build the same k-history for the same recorded episode, and k = 1 must stay the
 single last command it was before the key existed."""
@@ -27,12 +28,12 @@ def test_previous_actions_hold_the_last_k_most_recent_first():
     prev = previous_actions(actions, episodes, starts, 3)
     assert prev.dtype == np.float32 and prev.shape == (6, 6)
     expected = [
-        [-1, -2, -1, -2, -1, -2],  # episode 0, t = 0: the start value three times
-        [1, 2, -1, -2, -1, -2],  # t = 1: a[0], then the start value
-        [3, 4, 1, 2, -1, -2],  # t = 2: a[1], a[0], the start value
-        [-7, -8, -7, -8, -7, -8],  # episode 1 starts: nothing of episode 0 leaks in
-        [7, 8, -7, -8, -7, -8],
-        [-11, -12, -11, -12, -11, -12],
+        [-1, -2, 0, 0, 0, 0],  # episode 0, t = 0: the start value s, no change before it
+        [1, 2, 2, 4, 0, 0],  # t = 1: a[0], a[0] - s, s - s
+        [3, 4, 2, 2, 2, 4],  # t = 2: a[1], a[1] - a[0], a[0] - s
+        [-7, -8, 0, 0, 0, 0],  # episode 1 starts: nothing of episode 0 leaks in
+        [7, 8, 14, 16, 0, 0],
+        [-11, -12, 0, 0, 0, 0],
     ]
     np.testing.assert_array_equal(prev, expected)
     one = previous_actions(actions, episodes, starts)  # k = 1: the definition before the key
@@ -100,13 +101,12 @@ def test_training_and_run_time_build_the_same_history_of_a_recorded_episode(tmp_
     rows = data.val.rows
     action = np.asarray(table[keys.ACTION]).reshape(-1, D)[rows]
     state = np.asarray(table[keys.STATE]).reshape(-1, D)[rows]
-    # by hand: slot j of frame t is a[t-1-j], or the state at the episode's first frame before it
-    by_hand = np.stack(
-        [
-            np.concatenate([action[t - 1 - j] if t - 1 - j >= 0 else state[0] for j in range(steps)])
-            for t in rows - rows[0]
-        ]
-    )
+    # by hand: command j of frame t is a[t-1-j], or the state at the episode's first frame before it;
+    # the feature is a[t-1], then the change from each command to the one after it
+    past = [
+        [action[t - 1 - j] if t - 1 - j >= 0 else state[0] for j in range(steps)] for t in range(len(rows))
+    ]
+    by_hand = np.stack([np.concatenate([p[0]] + [p[j - 1] - p[j] for j in range(1, steps)]) for p in past])
     np.testing.assert_array_equal(trained, by_hand)
     if steps == 1:  # exactly the values before data.prev_action_steps existed
         np.testing.assert_array_equal(trained, np.concatenate([state[:1], action[:-1]]))
