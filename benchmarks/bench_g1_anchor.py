@@ -190,11 +190,9 @@ def main() -> None:
     rows_out = []
     for n in [int(x) for x in args.curve.split(",")]:
         train_eps, unused = pool[:n], pool[n:]
-        tag = (
-            f"n{n}_s{args.steps}"
-            + (f"_seed{args.seed}" if args.seed else "")
-            + ("_tiny" if args.tiny else "")
-        )
+        test_tag = "" if args.test == [4] else "_test" + "-".join(map(str, args.test))
+        tag = f"n{n}_s{args.steps}{test_tag}" + ("_tiny" if args.tiny else "")
+        seed_tag = f"_seed{args.seed}" if args.seed else ""  # flow BC / VLA only: ACT keeps its own seed
         train_rows = np.flatnonzero(np.isin(frames["episode"], train_eps))
         test_rows = np.flatnonzero(np.isin(frames["episode"], args.test))
         act_tag = f"act_{tag}_d{args.act_dim}_l{args.act_layers}_lr{args.act_lr:g}"
@@ -202,7 +200,7 @@ def main() -> None:
         flows = {}
         for k in args.prev_action_steps:  # k = 1 keeps the tag of the runs before the key existed
             name = f"flow BC (configs/g1_pick_bottle.yaml, last {k} command{'s' if k > 1 else ''})"
-            bc_tag = f"bc_{tag}" + (f"_k{k}" if k > 1 else "")
+            bc_tag = f"bc_{tag}" + (f"_k{k}" if k > 1 else "") + seed_tag
             extra = [f"--data.prev_action_steps={k}"]
             flows[name] = train_flow(bc_tag, args.run_dir, args.test, unused, args.steps, extra, args.seed)
         bc = next(iter(flows.values()))[0]
@@ -226,7 +224,9 @@ def main() -> None:
                 raise RuntimeError(f"{name}: scored frames differ from the first flow BC's")
             preds[name], seconds[name] = result.predicted[keep], train_s
         if args.vla:
-            vla, vla_s = train_flow(f"vla_{tag}", args.run_dir, args.test, unused, args.steps, VLA, args.seed)
+            vla, vla_s = train_flow(
+                f"vla_{tag}{seed_tag}", args.run_dir, args.test, unused, args.steps, VLA, args.seed
+            )
             preds["small VLA (camera 96x128)"] = vla.predicted[
                 np.isin(frames["episode"][vla.rows], args.test)
             ]
