@@ -169,6 +169,13 @@ def main() -> None:
         default=[1],
         help="flow BC fed the last k commands (data.prev_action_steps), one model per k",
     )
+    parser.add_argument(
+        "--flow_set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides for flow BC (e.g. bc.lr=3e-4); part of its model tag",
+    )
     parser.add_argument("--seed", type=int, default=0, help="training seed of flow BC and the VLA")
     parser.add_argument("--vla", action="store_true", help="also train the small VLA (camera; slow)")
     parser.add_argument("--act_python", type=Path, default=ACT_PYTHON)
@@ -192,6 +199,9 @@ def main() -> None:
         train_eps, unused = pool[:n], pool[n:]
         test_tag = "" if args.test == [4] else "_test" + "-".join(map(str, args.test))
         tag = f"n{n}_s{args.steps}{test_tag}" + ("_tiny" if args.tiny else "")
+        set_tag = "".join(
+            "_" + "".join(c if c.isalnum() or c in "-." else "-" for c in kv) for kv in args.flow_set
+        )
         seed_tag = f"_seed{args.seed}" if args.seed else ""  # flow BC / VLA only: ACT keeps its own seed
         train_rows = np.flatnonzero(np.isin(frames["episode"], train_eps))
         test_rows = np.flatnonzero(np.isin(frames["episode"], args.test))
@@ -200,8 +210,9 @@ def main() -> None:
         flows = {}
         for k in args.prev_action_steps:  # k = 1 keeps the tag of the runs before the key existed
             name = f"flow BC (configs/g1_pick_bottle.yaml, last {k} command{'s' if k > 1 else ''})"
-            bc_tag = f"bc_{tag}" + (f"_k{k}" if k > 1 else "") + seed_tag
-            extra = [f"--data.prev_action_steps={k}"]
+            name += "".join(f" {kv}" for kv in args.flow_set)
+            bc_tag = f"bc_{tag}" + (f"_k{k}" if k > 1 else "") + set_tag + seed_tag
+            extra = [f"--data.prev_action_steps={k}", *(f"--{kv}" for kv in args.flow_set)]
             flows[name] = train_flow(bc_tag, args.run_dir, args.test, unused, args.steps, extra, args.seed)
         bc = next(iter(flows.values()))[0]
         keep = np.isin(frames["episode"][bc.rows], args.test)
