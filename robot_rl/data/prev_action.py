@@ -5,16 +5,18 @@
 At step t it holds the last command a[t−1], then the k − 1 changes before it, a[t−1] − a[t−2], ...,
 a[t−k+1] − a[t−k] (:func:`history_feature`), flattened to (k·d,) float32 (a human's action where one took
 over). The same information as the k commands themselves, but each change gets its own normalisation
-scale: a change is ~100× smaller than the joint range the commands are normalised by, and a policy fed the
-raw a[t−2] next to a[t−1] did not learn their difference in 2,000 steps on the G1 fixture (docs/results.md,
-G1 section). Before an episode's first step no action has been executed; each missing command (all k at
-t = 0, the last k − t at t < k) is the start value ``data.prev_action_start``: ``zeros`` (delta actions:
-"no motion") or an observation key of the action's shape, read at the episode's first step (e.g.
-``observation.state`` for absolute joint commands: the robot holds its current position), so the changes
-before the episode are 0. Training reads the same start value from the recorded first frame, so a deployed
-policy sees what it was trained on. With k = 1 it is the single last command (the definition before the
-key existed); a relative-action policy (``policy.action_reference: observation.prev_action``) takes its
-first d values, a[t−1], as the reference.
+scale: on the G1 fixture a one-step change is ~50× smaller than the joint range the commands are
+normalised by (median over joints), and a policy fed the raw a[t−2] next to a[t−1] did not learn their
+difference in 2,000 steps (docs/results.md, G1 section).
+
+Before an episode's first step no action has been executed; each missing command (all k at t = 0, the last
+k − t at t < k) is the start value ``data.prev_action_start``: ``zeros`` (delta actions: "no motion") or an
+observation key of the action's shape, read at the episode's first step (e.g. ``observation.state`` for
+absolute joint commands: the robot holds its current position), so the changes before the episode are 0.
+Training reads the same start value from the recorded first frame, so a deployed policy sees what it was
+trained on. With k = 1 it is the single last command (the definition before the key existed); a
+relative-action policy (``policy.action_reference: observation.prev_action``) takes its first d values,
+a[t−1], as the reference.
 """
 
 from __future__ import annotations
