@@ -5,6 +5,8 @@ trained on the same episodes for the same number of steps in one run and scored 
     python benchmarks/bench_g1_anchor.py                      # hold, extrapolate, flow BC, ACT; 2,000 steps
     python benchmarks/bench_g1_anchor.py --vla                # + the small VLA (camera: ~1.5 h on 2 cores)
     python benchmarks/bench_g1_anchor.py --curve 1,2,3        # learning curve (1..3 training episodes)
+    python benchmarks/bench_g1_anchor.py --prev_action_steps 1 2   # one flow BC per k last commands
+    python benchmarks/bench_g1_anchor.py --test 3 --curve 3 --prev_action_steps 1 2   # validation: train 0-2
     python benchmarks/bench_g1_anchor.py --tiny               # smoke run: a few steps, no VLA
 
 Metrics (robot_rl.eval.open_loop's formulas, in action units: rad for arms, normalised hand joints):
@@ -14,6 +16,9 @@ same frames; ACT's predictions come back from the side venv as a file. "Hold" re
 a[t−1] the policies see (``observation.prev_action``; the state at an episode's first frame);
 "extrapolate" continues its last change, a[t−1] + (k+1)(a[t−1] − a[t−2]), a no-learning reference for
 what two past commands tell. ``--curve 1,2,3,4`` trains on the first n of the non-test episodes.
+``--prev_action_steps 1 2`` trains one flow BC per k (``data.prev_action_steps``: the last k commands as
+input); ``--test 3 --curve 3`` is the validation split for choosing settings (train on 0-2, score on 3,
+episode 4 unused), so the test episode 4 is scored once with the chosen one.
 Trained models are kept under ``--run_dir`` by setting (tag) and reused by a rerun. ACT runs in a
 subprocess of the LeRobot side venv (``$ROBOT_RL_LEROBOT_VENV``, default ``~/.cache/robot_rl/lerobot044``;
 its ``lerobot.policies`` import needs ``pyserial``, which ``/work/shared/peers/lerobot/setup.sh`` leaves
@@ -85,9 +90,12 @@ def score(pred: np.ndarray, rec: np.ndarray, valid: np.ndarray, prev: np.ndarray
     return {**out, **command_change_split(pred, rec, prev)}
 
 
-def train_flow(tag: str, run_root: Path, test: list[int], unused: list[int], steps: int, extra: list[str]):
-    """Train flow BC (``configs/g1_pick_bottle.yaml`` + ``extra``) without ``unused`` episodes and return
-    its open-loop result on every held-out frame, training seconds and the result's rows."""
+def train_flow(
+    tag: str, run_root: Path, test: list[int], unused: list[int], steps: int, extra: list[str], seed: int = 0
+):
+    """Train flow BC (``configs/g1_pick_bottle.yaml`` + ``extra``, training seed ``seed``) without ``unused``
+    episodes and return its open-loop result on every held-out frame, training seconds and the result's
+    rows."""
     run = run_root / tag
     cfg = load_config(
         CONFIG,
@@ -106,10 +114,10 @@ def train_flow(tag: str, run_root: Path, test: list[int], unused: list[int], ste
     timing = run / "bench_train_s.json"  # a finished model is reused by a rerun (same tag = same settings)
     if not timing.is_file():
         start = time.time()
-        train_agent(cfg, "bc", 0, RunDir(cfg.run_dir), None, agents)
+        train_agent(cfg, "bc", seed, RunDir(cfg.run_dir), None, agents)
         timing.write_text(json.dumps(time.time() - start))
     seconds = json.loads(timing.read_text())
-    agent, _ = agents.load_agent(RunDir(cfg.run_dir).checkpoint("bc", 0), "cpu", evaluate=True, seed=0)
+    agent, _ = agents.load_agent(RunDir(cfg.run_dir).checkpoint("bc", seed), "cpu", evaluate=True, seed=seed)
     data = TrainingSet(
         Path(cfg.data.path),
         cfg.data,
@@ -154,6 +162,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--test", type=int, nargs="+", default=[4], help="held-out test episode(s)")
     parser.add_argument("--curve", default="4", help="numbers of training episodes, e.g. 1,2,3,4")
+    parser.add_argument(
+        "--prev_action_steps",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="flow BC fed the last k commands (data.prev_action_steps), one model per k",
+    )
+    parser.add_argument(
+        "--flow_set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides for flow BC (e.g. bc.lr=3e-4); part of its model tag",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="training seed of flow BC and the VLA")
     parser.add_argument("--vla", action="store_true", help="also train the small VLA (camera; slow)")
     parser.add_argument("--act_python", type=Path, default=ACT_PYTHON)
     parser.add_argument("--act_dim", type=int, default=128)
@@ -174,12 +197,24 @@ def main() -> None:
     rows_out = []
     for n in [int(x) for x in args.curve.split(",")]:
         train_eps, unused = pool[:n], pool[n:]
-        tag = f"n{n}_s{args.steps}" + ("_tiny" if args.tiny else "")
+        test_tag = "" if args.test == [4] else "_test" + "-".join(map(str, args.test))
+        tag = f"n{n}_s{args.steps}{test_tag}" + ("_tiny" if args.tiny else "")
+        set_tag = "".join(
+            "_" + "".join(c if c.isalnum() or c in "-." else "-" for c in kv) for kv in args.flow_set
+        )
+        seed_tag = f"_seed{args.seed}" if args.seed else ""  # flow BC / VLA only: ACT keeps its own seed
         train_rows = np.flatnonzero(np.isin(frames["episode"], train_eps))
         test_rows = np.flatnonzero(np.isin(frames["episode"], args.test))
         act_tag = f"act_{tag}_d{args.act_dim}_l{args.act_layers}_lr{args.act_lr:g}"
         act = run_act(args.run_dir, act_tag, frames, train_rows, test_rows, args) if has_act else None
-        bc, bc_s = train_flow(f"bc_{tag}", args.run_dir, args.test, unused, args.steps, [])
+        flows = {}
+        for k in args.prev_action_steps:  # k = 1 keeps the tag of the runs before the key existed
+            name = f"flow BC (configs/g1_pick_bottle.yaml, last {k} command{'s' if k > 1 else ''})"
+            name += "".join(f" {kv}" for kv in args.flow_set)
+            bc_tag = f"bc_{tag}" + (f"_k{k}" if k > 1 else "") + set_tag + seed_tag
+            extra = [f"--data.prev_action_steps={k}", *(f"--{kv}" for kv in args.flow_set)]
+            flows[name] = train_flow(bc_tag, args.run_dir, args.test, unused, args.steps, extra, args.seed)
+        bc = next(iter(flows.values()))[0]
         keep = np.isin(frames["episode"][bc.rows], args.test)
         rows, rec, valid = bc.rows[keep], bc.recorded[keep], bc.valid[keep]
         if not np.array_equal(rows, test_rows) or not np.allclose(rec[:, 0], frames["action"][rows]):
@@ -193,11 +228,16 @@ def main() -> None:
         preds = {
             "hold a[t-1]": np.repeat(prev[:, None], rec.shape[1], 1),
             "extrapolate a[t-1]+k(a[t-1]-a[t-2])": prev[:, None] + k * (prev - before)[:, None],
-            "flow BC (configs/g1_pick_bottle.yaml)": bc.predicted[keep],
         }
-        seconds = {"flow BC (configs/g1_pick_bottle.yaml)": bc_s}
+        seconds = {}
+        for name, (result, train_s) in flows.items():
+            if not np.array_equal(result.rows, bc.rows):
+                raise RuntimeError(f"{name}: scored frames differ from the first flow BC's")
+            preds[name], seconds[name] = result.predicted[keep], train_s
         if args.vla:
-            vla, vla_s = train_flow(f"vla_{tag}", args.run_dir, args.test, unused, args.steps, VLA)
+            vla, vla_s = train_flow(
+                f"vla_{tag}{seed_tag}", args.run_dir, args.test, unused, args.steps, VLA, args.seed
+            )
             preds["small VLA (camera 96x128)"] = vla.predicted[
                 np.isin(frames["episode"][vla.rows], args.test)
             ]
@@ -217,13 +257,13 @@ def main() -> None:
     hold = {r["train_episodes"]: r for r in rows_out if r["model"].startswith("hold")}
     print(f"G1 open loop, test episode(s) {args.test}, {args.steps} steps at batch 64 per model")
     print(
-        f"{'n':>2} {'model':<62} {'chunk':>8} {'vs hold':>8} {'first':>8} {'vs hold':>8} "
+        f"{'n':>2} {'model':<66} {'chunk':>8} {'vs hold':>8} {'first':>8} {'vs hold':>8} "
         f"{'1st chg':>8} {'1st held':>8} {'copy':>5} {'train s':>7}"
     )
     for r in rows_out:
         h = hold[r["train_episodes"]]
         print(
-            f"{r['train_episodes']:>2} {r['model']:<62} {r['chunk_mae']:8.5f} "
+            f"{r['train_episodes']:>2} {r['model']:<66} {r['chunk_mae']:8.5f} "
             f"{100 * (r['chunk_mae'] / h['chunk_mae'] - 1):+7.1f}% {r['first_mae']:8.5f} "
             f"{100 * (r['first_mae'] / h['first_mae'] - 1):+7.1f}% {r['first_mae_changed']:8.5f} "
             f"{r['first_mae_held']:8.5f} {r['copy_ratio_changed']:5.2f} {r['train_s']:7.0f}"

@@ -134,11 +134,12 @@ class ActionNormalization:
         return out if box is None else torch.clamp(out, box[0].to(out), box[1].to(out))
 
     def _reference(self, actions: torch.Tensor, obs: dict | None) -> torch.Tensor | float:
-        """0 for absolute actions, else ``obs[action_reference]`` (B, d) shaped to broadcast on actions."""
+        """0 for absolute actions, else ``obs[action_reference]`` (B, d) shaped to broadcast on actions; of a
+        longer reference (``observation.prev_action`` holding k commands, (B, k·d)) its first d values."""
         key = self.action_reference
         if not key:
             return 0.0
         if obs is None or key not in obs:
             raise ValueError(f"relative actions (policy.action_reference={key!r}) need obs[{key!r}] (B, d)")
-        ref = torch.as_tensor(obs[key], dtype=actions.dtype, device=actions.device)
+        ref = torch.as_tensor(obs[key], dtype=actions.dtype, device=actions.device)[..., : actions.shape[-1]]
         return ref.unsqueeze(1) if actions.dim() == 3 else ref

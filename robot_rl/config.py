@@ -947,6 +947,10 @@ class DataConfig:
     ``zeros`` (delta actions: no motion) or an observation key of the action's shape read at that frame
     (``observation.state`` for absolute joint commands: the held position), in training and at run time
     alike (:mod:`robot_rl.data.prev_action`).
+    ``prev_action_steps``: k >= 1, how many past commands ``observation.prev_action`` reads: a[t−1], then
+    the k − 1 changes before it, a[t−1] − a[t−2], ..., flattened to (k·d,) (commands before the episode's
+    first step: the start value); k = 2 lets the policy see the last change of command. A relative-action
+    policy (``policy.action_reference: observation.prev_action``) takes a[t−1], its first d values.
     ``decode_threads``: threads per process decoding the sampled video frames of a batch in parallel
     (``frame_cache=none``); 0 = the CPUs this process may use divided among the DataLoader workers, at
     most 4.
@@ -969,6 +973,7 @@ class DataConfig:
     num_workers: int = bounded(2, ge=0)
     prev_action: bool = False
     prev_action_start: str = "zeros"
+    prev_action_steps: int = bounded(1, ge=1)
     decode_threads: int = bounded(0, ge=0)
     features: list[str] = field(default_factory=list)
 

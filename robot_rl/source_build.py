@@ -12,8 +12,9 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.checkpoint import read_header
 from robot_rl.config import ConfigError
-from robot_rl.data.prev_action import prev_action_start
+from robot_rl.data.prev_action import prev_action_start, prev_action_steps
 from robot_rl.deploy.remote_policy import RemotePolicy
 from robot_rl.eval.inference import apply_inference
 from robot_rl.executor import AsyncChunkExecutor, ChunkExecutor
@@ -21,11 +22,12 @@ from robot_rl.policies.factory import load_agent
 from robot_rl.sources import AgentSource, PrevActionSource, StepwiseSource
 
 
-def _with_prev_action(space):
-    """``(observation space, action space)`` with ``observation.prev_action`` (the action's shape) added:
-    :class:`PrevActionSource` supplies it, so a policy that reads it fits the env."""
+def _with_prev_action(space, steps: int = 1):
+    """``(observation space, action space)`` with ``observation.prev_action`` (the last ``steps`` actions,
+    (steps·d,)) added: :class:`PrevActionSource` supplies it, so a policy that reads it fits the env."""
     obs_space, action_space = space
-    box = gym.spaces.Box(action_space.low, action_space.high, dtype=np.float32)
+    low, high = np.tile(action_space.low, steps), np.tile(action_space.high, steps)
+    box = gym.spaces.Box(low, high, dtype=np.float32)
     return gym.spaces.Dict({**obs_space.spaces, keys.PREV_ACTION: box}), action_space
 
 
@@ -55,8 +57,9 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     """
     low, high = space[1].low.astype(np.float32), space[1].high.astype(np.float32)
     action_dim = int(space[1].shape[0])
-    space = _with_prev_action(space)
     if not cfg.deploy.server:
+        steps = prev_action_steps(read_header(checkpoint).config)
+        space = _with_prev_action(space, steps)
         obs_shapes = {k: tuple(s.shape) for k, s in space[0].spaces.items()}
         agent, header = load_agent(
             checkpoint, cfg.device, evaluate=True, seed=seed, obs_shapes=obs_shapes, action_dim=action_dim
@@ -75,7 +78,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
         )
         if keys.PREV_ACTION in obs_keys:
             start = prev_action_start(header.config)
-            source = PrevActionSource(source, start, action_dim, num_envs)
+            source = PrevActionSource(source, start, action_dim, num_envs, steps)
         return source, {"checkpoint": str(checkpoint), "inference": used}
     if inference:  # the same flags as training's are often passed along: a note, not an error
         print(
@@ -86,6 +89,7 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
     remote = RemotePolicy.from_config(cfg, low, high, seed=seed)
     try:
         spec = remote.spec
+        space = _with_prev_action(space, spec.prev_action_steps)
         _check_served(cfg.deploy.server, spec, space)
     except BaseException:
         remote.close()
@@ -106,7 +110,8 @@ def policy_source(cfg, checkpoint, seed: int, space, num_envs: int, inference: d
         executors = None
     source = remote if executors is None else StepwiseSource(remote, executors)
     if keys.PREV_ACTION in spec.obs_shapes:
-        source = PrevActionSource(source, spec.prev_action_start, action_dim, num_envs)
+        start, steps = spec.prev_action_start, spec.prev_action_steps
+        source = PrevActionSource(source, start, action_dim, num_envs, steps)
     return source, named
 
 

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import torch
 
 from robot_rl import keys
 from robot_rl.algos.base import NonFiniteChunkError
-from robot_rl.data.prev_action import start_actions
+from robot_rl.data.prev_action import history_feature, start_actions
 from robot_rl.executor import ChunkError, ChunkExecutor
 
 
@@ -157,44 +159,68 @@ class SourceWrapper:
 
 class PrevActionSource(SourceWrapper):
     """Feeds ``observation.prev_action`` (``data.prev_action``) to the wrapped chunk source, with the
-    definition training uses (:mod:`robot_rl.data.prev_action`): at an episode's first query the start value
-    ``start`` (``data.prev_action_start`` of the checkpoint: zeros or an observation key), afterwards the
-    action executed at the previous control step.
+    definition training uses (:mod:`robot_rl.data.prev_action`): of the last ``steps`` (k) executed
+    actions, the most recent and the changes before it (:func:`~robot_rl.data.prev_action.history_feature`),
+    (k·d,) float32 per env; commands before the episode's first step are the start value ``start``
+    (``data.prev_action_start`` of the checkpoint: zeros or an observation key), read at the episode's first
+    query.
 
     Every action of a returned chunk is taken to be executed in order (open-loop chunks, or chunks of 1
-    under temporal ensembling or an async executor), so the next query gets the chunk's last action. A
+    under temporal ensembling or an async executor), so the next query gets the chunk's last k actions. A
     caller that executes something else (the online actor when a human takes over) reports each executed
-    action with :meth:`executed`. Other attributes (``agent``, ...) are the wrapped source's.
+    action with :meth:`executed`; once it does, the reported actions replace the assumed chunk. Other
+    attributes (``agent``, ...) are the wrapped source's.
 
     Args:
         inner: a ``robot_rl.rollout.ChunkSource`` whose policy reads ``observation.prev_action``.
         start: 'zeros' or an observation key of the action's shape.
         action_dim: d.
         num_envs: sub-envs of the vector env.
-    Raises (on a query): KeyError / ValueError from :func:`robot_rl.data.prev_action.start_actions` when
-    ``start`` is not an observation of the action's shape.
+        steps: k, ``data.prev_action_steps`` of the checkpoint (>= 1).
+    Raises:
+        ValueError: ``steps`` < 1. On a query: KeyError / ValueError from
+        :func:`robot_rl.data.prev_action.start_actions` when ``start`` is not an observation of the action's
+        shape.
     """
 
-    def __init__(self, inner, start: str, action_dim: int, num_envs: int = 1) -> None:
+    def __init__(self, inner, start: str, action_dim: int, num_envs: int = 1, steps: int = 1) -> None:
         super().__init__(inner)
-        self.start, self.action_dim = start, action_dim
-        self.prev: list[np.ndarray | None] = [None] * num_envs
+        if steps < 1:
+            raise ValueError(f"data.prev_action_steps={steps}: expected >= 1")
+        self.start, self.action_dim, self.steps = start, action_dim, steps
+        self.history: list[deque[np.ndarray]] = [deque(maxlen=steps) for _ in range(num_envs)]
+        self.first: list[np.ndarray | None] = [None] * num_envs  # the start value, from the first query
+        self.pending: list[np.ndarray | None] = [None] * num_envs  # the last chunk, taken as executed
 
     def reset(self, env_id: int, env_seed: int) -> None:
         super().reset(env_id, env_seed)
-        self.prev[env_id] = None
+        self.history[env_id].clear()
+        self.first[env_id] = self.pending[env_id] = None
 
     def executed(self, env_id: int, action: np.ndarray) -> None:
         """Record the action (d,) that sub-env ``env_id`` executed at this control step."""
-        self.prev[env_id] = np.asarray(action, np.float32).reshape(self.action_dim).copy()
+        self.pending[env_id] = None
+        self.history[env_id].append(np.asarray(action, np.float32).reshape(self.action_dim).copy())
+
+    def feature(self, env_id: int) -> np.ndarray:
+        """``observation.prev_action`` of sub-env ``env_id`` now, (k·d,) float32 (after its first query)."""
+        past = list(reversed(self.history[env_id]))
+        past += [self.first[env_id]] * (self.steps - len(past))
+        return history_feature(np.stack(past))
 
     def __call__(self, obs: dict[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        first = [self.prev[i] is None for i in env_ids]
-        starts = start_actions(self.start, obs, len(env_ids), self.action_dim) if any(first) else None
-        prev = np.stack(
-            [starts[j] if f else self.prev[i] for j, (i, f) in enumerate(zip(env_ids, first, strict=True))]
-        )
+        for i in env_ids:
+            if self.pending[i] is not None:  # no action reported since: the whole chunk was executed
+                self.history[i].extend(self.pending[i])
+                self.pending[i] = None
+        first = [self.first[i] is None for i in env_ids]
+        if any(first):
+            starts = start_actions(self.start, obs, len(env_ids), self.action_dim)
+            for j, i in enumerate(env_ids):
+                if first[j]:
+                    self.first[i] = starts[j]
+        prev = np.stack([self.feature(int(i)) for i in env_ids])
         chunks = self.inner({**obs, keys.PREV_ACTION: prev}, env_ids)
         for i, chunk in zip(env_ids, chunks, strict=True):
-            self.executed(int(i), chunk[-1])
+            self.pending[i] = np.asarray(chunk, np.float32).reshape(-1, self.action_dim).copy()
         return chunks

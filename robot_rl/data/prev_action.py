@@ -1,12 +1,22 @@
-"""``observation.prev_action`` (``data.prev_action``): the action executed at the previous control step,
-one definition for training and for every runtime that feeds it (robot_rl.sources.PrevActionSource).
+"""``observation.prev_action`` (``data.prev_action``): the actions executed at the last k control steps
+(``data.prev_action_steps``, default 1), one definition for training and for every runtime that feeds it
+(robot_rl.sources.PrevActionSource).
 
-At step t > 0 it is the action executed at t − 1 (a human's where one took over). At an episode's first
-step no action has been executed yet; it is then the start value ``data.prev_action_start``: ``zeros``
-(delta actions: "no motion") or an observation key of the action's shape, read at that first step (e.g.
-``observation.state`` for absolute joint commands: the robot holds its current position). Training reads
-the same start value from the recorded first frame, so a deployed policy sees at t = 0 what it was trained
-on.
+At step t it holds the last command a[t−1], then the k − 1 changes before it, a[t−1] − a[t−2], ...,
+a[t−k+1] − a[t−k] (:func:`history_feature`), flattened to (k·d,) float32 (a human's action where one took
+over). The same information as the k commands themselves, but each change gets its own normalisation
+scale: on the G1 fixture a one-step change is ~50× smaller than the joint range the commands are
+normalised by (median over joints), and a policy fed the raw a[t−2] next to a[t−1] did not learn their
+difference in 2,000 steps (docs/results.md, G1 section).
+
+Before an episode's first step no action has been executed; each missing command (all k at t = 0, the last
+k − t at t < k) is the start value ``data.prev_action_start``: ``zeros`` (delta actions: "no motion") or an
+observation key of the action's shape, read at the episode's first step (e.g. ``observation.state`` for
+absolute joint commands: the robot holds its current position), so the changes before the episode are 0.
+Training reads the same start value from the recorded first frame, so a deployed policy sees what it was
+trained on. With k = 1 it is the single last command (the definition before the key existed); a
+relative-action policy (``policy.action_reference: observation.prev_action``) takes its first d values,
+a[t−1], as the reference.
 """
 
 from __future__ import annotations
@@ -19,6 +29,11 @@ ZEROS = "zeros"
 def prev_action_start(config: dict) -> str:
     """``data.prev_action_start`` of a checkpoint's config.json (``'zeros'`` when it predates the key)."""
     return str((config.get("data") or {}).get("prev_action_start", ZEROS))
+
+
+def prev_action_steps(config: dict) -> int:
+    """``data.prev_action_steps`` of a checkpoint's config.json (1 when it predates the key)."""
+    return int((config.get("data") or {}).get("prev_action_steps", 1))
 
 
 def start_actions(start: str, obs: dict[str, np.ndarray], n: int, action_dim: int) -> np.ndarray:
@@ -48,13 +63,33 @@ def start_actions(start: str, obs: dict[str, np.ndarray], n: int, action_dim: in
     return values
 
 
-def previous_actions(actions: np.ndarray, episode_index: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The action of each frame's previous frame in its episode, (N, d) float32 from ``actions`` (N, d) and
-    ``episode_index`` (N,) (episodes contiguous); an episode's first frame gets its row of ``starts``
-    (N, d), the start value (:func:`start_actions` of the recorded frames)."""
+def history_feature(past: np.ndarray) -> np.ndarray:
+    """The feature of the last k commands ``past`` (..., k, d), most recent first: (..., k·d) float32 holding
+    a[t−1], then a[t−1] − a[t−2], ..., a[t−k+1] − a[t−k] (the module's definition)."""
+    past = np.asarray(past, np.float32)
+    out = past.copy()
+    out[..., 1:, :] = past[..., :-1, :] - past[..., 1:, :]
+    return out.reshape(*past.shape[:-2], -1)
+
+
+def previous_actions(
+    actions: np.ndarray, episode_index: np.ndarray, starts: np.ndarray, steps: int = 1
+) -> np.ndarray:
+    """``observation.prev_action`` of each frame, (N, k·d) float32 (:func:`history_feature` of the last
+    ``steps`` (k) actions before it in its episode) from ``actions`` (N, d) and ``episode_index`` (N,)
+    (episodes contiguous). Commands before an episode's first frame are that first frame's row of
+    ``starts`` (N, d), the start value (:func:`start_actions` of the recorded frames). Raises ValueError for
+    ``steps`` < 1."""
+    if steps < 1:
+        raise ValueError(f"data.prev_action_steps={steps}: expected >= 1")
     actions = np.asarray(actions, dtype=np.float32).reshape(len(actions), -1)
     episode_index = np.asarray(episode_index).reshape(-1)
+    starts = np.asarray(starts, np.float32).reshape(actions.shape)
+    rows = np.arange(len(actions))
     first = np.append(True, episode_index[1:] != episode_index[:-1])
-    out = np.concatenate([actions[:1], actions[:-1]])
-    out[first] = np.asarray(starts, np.float32).reshape(out.shape)[first]
-    return out
+    begin = np.maximum.accumulate(np.where(first, rows, 0))  # each frame's episode's first row
+    out = np.empty((len(actions), steps, actions.shape[1]), np.float32)
+    for j in range(steps):
+        source = rows - 1 - j
+        out[:, j] = np.where((source >= begin)[:, None], actions[np.maximum(source, 0)], starts[begin])
+    return history_feature(out)

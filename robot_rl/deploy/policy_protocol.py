@@ -76,10 +76,13 @@ class PolicySpec:
     ``action_dim`` d of the (h, d) float32 chunk in robot units; ``model_id``: checkpoint folder name and
     the first 12 hex digits of the SHA-256 of its weights; ``prev_action_start``: the checkpoint's
     ``data.prev_action_start``, what the client feeds as ``observation.prev_action`` at an episode's first
-    step when the policy reads it (``robot_rl.sources.PrevActionSource``); ``open_vocabulary``: the policy
-    reads free text (a VLA, ``policy.kind=vla``): any ``task`` string is passed to it (an instruction it
-    cannot read, e.g. longer than its ``policy.vla.max_text_tokens``, gets an error reply) and ``tasks``
-    lists the ones it was trained on, for information; without it a ``task`` outside ``tasks`` is refused.
+    step when the policy reads it (``robot_rl.sources.PrevActionSource``); ``prev_action_steps``: the
+    checkpoint's ``data.prev_action_steps`` k, how many past commands that input reads (k·d values: the
+    last command and the k − 1 changes before it; 1 for a checkpoint or server that predates the key);
+    ``open_vocabulary``: the policy reads free text (a VLA, ``policy.kind=vla``): any ``task`` string is
+    passed to it (an instruction it cannot read, e.g. longer than its ``policy.vla.max_text_tokens``, gets
+    an error reply) and ``tasks`` lists the ones it was trained on, for information; without it a ``task``
+    outside ``tasks`` is refused.
     """
 
     obs_shapes: dict[str, tuple[int, ...]]
@@ -89,6 +92,7 @@ class PolicySpec:
     model_id: str
     prev_action_start: str = "zeros"
     open_vocabulary: bool = False
+    prev_action_steps: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
@@ -113,6 +117,7 @@ class PolicySpec:
                 str(d["model_id"]),
                 str(d.get("prev_action_start", "zeros")),
                 bool(d.get("open_vocabulary", False)),
+                int(d.get("prev_action_steps", 1)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise PolicyInputError(f"policy spec {d!r} is malformed: {err!r}") from err

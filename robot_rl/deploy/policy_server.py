@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import zmq
 
-from robot_rl.data.prev_action import prev_action_start
+from robot_rl.data.prev_action import prev_action_start, prev_action_steps
 from robot_rl.policies.factory import load_agent
 from robot_rl.policies.vla import InstructionError
 from robot_rl.security import ServerKeys
@@ -93,6 +93,7 @@ class ServedPolicy:
             model_id(checkpoint),
             prev_action_start(config),
             open_vocabulary=policy_cfg.get("kind") == "vla",
+            prev_action_steps=prev_action_steps(config),
         )
         return cls(agent, spec, device)
 

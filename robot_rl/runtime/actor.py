@@ -42,7 +42,7 @@ from robot_rl.algos.base import NonFiniteChunkError
 from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, NORM_FILE
 from robot_rl.config import PipelineConfig
 from robot_rl.data.normalize import save_stats, stats_from_json
-from robot_rl.data.prev_action import prev_action_start
+from robot_rl.data.prev_action import prev_action_start, prev_action_steps
 from robot_rl.data.replay import ZarrReplayBuffer
 from robot_rl.rollout import RecordedEpisode, Rollout, StepReport
 from robot_rl.run_dir import RunDir, online_name
@@ -299,7 +299,8 @@ class Actor:
                 self.cfg.policy.ensemble_decay,
                 num_envs=self.num_envs,
             )  # observation.prev_action: the executed action (the human's too), reported in _episode
-            self.source = PrevActionSource(inner, prev_action_start(config), len(self.low), self.num_envs)
+            start, steps = prev_action_start(config), prev_action_steps(config)
+            self.source = PrevActionSource(inner, start, len(self.low), self.num_envs, steps)
         return self.source is not None
 
     @staticmethod

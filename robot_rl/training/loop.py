@@ -19,6 +19,7 @@ from robot_rl.algos.registry import AgentFactory, algorithm
 from robot_rl.algos.targets import reward_affine
 from robot_rl.checkpoint import CONFIG_FILE, read_header, save_checkpoint
 from robot_rl.config import ConfigError, OfflineRLConfig, PipelineConfig, PolicyConfig, config_to_dict
+from robot_rl.data.prev_action import prev_action_start, prev_action_steps
 from robot_rl.data.training.loader import batches
 from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.eval.open_loop import open_loop_eval, plot_open_loop
@@ -230,7 +231,10 @@ def score_checkpoint(
     # the checkpoint's horizon and action inputs, whatever the config says
     policy = replace(cfg.policy, horizon=saved.policy.horizon, action_reference=saved.policy.action_reference)
     prev_action = (saved.config.get("data") or {}).get("prev_action", False)
-    data = replace(cfg.data, horizon_s=0.0, prev_action=prev_action)
+    start, steps = prev_action_start(saved.config), prev_action_steps(saved.config)
+    data = replace(
+        cfg.data, horizon_s=0.0, prev_action=prev_action, prev_action_start=start, prev_action_steps=steps
+    )
     cfg = replace(cfg, policy=policy, data=data)
     data = _training_set(cfg, run, algo)
     return _score_checkpoint(cfg, data, checkpoint, run.open_loop(algo, seed), seed, agents)

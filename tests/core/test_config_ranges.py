@@ -53,6 +53,7 @@ BAD = [
     ("data.val_every", "0", ">= 1"),
     ("data.image_size", "[4, 4]", ">= 8"),
     ("data.horizon_s", "-0.5", ">= 0"),
+    ("data.prev_action_steps", "0", ">= 1"),
     ("reward_model.mismatch_frac", "1.2", "[0, 1]"),
     ("reward_model.failed_from", "1", "[0, 1)"),
     ("reward_model.kind", "gpt", "compact, vlm"),
@@ -87,6 +88,7 @@ def test_out_of_range_value_names_key_value_and_range(key, value, allowed):
         (["--device=gpu"], "device='gpu'"),
         (["--seeds=[]"], "seeds=[]"),
         (["--data.image_size=[64]"], "data.image_size=[64]"),
+        (["--data.prev_action_steps=1.5"], "data.prev_action_steps"),
         (
             ["--reward_model.mismatch_frac=0.5", "--reward_model.failed_frac=0.6"],
             "reward_model.mismatch_frac + ",

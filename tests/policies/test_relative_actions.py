@@ -139,3 +139,22 @@ def test_relative_actions_clip_to_the_per_step_range_and_clamp_to_a_box():
     boxed = FlowChunkPolicy(cfg, {keys.STATE: (D,)}, D, stats)
     acted = boxed.unnormalize_actions(torch.full((2, H, D), 3.0), {keys.STATE: torch.full((2, D), 10.0)})
     assert (acted == 0.5).all()
+
+
+def test_a_history_reference_uses_its_most_recent_command():
+    """``observation.prev_action`` holding k commands (data.prev_action_steps), (B, k·d): relative actions
+    are taken to its first d values, a[t−1], as with k = 1."""
+    torch.manual_seed(0)
+    cfg = PolicyConfig(horizon=H, hidden_dims=[16], action_reference=keys.PREV_ACTION)
+    stats = {
+        **_stats(),
+        keys.PREV_ACTION: FeatureStats.from_array(np.random.default_rng(1).normal(size=(50, 3 * D))),
+    }
+    policy = FlowChunkPolicy(cfg, {keys.PREV_ACTION: (3 * D,)}, D, stats)
+    history = torch.randn(2, 3 * D)
+    chunk = history[:, None, :D] + 0.05 * torch.randn(2, H, D)
+    norm = policy.normalize_actions(chunk, {keys.PREV_ACTION: history})
+    torch.testing.assert_close(
+        norm, (chunk - history[:, None, :D] - policy.action_offset) / policy.action_scale
+    )
+    torch.testing.assert_close(policy.unnormalize_actions(norm, {keys.PREV_ACTION: history}), chunk)

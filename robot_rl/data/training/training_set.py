@@ -88,7 +88,8 @@ class TrainingSet:
             reward mode or frame cache, a horizon that is not a whole number of frames, a
             ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, a
             ``data.features`` entry that is not a numeric non-camera column of the dataset, an
-            ``action_reference`` that is not a vector observation of the action's shape.
+            ``action_reference`` that is not a vector observation of the action's shape (or
+            ``observation.prev_action`` with ``data.prev_action_steps`` commands).
     """
 
     def __init__(
@@ -116,7 +117,9 @@ class TrainingSet:
         if keys.ACTION not in table:
             raise DatasetError(f"{ds.root / 'meta/info.json'}: no {keys.ACTION!r} feature to train on")
         if cfg.prev_action:
-            table[keys.PREV_ACTION] = self._previous_actions(table, cfg.prev_action_start)
+            table[keys.PREV_ACTION] = self._previous_actions(
+                table, cfg.prev_action_start, cfg.prev_action_steps
+            )
         self.camera_keys = self._cameras(ds, cfg.cameras) if cfg.images else []
         extra = extra_inputs(cfg.features, ds.features, ds.video_keys, ds.root)
         for key in extra:
@@ -161,10 +164,13 @@ class TrainingSet:
         sampler = self.train.sampler
         if not reference:
             return FeatureStats.from_array(sampler.actions.reshape(len(sampler), -1))
-        if self.obs_shapes.get(reference) != (self.action_dim,):
+        shape = self.obs_shapes.get(reference) or ()
+        history = reference == keys.PREV_ACTION and len(shape) == 1 and shape[0] % self.action_dim == 0
+        if shape != (self.action_dim,) and not history:
             raise ConfigError(
                 f"policy.action_reference={reference!r}: relative actions need a vector observation of the "
-                f"action's shape ({self.action_dim},); the dataset's are "
+                f"action's shape ({self.action_dim},) (or {keys.PREV_ACTION!r}, whose first "
+                f"{self.action_dim} values are the last command); the dataset's are "
                 f"{ {k: v for k, v in self.obs_shapes.items() if k in sampler.obs} }"
             )
         whole = np.flatnonzero(sampler.all_indices() + self.horizon <= sampler.episode_end)
@@ -173,16 +179,17 @@ class TrainingSet:
                 f"{self.dataset.root}: no training episode is as long as a chunk ({self.horizon})"
             )
         chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
-        return FeatureStats.from_array(chunks["actions"] - chunks["observations"][reference][:, None, :])
+        latest = chunks["observations"][reference][:, None, : self.action_dim]  # the last command, a[t-1]
+        return FeatureStats.from_array(chunks["actions"] - latest)
 
     @staticmethod
-    def _previous_actions(table: dict[str, np.ndarray], start: str) -> np.ndarray:
+    def _previous_actions(table: dict[str, np.ndarray], start: str, steps: int) -> np.ndarray:
         action = np.asarray(table[keys.ACTION]).reshape(len(table[keys.ACTION]), -1)
         try:
             starts = start_actions(start, table, len(action), action.shape[1])
         except (KeyError, ValueError) as err:
             raise ConfigError(str(err)) from err
-        return previous_actions(action, table[keys.EPISODE_INDEX], starts)
+        return previous_actions(action, table[keys.EPISODE_INDEX], starts, steps)
 
     @staticmethod
     def _cameras(ds: LeRobotDataset, names: list[str]) -> list[str]:
