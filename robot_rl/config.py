@@ -21,6 +21,7 @@ from robot_rl.config_checks import (
     REAL_ROBOT_MAX_SCALE,
     VENDOR_ARMS,
     address_problem,
+    boolean_number_problems,
     bounded,
     controller_host_problem,
     problems,
@@ -1451,6 +1452,9 @@ def load_config(
         _set_dotted(tree, key, value)
     where = f"{path}: " if path is not None else ""
     _refuse_renamed_sections(tree, cls, where)
+    bad = boolean_number_problems(tree, cls)
+    if bad:
+        raise ConfigError(where + "; ".join(bad))
     try:
         cfg = draccus.decode(cls, tree)
     except draccus.utils.DecodingError as err:

@@ -154,6 +154,28 @@ def section_problems(section: Any, at: str = "") -> list[str]:
     return out
 
 
+def boolean_number_problems(tree: Any, cls: type, at: str = "") -> list[str]:
+    """The keys of the raw (YAML or override) ``tree`` of config dataclass ``cls`` and its sections where a
+    number, or a list of numbers, is given a boolean (``--bc.steps=true``): decoding would read it as 1 or
+    0 and :func:`section_problems` would never see it. Each problem names the dotted key (under ``at``)."""
+    if not isinstance(tree, dict):
+        return []
+    out: list[str] = []
+    hints = _hints(cls)
+    for f in fields(cls):
+        if f.name not in tree:
+            continue
+        key, value, hint = f"{at}{f.name}", tree[f.name], hints[f.name]
+        rule = _numeric_rule(f, hint)
+        values = value if isinstance(value, list) else [value]
+        if rule is not None and any(isinstance(v, bool) for v in values):
+            out.append(f"{key}={value!r}: must be {rule}, not a boolean")
+        section = next((h for h in (hint, *typing.get_args(hint)) if is_dataclass(h)), None)
+        if section is not None:
+            out += boolean_number_problems(value, section, f"{key}.")
+    return out
+
+
 def _hints_below(cls: type, seen: set[type]) -> Iterator[Any]:
     """Every type hint of ``cls``'s fields and of the sections below it (through unions, lists, dicts)."""
     if cls in seen:

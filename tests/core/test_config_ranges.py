@@ -2,11 +2,13 @@
 dotted key, the value and the allowed range (exit 2 from the CLI), never a silent hang or a no-op run."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 import typing
 
 import pytest
+import yaml
 from repo_paths import ROOT
 
 from robot_rl.config import CameraConfig, ConfigError, EnvConfig, PipelineConfig, RobotConfig, load_config
@@ -100,6 +102,35 @@ def test_cross_key_and_format_checks(overrides, needle):
     with pytest.raises(ConfigError, match=None) as err:
         load_config(None, overrides)
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("--data.prev_action_steps=true", "data.prev_action_steps=True"),
+        ("--bc.steps=false", "bc.steps=False"),
+        (
+            "--env.robot.safety.workspace_low=[0.1,true,0.2]",
+            "env.robot.safety.workspace_low=[0.1, True, 0.2]",
+        ),
+    ],
+)
+def test_a_boolean_for_a_number_is_refused_not_read_as_one(override, key, tmp_path):
+    """YAML reads ``true`` as a boolean, which decoding would turn into 1: from an override and from a file,
+    the key is named instead."""
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: must be .*not a boolean"):
+        load_config(overrides=[override])
+    name, _, value = override[2:].partition("=")
+    head, _, leaf = name.rpartition(".")
+    tree: dict = {}
+    node = tree
+    for part in head.split("."):
+        node = node.setdefault(part, {})
+    node[leaf] = yaml.safe_load(value)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: {re.escape(key)}"):
+        load_config(path)
 
 
 def test_every_problem_is_reported_at_once():
