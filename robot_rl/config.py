@@ -703,8 +703,9 @@ class PolicyConfig:
     MLP; ``image_features`` the per-camera CNN output. ``normalization`` picks ``mean_std`` or
     ``quantile`` (q01/q99 scaled to [-1, 1]) for actions. ``tasks`` is the instruction vocabulary the
     policy is conditioned on; training fills it from the dataset when it holds more than one task.
-    ``action_reference``: empty for absolute actions; else an observation key of the action's shape whose
-    value at the chunk's first frame is subtracted from every action of the chunk before normalisation
+    ``action_reference``: empty for absolute actions; else an observation key whose first d values (the
+    action's dimension; all of them for ``observation.state``, a[t−1] for ``observation.prev_action``)
+    at the chunk's first frame are subtracted from every action of the chunk before normalisation
     and added back when acting (relative actions): ``observation.state`` is openpi's delta actions,
     ``observation.prev_action`` (with ``data.prev_action``) predicts the change from the last command.
     ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
