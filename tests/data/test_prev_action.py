@@ -82,9 +82,8 @@ def _runtime_history(state: np.ndarray, action: np.ndarray, steps: int, h: int, 
     return dict(replay.fed)
 
 
-@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
-@pytest.mark.parametrize("steps", [1, 3])
-def test_training_and_run_time_build_the_same_history_of_a_recorded_episode(tmp_path, steps):
+def _g1_training_set(steps: int, cache_dir) -> TrainingSet:
+    """The G1 fixture's training set with ``steps`` past commands, relative to a[t-1]; episode 4 held out."""
     cfg = DataConfig(
         path=str(G1),
         images=False,
@@ -93,7 +92,13 @@ def test_training_and_run_time_build_the_same_history_of_a_recorded_episode(tmp_
         prev_action_start=keys.STATE,
         prev_action_steps=steps,
     )
-    data = TrainingSet(G1, cfg, horizon=5, gamma=0.99, cache_dir=tmp_path, action_reference=keys.PREV_ACTION)
+    return TrainingSet(G1, cfg, horizon=5, gamma=0.99, cache_dir=cache_dir, action_reference=keys.PREV_ACTION)
+
+
+@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
+@pytest.mark.parametrize("steps", [1, 3])
+def test_training_and_run_time_build_the_same_history_of_a_recorded_episode(tmp_path, steps):
+    data = _g1_training_set(steps, tmp_path)
     assert data.obs_shapes[keys.PREV_ACTION] == (steps * D,)
     sampler = data.val.sampler
     trained = sampler.get(sampler.all_indices())["observations"][keys.PREV_ACTION]
@@ -123,15 +128,7 @@ def test_relative_action_statistics_take_the_most_recent_command_as_reference(tm
     values), so the action statistics are those of k = 1."""
     stats = []
     for steps in (1, 3):
-        cfg = DataConfig(
-            path=str(G1),
-            images=False,
-            val_episodes=[4],
-            prev_action=True,
-            prev_action_start=keys.STATE,
-            prev_action_steps=steps,
-        )
-        data = TrainingSet(G1, cfg, 5, 0.99, tmp_path, action_reference=keys.PREV_ACTION)
+        data = _g1_training_set(steps, tmp_path)
         stats.append(data.stats[keys.ACTION])
     assert stats[0].q01.shape == (5, D)
     for name in ("mean", "std", "q01", "q99", "min", "max"):
