@@ -91,30 +91,27 @@ def main() -> None:
     )
     bc = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     agents = {"flow BC (baseline)": bc}
+    # (label, OfflineRLConfig fields over the default's); the fake batch's rewards are in [0, 1] (training
+    # fills reward_range from the dataset's next.reward)
+    base = {
+        "best_of_n": default.best_of_n,
+        "learner_dtype": default.learner_dtype,
+        "reward_range": [0.0, 1.0],
+    }
     cases = [
-        ("qc", default.best_of_n, default.learner_dtype, f"QC best-of-{default.best_of_n} (default)"),
-        ("qc", 32, default.learner_dtype, "QC best-of-32 (paper)"),
-        ("qc_fql", default.best_of_n, default.learner_dtype, "QC-FQL"),
+        (f"QC best-of-{default.best_of_n} (default)", {"method": "qc"}),
+        ("QC best-of-32 (paper)", {"method": "qc", "best_of_n": 32}),
+        ("QC-FQL", {"method": "qc_fql"}),
     ]
-    if args.float32:
-        cases.append(("qc", default.best_of_n, "float32", f"QC best-of-{default.best_of_n} f32, K=10"))
+    if args.float32:  # the learner before issue 38: float32 products, the policy's K target steps
+        f32 = {"method": "qc", "learner_dtype": "float32", "target_flow_steps": 0}
+        cases.append((f"QC best-of-{default.best_of_n} f32, K=10", f32))
     for target_n in args.target_n:
-        cases.append(
-            (
-                "qc",
-                default.best_of_n,
-                default.learner_dtype,
-                f"QC best-of-{default.best_of_n}, target N={target_n}",
-            )
-        )
-    for method, n, dtype, label in cases:
-        # the fake batch's rewards are in [0, 1]; training fills this range from the dataset's next.reward
-        ocfg = OfflineRLConfig(method=method, best_of_n=n, reward_range=[0.0, 1.0], learner_dtype=dtype)
-        if dtype == "float32":  # the learner before issue 38: float32 products, the policy's K target steps
-            ocfg.target_flow_steps = 0
-        if "target N=" in label:
-            ocfg.target_best_of_n = int(label.rsplit("=", 1)[1])
-        agents[label] = build_agent(method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
+        label = f"QC best-of-{default.best_of_n}, target N={target_n}"
+        cases.append((label, {"method": "qc", "target_best_of_n": target_n}))
+    for label, fields in cases:
+        ocfg = OfflineRLConfig(**{**base, **fields})
+        agents[label] = build_agent(ocfg.method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     for agent in agents.values():
         agent.update(batch)  # warm-up
     totals = {label: [0, 0.0] for label in agents}
@@ -138,7 +135,7 @@ def main() -> None:
     for label, ups in rates.items():
         print(f"{label:<28} {ups:8.2f} updates/s   {ups / base:.3f}x of flow BC")
     if peer_label in rates:
-        qc = rates[cases[0][3]]
+        qc = rates[cases[0][0]]
         print(
             f"QC best-of-{default.best_of_n} (default) is {qc / rates[peer_label]:.2f}x LeRobot's SAC learner"
         )
