@@ -189,18 +189,19 @@ class ChunkCritic(nn.Module):
         low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
         first, *hidden, head = self.net
         first_params = first.members(low)
-        hidden_params = [layer.members(low) if hasattr(layer, "members") else None for layer in hidden]
+        ensemble = (EnsembleLinear, EnsembleLayerNorm)  # per-member parameters; the rest (GELU) are shared
+        hidden_params = [layer.members(low) if isinstance(layer, ensemble) else None for layer in hidden]
         head_params = head.members(torch.float32)
         qs = []
         for k in range(self.num_critics):
             x = split_first_layer(feat, flat, *first_params[k])
             for layer, params in zip(hidden, hidden_params, strict=True):
-                if isinstance(layer, EnsembleLinear):
-                    x = torch.addmm(params[k][1], x, params[k][0])
-                elif isinstance(layer, EnsembleLayerNorm):
-                    x = F.layer_norm(x, (layer.dim,), *params[k])  # normalisation and affine: one kernel
-                else:
+                if params is None:
                     x = layer(x)
+                elif isinstance(layer, EnsembleLinear):
+                    x = torch.addmm(params[k][1], x, params[k][0])
+                else:
+                    x = F.layer_norm(x, (layer.dim,), *params[k])  # normalisation and affine: one kernel
             with torch.autocast(device, enabled=False):
                 qs.append(torch.addmm(head_params[k][1], x.float(), head_params[k][0]).squeeze(-1))
         return torch.stack(qs)
