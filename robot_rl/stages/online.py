@@ -34,12 +34,16 @@ def preflight(cfg: PipelineConfig, role: str = "all") -> None:
 
     Raises:
         OSError: the run dir is not writable (names the path).
-        MissingExtraError: ``online.wandb=true`` without wandb (names the ``pip install``).
+        MissingExtraError: ``online.wandb=true`` without wandb, or ``intervention.device=gui`` without the
+            ``gui`` extra (names the ``pip install``).
         DeviceError: the device named by ``intervention.device`` is missing or not accessible.
     """
     RunDir(cfg.run_dir).check_writable()
     if role != "actor" and cfg.online.wandb:
         require("wandb", "online.wandb=true", "pip install wandb")
+    if role != "actor" and cfg.intervention.device == "gui":  # the learner's side serves the GUI
+        for module in ("fastapi", "uvicorn"):
+            require(module, "intervention.device=gui", "pip install 'robot-rl[gui]'")
     local_actor = role == "actor" or (role == "all" and cfg.online.runtime == "local")
     if local_actor and cfg.intervention.device in ("keyboard", "gamepad", "spacemouse"):
         _open_device(cfg)

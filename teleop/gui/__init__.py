@@ -10,7 +10,8 @@
   ``robot-rl online``;
 - :mod:`~robot_rl.teleop.gui.history`: the episode browser (``/episodes``), the learner view (``/learner``)
   and their JSON routes under ``/api/history`` (recorded edits: relabel, note, exclude);
-- :mod:`~robot_rl.teleop.gui.auth`: the token check every route and websocket uses.
+- :mod:`~robot_rl.teleop.gui.auth`: the token check every route and websocket uses;
+- :mod:`~robot_rl.teleop.gui.bind`: where the server may listen (off loopback only with a token).
 
 Nothing here is imported by the core runtime; the actor reaches the device through
 ``robot_rl.teleop.make_device``.

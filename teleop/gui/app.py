@@ -36,7 +36,7 @@ POLICY_VIOLATION = 1008
 
 def create_app(run_dir: str | Path, token: str | None = None) -> FastAPI:
     """The GUI app for run ``run_dir``; ``token`` None or '' = open (serve it on loopback only:
-    :func:`robot_rl.teleop.gui.auth.check_bind`)."""
+    :func:`robot_rl.teleop.gui.bind.check_bind`)."""
     app = FastAPI(title="robot_rl GUI", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.token = token or None
     app.state.run_dir = Path(run_dir)

@@ -2,13 +2,13 @@
 
 The token is read from the ``?token=...`` query, an ``Authorization: Bearer ...`` header or the
 ``robot_rl_token`` cookie (the live page sets it, so links and websockets of the same origin carry it).
-``app.state.token`` None means no token is required, which :func:`check_bind` allows only on loopback.
+``app.state.token`` None means no token is required, which
+:func:`robot_rl.teleop.gui.bind.check_bind` allows only on loopback.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from pathlib import Path
 
 from fastapi import HTTPException, Request
@@ -16,7 +16,6 @@ from fastapi.responses import FileResponse
 from starlette.requests import HTTPConnection
 
 COOKIE = "robot_rl_token"
-LOOPBACK_NAMES = ("localhost",)
 
 
 def presented_token(conn: HTTPConnection) -> str | None:
@@ -60,26 +59,3 @@ def page_response(request: Request, path: Path) -> FileResponse:
     if token is not None and request.query_params.get("token"):
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
     return response
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to serve off loopback without a token.
-
-    Raises:
-        ValueError: ``host`` is not loopback and ``token`` is empty (names the host and the fix).
-    """
-    if not token and not is_loopback(host):
-        raise ValueError(
-            f"gui: bound to {host} without a token; pass --token (or intervention.gui_token) or bind to "
-            "127.0.0.1"
-        )

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from robot_rl.extras import MissingExtraError
-from robot_rl.teleop.gui.auth import check_bind
+from robot_rl.teleop.gui.bind import check_bind
 from robot_rl.teleop.gui.device import TOKEN_ENV
 
 INFO_FILE = "gui.json"
