@@ -293,6 +293,22 @@ def test_grasp_trace_reads_a_checkpoint_on_its_task(run):
     )
 
 
+def test_chunk_trace_reads_the_critic_along_a_rollout(run):
+    """QC's checkpoint (no one-step actor): the critic's view of the flow samples at every decision state."""
+    out = bench_output(
+        "chunk_trace.py",
+        *(str(run / "checkpoints" / "offline_seed0"), "--env-id", "robot_rl/PandaPickCube-v0"),
+        *("--episodes", "1", "--max-episode-steps", "10", "--samples", "4"),
+    )
+    assert_rows(
+        out,
+        [
+            r"^robot_rl/PandaPickCube-v0, drive agent: success [01]\.00, 2 decision states",
+            rf"^\s+all \(  2\): Q samples mean [+-]{NUM} max [+-]{NUM} std {NUM} \| picked grip [+-]{NUM}",
+        ],
+    )
+
+
 def test_bench_ros2_success_pairs_dds_and_in_process_episodes(run, tmp_path):
     """One 10-step episode of the BC checkpoint in process and through sim_robot_node + policy_node over
     cyclonedds on loopback."""
