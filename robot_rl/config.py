@@ -778,10 +778,14 @@ class OfflineRLConfig:
     by mean |Q|, FQL's normalisation, under which FQL tunes alpha in about 0.03-10). 10 was the best of
     {0.3, 1, 3, 10, 100} on the sim task (benchmarks/README.md): 0.3 left the data's support (success 0),
     100 behaved like BC.
-    ``critic_on_trunk``: with ``policy.kind=vla``, QC's and QC-FQL's critic (and QC-FQL's one-step policy)
-    read the VLA's own trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`: the VLM pass and the
-    expert's prefix, pooled, stop-gradient), as CO-RFT's always do, instead of an encoder of their own
-    (the default, false). A config error for another policy kind or for ``recap`` (its value has its own).
+    ``critic_on_trunk``: whether QC's and QC-FQL's critic (and QC-FQL's one-step policy) read the VLA's own
+    trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`: the VLM pass and the expert's prefix,
+    pooled, stop-gradient), as CO-RFT's always do, instead of an encoder of their own. Unset (null, the
+    default): the trunk with ``policy.kind=vla``, an own encoder otherwise. On the VLA the own encoder's
+    critic learned a bias that best-of-N turned into a policy (QC-FQL pick-cube, validation seeds: 6/50
+    against BC's 29/50; with the trunk 32/50; benchmarks/README.md, "The offline-RL bar"). ``true`` with
+    another policy kind or with ``recap`` (its value has its own) is a config error; checkpoints written
+    before the unset default keep the ``false`` they stored.
     ``learner_dtype``: the dtype of QC's and QC-FQL's matrix products in training (``auto``, ``float32``,
     ``bfloat16``; :mod:`robot_rl.algos.precision`): parameters, optimiser state and losses stay float32;
     ``auto`` is bfloat16 where the hardware multiplies it natively, else float32 (benchmarks/README.md).
@@ -823,7 +827,7 @@ class OfflineRLConfig:
     reward_norm: RewardNorm = "max"
     reward_range: list[float] = bounded(factory=list)
     terminal_chunks: TerminalChunks = "drop"
-    critic_on_trunk: bool = False
+    critic_on_trunk: bool | None = None
     learner_dtype: LearnerDtype = "auto"
     target_flow_steps: int = bounded(5, ge=0)
     target_best_of_n: int = bounded(0, ge=0)
@@ -1348,7 +1352,7 @@ class PipelineConfig:
             out.append(f"{at}device={self.device!r}: must be cpu, cuda, cuda:N or mps")
         if not self.seeds:
             out.append(f"{at}seeds=[]: give at least one training seed")
-        if self.offline.critic_on_trunk and (self.policy.kind != "vla" or self.offline.method == "recap"):
+        if self.offline.critic_on_trunk is True and (self.policy.kind != "vla" or self.offline.method == "recap"):
             out.append(
                 f"{at}offline.critic_on_trunk=true with policy.kind={self.policy.kind}, offline.method="
                 f"{self.offline.method}: the critic reads a VLA's trunk only for qc / qc_fql / corft on "

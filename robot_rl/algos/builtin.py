@@ -45,17 +45,23 @@ def _critic(nets: Networks, cfg: OfflineRLConfig, cls: type[ChunkCritic], on_tru
     return nets.place(critic)
 
 
+def _on_trunk(cfg: OfflineRLConfig) -> bool:
+    """``critic_on_trunk`` resolved: unset (None) reads the trunk, which :meth:`Networks.encoder` does only
+    for a VLA policy (any other policy kind keeps its own encoder)."""
+    return cfg.critic_on_trunk is not False
+
+
 def build_qc(nets: Networks, cfg: OfflineRLConfig) -> QCAgent:
-    """QC best-of-N: the flow policy and a chunk critic (on the VLA trunk with ``critic_on_trunk``)."""
+    """QC best-of-N: the flow policy and a chunk critic (on a VLA's trunk unless ``critic_on_trunk=false``)."""
     policy = nets.policy()
-    return QCAgent(policy, _critic(nets, cfg, ChunkCritic, cfg.critic_on_trunk), cfg)
+    return QCAgent(policy, _critic(nets, cfg, ChunkCritic, _on_trunk(cfg)), cfg)
 
 
 def build_qc_fql(nets: Networks, cfg: OfflineRLConfig) -> QCFQLAgent:
     """QC-FQL: the flow policy, a chunk critic and the one-step policy."""
     policy = nets.policy()
-    critic = _critic(nets, cfg, ChunkCritic, cfg.critic_on_trunk)
-    return QCFQLAgent(policy, critic, nets.one_step(cfg.critic_on_trunk), cfg)
+    critic = _critic(nets, cfg, ChunkCritic, _on_trunk(cfg))
+    return QCFQLAgent(policy, critic, nets.one_step(_on_trunk(cfg)), cfg)
 
 
 def build_corft(nets: Networks, cfg: OfflineRLConfig, corft_cfg: CORFTConfig) -> CORFTAgent:

@@ -344,15 +344,21 @@ def test_small_from_scratch_backbone_reads_minilm_and_round_trips(tmp_path):
 
 @pytest.mark.parametrize("method", ["qc", "qc_fql"])
 def test_qc_critic_on_the_vla_trunk(vlm, method):
-    """``offline.critic_on_trunk``: QC's / QC-FQL's critic (and one-step policy) read the VLA's own trunk,
-    stop-gradient and not stored twice, as CO-RFT's; another policy kind or RECAP is a config error."""
+    """``offline.critic_on_trunk``: by default (unset) QC's / QC-FQL's critic (and one-step policy) read the
+    VLA's own trunk, stop-gradient and not stored twice, as CO-RFT's; ``false`` gives them their own
+    encoder; ``true`` with another policy kind or RECAP is a config error, the unset default is not."""
     from robot_rl.config import ConfigError, OfflineRLConfig, load_config
     from robot_rl.policies import build_agent
     from robot_rl.policies.vla.trunk import VLATrunkFeatures
     from robot_rl_testing.fakes import fake_batch
 
     offline = OfflineRLConfig(best_of_n=4, critic_hidden_dims=[32, 32], reward_range=[0.0, 1.0])
-    offline.critic_on_trunk = True
+    assert offline.critic_on_trunk is None
+    own = build_agent(
+        method, _cfg(vlm), OfflineRLConfig(**{**vars(offline), "critic_on_trunk": False}), SHAPES, D, _stats()
+    )
+    assert not isinstance(own.critic.encoder, VLATrunkFeatures)
+    assert load_config(None, ["--policy.kind=flow"]).offline.critic_on_trunk is None
     torch.manual_seed(0)
     agent = build_agent(method, _cfg(vlm), offline, SHAPES, D, _stats())
     nets = [agent.critic, agent.target_critic] + ([agent.one_step] if method == "qc_fql" else [])
