@@ -1352,7 +1352,8 @@ class PipelineConfig:
             out.append(f"{at}device={self.device!r}: must be cpu, cuda, cuda:N or mps")
         if not self.seeds:
             out.append(f"{at}seeds=[]: give at least one training seed")
-        if self.offline.critic_on_trunk is True and (self.policy.kind != "vla" or self.offline.method == "recap"):
+        trunk_unsupported = self.policy.kind != "vla" or self.offline.method == "recap"
+        if self.offline.critic_on_trunk is True and trunk_unsupported:
             out.append(
                 f"{at}offline.critic_on_trunk=true with policy.kind={self.policy.kind}, offline.method="
                 f"{self.offline.method}: the critic reads a VLA's trunk only for qc / qc_fql / corft on "

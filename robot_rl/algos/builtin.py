@@ -52,7 +52,8 @@ def _on_trunk(cfg: OfflineRLConfig) -> bool:
 
 
 def build_qc(nets: Networks, cfg: OfflineRLConfig) -> QCAgent:
-    """QC best-of-N: the flow policy and a chunk critic (on a VLA's trunk unless ``critic_on_trunk=false``)."""
+    """QC best-of-N: the flow policy and a chunk critic (a VLA's: on its trunk unless
+    ``critic_on_trunk=false``)."""
     policy = nets.policy()
     return QCAgent(policy, _critic(nets, cfg, ChunkCritic, _on_trunk(cfg)), cfg)
 
