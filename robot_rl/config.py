@@ -776,8 +776,9 @@ class OfflineRLConfig:
     measured no better on the sim task (benchmarks/README.md), so ``drop`` is the default.
     ``fql_alpha``: QC-FQL distillation weight, paired with ``normalize_q_loss: true`` (the Q term divided
     by mean |Q|, FQL's normalisation, under which FQL tunes alpha in about 0.03-10). 10 was the best of
-    {0.3, 1, 3, 10, 100} on the sim task (benchmarks/README.md): 0.3 left the data's support (success 0),
-    100 behaved like BC.
+    {0.3, 1, 3, 10, 100} on the sim task when QC-FQL acted with its one-step actor (0.3 left the data's
+    support, 100 behaved like BC); re-chosen on validation seeds under the anchored extraction, every
+    alpha in {1, 3, 10, 100} scored 39-40/50 and 10 was kept (benchmarks/README.md).
     ``critic_on_trunk``: whether QC's and QC-FQL's critic (and QC-FQL's one-step policy) read the VLA's own
     trunk (:class:`robot_rl.policies.vla.trunk.VLATrunkFeatures`: the VLM pass and the expert's prefix,
     pooled, stop-gradient), as CO-RFT's always do, instead of an encoder of their own. Unset (null, the
