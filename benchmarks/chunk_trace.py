@@ -24,16 +24,12 @@ Normalised units throughout (the policy's action normalisation); episodes are ``
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import torch
-from grasp_trace import PINCH
+from grasp_trace import PINCH, open_trace, trace_parser
 
 from robot_rl import keys
-from robot_rl.config import EnvConfig
-from robot_rl.policies.factory import load_agent
-from robot_rl.sim import make_env
+from robot_rl.algos.one_step import OneStepAgent
 from robot_rl.stages.envs import EVAL_SEED_OFFSET
 
 GRIP, DZ = 3, 2  # action dims of the Panda tasks: (dx, dy, dz, gripper)
@@ -64,8 +60,8 @@ def state_row(agent, obs: dict, alt_task: str, n: int) -> tuple[dict, dict[str, 
     flow_alt = policy.sample_from_features(policy.encode(alt), noise[:1], 0).reshape(h, d)
     row["flow_instruction_pull"] = float((flow_alt - samples[0]).abs().mean())
     chunks = {"bc": samples[0].numpy(), "pick": pick.numpy()}
-    one_step = getattr(agent, "one_step", None)
-    if one_step is not None:
+    if isinstance(agent, OneStepAgent):
+        one_step = agent.one_step
         z = torch.randn(4, h, d)
         mus = torch.stack([policy.clip_normalized(one_step(obs, z[i : i + 1]))[0] for i in range(4)])
         actor = mus[0]
@@ -80,34 +76,15 @@ def state_row(agent, obs: dict, alt_task: str, n: int) -> tuple[dict, dict[str, 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint")
-    p.add_argument("--env-id", required=True)
+    p = trace_parser(__doc__, episodes=5, max_episode_steps=100)
     p.add_argument("--drive", choices=("agent", "actor", "bc"), default="agent")
-    p.add_argument("--episodes", type=int, default=5)
     p.add_argument("--samples", type=int, default=16, help="behaviour-flow samples per state (N)")
     p.add_argument("--alt-task", default="Pick up the cube and lift it.")
-    p.add_argument("--cameras", nargs="*", default=[])
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--environment-state-size", type=int, default=0)
-    p.add_argument("--max-episode-steps", type=int, default=100)
     args = p.parse_args()
-    torch.set_num_threads(1)
+    agent, obs_keys, env = open_trace(args)
     torch.manual_seed(0)
-    agent, header = load_agent(args.checkpoint)
-    agent.eval()
-    if args.drive == "actor" and getattr(agent, "one_step", None) is None:
+    if args.drive == "actor" and not isinstance(agent, OneStepAgent):
         raise SystemExit(f"{args.checkpoint}: --drive actor needs a one-step actor (qc_fql, corft)")
-    env = make_env(
-        EnvConfig(
-            id=args.env_id,
-            cameras=args.cameras,
-            image_size=args.image_size,
-            environment_state_size=args.environment_state_size,
-            max_episode_steps=args.max_episode_steps,
-        )
-    )
-    obs_keys = list(header.config["obs_keys"])
     low, high = env.action_space.low, env.action_space.high
     rows, successes = [], []
     for episode in range(args.episodes):

@@ -63,20 +63,24 @@ def trace(env, source: AgentSource, obs_keys: list[str], env_seed: int, max_step
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def trace_parser(doc: str, episodes: int, max_episode_steps: int) -> argparse.ArgumentParser:
+    """The arguments every trace script takes: a checkpoint, the task env and how it renders, episodes."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint")
     p.add_argument("--env-id", required=True)
-    p.add_argument("--seed", type=int, default=0, help="the training seed (its eval's sampling noise)")
-    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--episodes", type=int, default=episodes)
     p.add_argument("--cameras", nargs="*", default=[])
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--environment-state-size", type=int, default=0)
-    p.add_argument("--max-episode-steps", type=int, default=60)
-    args = p.parse_args()
+    p.add_argument("--max-episode-steps", type=int, default=max_episode_steps)
+    return p
+
+
+def open_trace(args: argparse.Namespace) -> tuple:
+    """(agent in eval mode, its observation keys, the single env) for :func:`trace_parser`'s arguments,
+    on one torch thread."""
     torch.set_num_threads(1)
     agent, header = load_agent(args.checkpoint)
-    config = header.config
     agent.eval()
     env = make_env(
         EnvConfig(
@@ -87,7 +91,14 @@ def main() -> None:
             max_episode_steps=args.max_episode_steps,
         )
     )
-    obs_keys = list(config["obs_keys"])
+    return agent, list(header.config["obs_keys"]), env
+
+
+def main() -> None:
+    p = trace_parser(__doc__, episodes=10, max_episode_steps=60)
+    p.add_argument("--seed", type=int, default=0, help="the training seed (its eval's sampling noise)")
+    args = p.parse_args()
+    agent, obs_keys, env = open_trace(args)
     low, high = env.action_space.low, env.action_space.high
     source = AgentSource(agent, obs_keys, low, high, num_envs=1, seed=args.seed)
     rows = [
