@@ -61,8 +61,9 @@ def build_qc(nets: Networks, cfg: OfflineRLConfig) -> QCAgent:
 def build_qc_fql(nets: Networks, cfg: OfflineRLConfig) -> QCFQLAgent:
     """QC-FQL: the flow policy, a chunk critic and the one-step policy."""
     policy = nets.policy()
-    critic = _critic(nets, cfg, ChunkCritic, _on_trunk(cfg))
-    return QCFQLAgent(policy, critic, nets.one_step(_on_trunk(cfg)), cfg)
+    on_trunk = _on_trunk(cfg)
+    critic = _critic(nets, cfg, ChunkCritic, on_trunk)
+    return QCFQLAgent(policy, critic, nets.one_step(on_trunk), cfg)
 
 
 def build_corft(nets: Networks, cfg: OfflineRLConfig, corft_cfg: CORFTConfig) -> CORFTAgent:
