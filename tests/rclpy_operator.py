@@ -1,7 +1,8 @@
 """A human operator written with plain rclpy (no robot_rl import): publishes what ``intervention_node``
 publishes for a held pad, under ``/robot_rl/intervention``, at 20 Hz until stdin closes: ``active`` (Bool,
 true), ``twist`` (TwistStamped, unitless: +x for 1 s, then -x for 1 s, and so on, a little +z) and
-``gripper`` (Float32 closure: 0 in the +x seconds, 1 in the -x ones). Runs on whatever RMW ROS 2 picks
+``gripper`` (Float32 closure: 0 and 1 by turns every 0.5 s, so any 1.5-s window, such as a 15-step
+episode at 10 Hz, holds one whole closed half-second whatever its phase). Runs on whatever RMW ROS 2 picks
 (Fast DDS by default), in ``ROS_DOMAIN_ID``.
 """
 
@@ -35,7 +36,7 @@ def main() -> None:
         msg.twist.linear.z = 0.2
         active.publish(Bool(data=True))
         twist.publish(msg)
-        gripper.publish(Float32(data=float(int(t) % 2)))
+        gripper.publish(Float32(data=float(int(2 * t) % 2)))
         rclpy.spin_once(node, timeout_sec=0.05)
     node.destroy_node()
     rclpy.shutdown()
