@@ -7,12 +7,16 @@ The cases are timed in interleaved rounds (``--rounds``), so a change in the mac
 weighs on every case alike and the ratios stay comparable. ``--float32`` adds QC best-of-N with
 ``offline.learner_dtype=float32`` and ``target_flow_steps=0`` (the policy's K = 10: the learner before
 issue 38 but for its fused Adam and LayerNorm pass); ``--target-n 4 2`` adds QC best-of-N rows whose critic
-target picks among that many samples (``offline.target_best_of_n``); ``--lerobot-python`` adds LeRobot
+target picks among that many samples (``offline.target_best_of_n``); ``--target-reuse 2 3`` adds QC rows
+that keep each batch and its target picks for that many updates (``offline.target_reuse``; every case is
+fed 8 distinct batches in turn, each for its agent's ``batch_reuse`` updates, as training feeds them);
+``--lerobot-python`` adds LeRobot
 0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once between the rounds) with the same
 network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``), timed in each
 round too (its own process per round; start-up and warm-up are not timed).
 
 Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32] [--target-n 4 2]
+     [--target-reuse 2 3]
      [--lerobot-python ~/.cache/robot_rl/lerobot044/bin/python [--lerobot-compile]]
 """
 
@@ -34,11 +38,13 @@ from robot_rl_testing.fakes import SIM_ACTION_DIM, SIM_OBS_SHAPES, fake_batch
 HERE = Path(__file__).resolve().parent
 
 
-def timed_updates(agent, batch, budget_s: float, min_updates: int = 1) -> tuple[int, float]:
-    """(updates, seconds) of ``agent.update(batch)`` repeated for ``budget_s`` (at least ``min_updates``)."""
+def timed_updates(agent, batches: list[dict], budget_s: float, min_updates: int = 1) -> tuple[int, float]:
+    """(updates, seconds) of ``agent.update`` for ``budget_s`` (at least ``min_updates``), fed as training
+    feeds it: the distinct ``batches`` in turn, each for ``agent.batch_reuse`` updates in a row (so a case
+    that keeps its target picks for a batch pays for a new pick whenever training would)."""
     n, start = 0, time.perf_counter()
     while n < min_updates or time.perf_counter() - start < budget_s:
-        agent.update(batch)
+        agent.update(batches[(n // agent.batch_reuse) % len(batches)])
         n += 1
     return n, time.perf_counter() - start
 
@@ -76,12 +82,19 @@ def main() -> None:
         default=[],
         help="also time QC best-of-N with these target_best_of_n",
     )
+    parser.add_argument(
+        "--target-reuse",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also time QC best-of-N with these offline.target_reuse (k updates per batch and pick)",
+    )
     parser.add_argument("--lerobot-python", default="", help="the LeRobot side venv's python (peer row)")
     parser.add_argument("--lerobot-compile", action="store_true", help="SAC's default torch.compile on")
     args = parser.parse_args()
     stats = start_torch(args)
     pcfg = PolicyConfig()
-    batch = fake_batch(args.batch_size, pcfg.horizon, seed=0)
+    batches = [fake_batch(args.batch_size, pcfg.horizon, seed=i) for i in range(8)]
     default = OfflineRLConfig()
     print(
         f"learner updates, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
@@ -109,17 +122,20 @@ def main() -> None:
     for target_n in args.target_n:
         label = f"QC best-of-{default.best_of_n}, target N={target_n}"
         cases.append((label, {"method": "qc", "target_best_of_n": target_n}))
+    for reuse in args.target_reuse:
+        label = f"QC best-of-{default.best_of_n}, reuse k={reuse}"
+        cases.append((label, {"method": "qc", "target_reuse": reuse}))
     for label, fields in cases:
         ocfg = OfflineRLConfig(**{**base, **fields})
         agents[label] = build_agent(ocfg.method, pcfg, ocfg, SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     for agent in agents.values():
-        agent.update(batch)  # warm-up
+        agent.update(batches[-1])  # warm-up
     totals = {label: [0, 0.0] for label in agents}
     peer_label, peer_error = "LeRobot 0.4.4 SAC (peer)", ""
     rounds = max(1, args.rounds)
     for _ in range(rounds):
         for label, agent in agents.items():
-            n, seconds = timed_updates(agent, batch, args.time_per_case / rounds)
+            n, seconds = timed_updates(agent, batches, args.time_per_case / rounds)
             totals[label][0] += n
             totals[label][1] += seconds
         if args.lerobot_python and not peer_error:

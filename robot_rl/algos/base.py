@@ -47,11 +47,14 @@ class Agent:
     Subclasses set ``self.method`` and ``self.optimizers`` (name -> torch optimizer), and
     ``inference_knobs`` when ``act`` reads a config value an evaluation may change.
     ``batches_per_update``: how many independently drawn batches one update consumes, passed as
-    ``update(*batches)``; 1 for every agent except SAC with critic-only updates.
+    ``update(*batches)``; 1 for every agent except SAC with critic-only updates. ``batch_reuse``: how many
+    consecutive updates the training loops feed each drawn batch (k); 1 for every agent except QC with
+    ``offline.target_reuse`` = k, which keeps each batch's target picks for its k updates.
     """
 
     method: str = ""
     batches_per_update: int = 1
+    batch_reuse: int = 1
     inference_knobs: tuple[str, ...] = ()
     """Config keys (``section.field`` of ``self.cfg``) that ``act`` reads and an evaluation may override
     (:mod:`robot_rl.eval.inference`)."""

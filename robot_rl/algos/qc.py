@@ -11,6 +11,8 @@ flow BC loss (§2) at the same time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -52,6 +54,42 @@ def best_of_n(
     return chunks[torch.arange(b, device=feat.device), best], q.max(dim=1).values
 
 
+def same_obs(a: Obs, b: Obs) -> bool:
+    """Whether two observation dicts hold the same keys and equal tensors (shape, dtype and values)."""
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a
+    )
+
+
+class TargetPicks:
+    """Best-of-N picks A' of QC's critic target, kept for ``reuse`` consecutive updates on the same s'.
+
+    ``reuse`` = 1 is QC's rule: a new pick every update. With ``reuse`` = k > 1 (``offline.target_reuse``;
+    the training loops then repeat each batch k times) a pick made at update u serves the updates u .. u+k-1
+    whose next observations equal the picked ones; the target critic re-scores it every update, so only the
+    choice among the N samples is up to k - 1 updates old. Any other batch gets a new pick.
+    """
+
+    def __init__(self, reuse: int) -> None:
+        if reuse < 1:
+            raise ValueError(f"offline.target_reuse={reuse}: must be >= 1")
+        self.reuse = reuse
+        self._obs: Obs | None = None
+        self._chunks: torch.Tensor | None = None
+        self._uses = 0
+
+    def get(self, next_obs: Obs, pick: Callable[[Obs], torch.Tensor]) -> torch.Tensor:
+        """A' (B, h, d) for ``next_obs``: the kept pick while it has uses left and s' is the same, else
+        ``pick(next_obs)``."""
+        if self._obs is not None and self._uses < self.reuse and same_obs(self._obs, next_obs):
+            self._uses += 1
+            return self._chunks
+        chunks = pick(next_obs)
+        if self.reuse > 1:
+            self._obs, self._chunks, self._uses = next_obs, chunks, 1
+        return chunks
+
+
 @torch.no_grad()
 def best_of_n_target(
     policy: FlowPolicy,
@@ -61,14 +99,20 @@ def best_of_n_target(
     n: int,
     noise: torch.Tensor | None = None,
     flow_steps: int = 0,
+    picks: TargetPicks | None = None,
 ) -> torch.Tensor:
     """QC's bootstrap value at s' = s_{t+h}: ``agg Qbar(s', A')`` with ``A' = argmax_i agg Q_phi(s', A_i)``.
 
     The online ``critic`` selects among ``n`` flow samples (``flow_steps`` Euler steps; 0: the policy's)
     and ``target_critic`` evaluates the selected chunk (docs/algorithms.md §3; QC ``acfql.py``).
-    ``noise``: optional (B, n, h, d). Returns (B,) float32.
+    ``noise``: optional (B, n, h, d); ``picks``: keeps each pick for ``offline.target_reuse`` updates on
+    the same s' (:class:`TargetPicks`; None: a new pick). Returns (B,) float32.
     """
-    chunks, _ = best_of_n(policy, critic, next_obs, n, noise, flow_steps)
+
+    def pick(obs: Obs) -> torch.Tensor:
+        return best_of_n(policy, critic, obs, n, noise, flow_steps)[0]
+
+    chunks = pick(next_obs) if picks is None else picks.get(next_obs, pick)
     return target_critic.q_agg(target_critic(next_obs, chunks))
 
 
@@ -83,12 +127,13 @@ class QCAgent(Agent):
             map of :func:`~robot_rl.algos.targets.reward_affine`, terminal_chunks, learner_dtype: the
             dtype of :meth:`update`'s matrix products, :mod:`~robot_rl.algos.precision`;
             target_flow_steps: Euler steps of the target's N samples; target_best_of_n: that N (0:
-            best_of_n); success_value: the absorbing value
-            of a success, :func:`~robot_rl.algos.targets.success_tail`).
+            best_of_n); target_reuse: the updates each target pick serves (:class:`TargetPicks`);
+            success_value: the absorbing value of a success, :func:`~robot_rl.algos.targets.success_tail`).
 
     Raises:
         ValueError: ``cfg.reward_norm`` rescales but ``cfg.reward_range`` is not ``[r_min, r_max]``;
-            unknown ``cfg.learner_dtype``; a bad ``cfg.success_value`` (:func:`check_success_value`).
+            unknown ``cfg.learner_dtype``; a bad ``cfg.success_value`` (:func:`check_success_value`);
+            ``cfg.target_reuse`` < 1.
     """
 
     method = "qc"
@@ -100,6 +145,8 @@ class QCAgent(Agent):
         self.reward_affine = reward_affine(cfg.reward_norm, cfg.reward_range)
         check_success_value(cfg.success_value, cfg.reward_norm, cfg.gamma)
         resolve_learner_dtype(cfg.learner_dtype, self.device)
+        self.target_picks = TargetPicks(cfg.target_reuse)
+        self.batch_reuse = cfg.target_reuse  # the loops repeat each batch that often (Agent.batch_reuse)
         # fused: one kernel per step instead of one pass per operation (the same Adam update): the critic's
         # step went from 35 to 7.6 ms on one loaded CPU thread (benchmarks/README.md, learner section)
         self.optimizers = {
@@ -123,6 +170,7 @@ class QCAgent(Agent):
                 next_obs,
                 self.cfg.target_best_of_n or self.cfg.best_of_n,
                 flow_steps=self.cfg.target_flow_steps,
+                picks=self.target_picks,
             )
             critic_loss, q, y = critic_td_step(
                 self.critic,

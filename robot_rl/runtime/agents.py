@@ -3,7 +3,8 @@
 - ``qc`` / ``qc_fql``: the chunked agent of docs/algorithms.md §3-4, every module the init checkpoint holds
   loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
   starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
-  ``critic_agg``, ``fql_alpha`` and ``normalize_q_loss`` from the run's ``offline`` section. The reward
+  ``critic_agg``, ``fql_alpha``, ``normalize_q_loss``, ``terminal_chunks`` and ``target_reuse`` from the
+  run's ``offline`` section. The reward
   map (``reward_norm``, ``reward_range``) is the checkpoint's, so online updates see rewards as offline
   training did (a BC checkpoint's empty range is taken from the demos; a checkpoint from before reward
   normalisation keeps raw rewards).
@@ -36,6 +37,7 @@ _ONLINE_OVERRIDES = (
     "fql_alpha",
     "normalize_q_loss",
     "terminal_chunks",
+    "target_reuse",
 )
 
 

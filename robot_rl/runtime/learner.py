@@ -124,6 +124,8 @@ class Learner:
         self._rollbacks = 0  # rollbacks in a row (since the last checkpoint written after one)
         self.prior = PriorData(demos, sorted(self.obs_shapes), built.tasks) if demos is not None else None
         self.human_only = on.method == "hg_dagger"  # BC imitates human steps only (rlpd_batch)
+        self._drawn: list[dict] | None = None  # the last draw and the updates it served (draw_batches)
+        self._drawn_uses = 0
         self.updates = self.version = 0
         self._resume()
         self.rng = np.random.default_rng([seed, self.updates])
@@ -409,17 +411,23 @@ class Learner:
 
     def draw_batches(self) -> list[dict]:
         """The ``agent.batches_per_update`` batches of one update, each drawn independently by
-        :func:`rlpd_batch` with ``online.batch_size`` chunks (numpy; ``human_only`` for HG-DAgger). Call it
-        with :attr:`lock` held while actors may push.
+        :func:`rlpd_batch` with ``online.batch_size`` chunks (numpy; ``human_only`` for HG-DAgger); an agent
+        with ``batch_reuse`` = k > 1 (QC with ``offline.target_reuse``) gets each draw for k updates in a
+        row (an operator's edit reaches the next draw). Call it with :attr:`lock` held while actors may push.
 
         Raises:
             DatasetError: nothing to sample from yet.
         """
+        if self._drawn is not None and self._drawn_uses < self.agent.batch_reuse:
+            self._drawn_uses += 1
+            return self._drawn
         on = self.cfg.online
-        return [
+        self._drawn = [
             rlpd_batch(self.replay, self.prior, on.batch_size, on.demo_fraction, self.rng, self.human_only)
             for _ in range(self.agent.batches_per_update)
         ]
+        self._drawn_uses = 1
+        return self._drawn
 
     def _publish_and_save(self, publish: bool, save: bool) -> bool:
         """Publish the weights and/or write the resumable checkpoint, only when the weights are finite;
@@ -477,6 +485,7 @@ class Learner:
             self.updates = int(state["updates"])
             named = self.replay.quarantine(int(state.get("replay_episodes", 0)), f"training diverged: {err}")
             self._window_stale = True  # the live rates leave the quarantined episodes out
+            self._drawn = None  # the next update draws anew, leaving out the quarantined episodes
         self._publish()
         log.error(
             "learner: %s; rolled back to %s (%d updates, rollback %d of at most %d in a row) and quarantined "

@@ -131,7 +131,9 @@ def train_agent(
     if prepared is not None:
         print(f"prepare {algo} seed {seed}: {prepared}", flush=True)
     agent.train()
-    stream = batches(data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers)
+    stream = batches(
+        data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers, agent.batch_reuse
+    )
     try:
         for step in progress(
             range(start, budget.steps),

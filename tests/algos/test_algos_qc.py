@@ -242,3 +242,22 @@ def test_nan_in_padded_steps_is_ignored_but_not_in_valid_steps():
     batch["next_observations"][STATE][2, 0] = float("inf")
     with pytest.raises(ValueError, match=r"observation\.state"):
         agent.update(batch)
+
+
+@pytest.mark.parametrize("reuse", [1, 3])
+def test_target_reuse_keeps_a_batchs_pick_for_k_updates(reuse):
+    """offline.target_reuse = k: the first update on a batch samples the target's N chunks and picks A';
+    the next k - 1 updates on the same next observations keep that pick, then a new one is drawn; another
+    batch always gets its own pick, even right after (k = 1: a pick every update, QC's rule)."""
+    agent = build_agent("qc", PCFG, replace(OCFG, target_reuse=reuse), SIM_OBS_SHAPES, D, fake_stats())
+    assert agent.batch_reuse == reuse
+    picks, sample = [], agent.policy.sample_from_features
+    agent.policy.sample_from_features = lambda *args: picks.append(1) or sample(*args)
+    first, other = fake_batch(16, H, seed=0), fake_batch(16, H, seed=1)
+    counts = []
+    for batch in (first, first, first, first, other, fake_batch(16, H, seed=1), first):
+        agent.update(batch)
+        counts.append(len(picks))
+    assert counts == ([1, 1, 1, 2, 3, 3, 4] if reuse == 3 else [1, 2, 3, 4, 5, 6, 7])
+    with pytest.raises(ValueError, match="offline.target_reuse=0"):
+        build_agent("qc", PCFG, replace(OCFG, target_reuse=0), SIM_OBS_SHAPES, D, fake_stats())

@@ -180,11 +180,14 @@ def test_benchmark_runs_at_a_tiny_size(script, args, rows):
 def test_bench_learner_runs_and_labels_the_default_best_of_n():
     from robot_rl.config import OfflineRLConfig
 
-    out = bench_output("bench_learner.py", "--time-per-case", "0", "--threads", "1", "--target-n", "2")
+    out = bench_output(
+        "bench_learner.py", "--time-per-case", "0", "--threads", "1", "--target-n", "2", "--target-reuse", "3"
+    )
     rows = [line for line in out.splitlines() if "updates/s" in line]
-    assert len(rows) == 5, out
+    assert len(rows) == 6, out
     n = OfflineRLConfig().best_of_n
     assert f"QC best-of-{n} (default)" in out and f"QC best-of-{n}, target N=2" in out
+    assert f"QC best-of-{n}, reuse k=3" in out
 
 
 def test_bench_gui_page_measures_chromium():

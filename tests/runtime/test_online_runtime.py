@@ -153,6 +153,21 @@ def test_learner_draws_the_batches_each_method_needs(tiny_offline_run, tmp_path,
         assert "critic_only_loss" in metrics
 
 
+def test_a_qc_learner_with_target_reuse_feeds_each_draw_k_times(tiny_offline_run, tmp_path):
+    """offline.target_reuse = 2 online: the learner hands QC each RLPD draw for 2 updates in a row, then
+    draws anew; QC keeps its target pick over those 2 updates (tests/algos/test_algos_qc.py)."""
+    from robot_rl.runtime.learner import Learner
+
+    run = copy_run(tiny_offline_run, tmp_path / "run")
+    cfg = load_config(None, overrides(run, "--online.method=qc", "--offline.target_reuse=2"))
+    learner = Learner(cfg, 0, progress=False, env=describe_env(cfg), agents=agents)
+    learner.replay.add(0, 0, _takeover_episode(learner.obs_shapes, learner.action_dim, value=1000.0))
+    assert learner.agent.batch_reuse == 2
+    draws = [learner.draw_batches() for _ in range(5)]
+    assert draws[0] is draws[1] and draws[2] is draws[3] and draws[4] is not draws[3]
+    assert not np.array_equal(draws[1][0]["actions"], draws[2][0]["actions"])
+
+
 def _online_csv(run: Path, name: str) -> list[dict]:
     with open(run / "logs" / f"{name}_seed0.csv") as f:
         return list(csv.DictReader(f))

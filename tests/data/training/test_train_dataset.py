@@ -79,6 +79,24 @@ def test_batches_depend_only_on_seed_and_step_whatever_the_workers(tmp_path):
     assert val_rows == set(range(1425, 1787)) and not val_rows & set(data.train.rows.tolist())
 
 
+def test_repeated_batches_serve_k_steps_each_and_a_resumed_run_gets_the_same(tmp_path):
+    """``repeat`` = 3 (an agent's batch_reuse): steps 0-2 get block 0's batch, 3-5 block 1's, 6 block 2's
+    (block b's batch is what step b gets without repeat); a run resumed at step 4 gets steps 4-6's."""
+    data = g1_set(tmp_path, "none", val_episodes=[4])
+
+    def same(a: dict, b: dict) -> bool:
+        return torch.equal(a["actions"], b["actions"])
+
+    full = list(batches(data, 8, seed=3, start=0, stop=7, num_workers=0, repeat=3))
+    assert len(full) == 7
+    assert same(full[0], full[2]) and same(full[3], full[5])
+    assert not same(full[2], full[3]) and not same(full[5], full[6])
+    plain = list(batches(data, 8, seed=3, start=0, stop=3, num_workers=0))
+    assert all(same(full[3 * b], plain[b]) for b in range(3))
+    resumed = list(batches(data, 8, seed=3, start=4, stop=7, num_workers=0, repeat=3))
+    assert len(resumed) == 3 and all(same(a, b) for a, b in zip(resumed, full[4:], strict=True))
+
+
 @pytest.mark.parametrize("version", ["v30", "v21"])
 def test_train_bc_on_g1_then_reload_and_predict_chunks(tmp_path, version):
     root = FIXTURES / f"g1_pick_bottle_{version}"
