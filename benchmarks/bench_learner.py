@@ -1,5 +1,6 @@
 """Learner throughput on CPU at batch 256: updates/s of QC (critic with a best-of-N target + flow BC; the
-config's default N and the paper's N = 32) and QC-FQL (critic + BC + distillation + Q actor loss) against
+config's default N and target reuse k, the same with k = 1 (QC's rule: a new target pick every update),
+and the paper's N = 32 with k = 1) and QC-FQL (critic + BC + distillation + Q actor loss) against
 plain flow-BC updates (baseline), all in one run. Sim-like state-only observations (state 22, env state 7),
 action dim 4, h=5; default network sizes; per-step rewards in [0, 1] (``offline.reward_range``).
 
@@ -7,16 +8,16 @@ The cases are timed in interleaved rounds (``--rounds``), so a change in the mac
 weighs on every case alike and the ratios stay comparable. ``--float32`` adds QC best-of-N with
 ``offline.learner_dtype=float32`` and ``target_flow_steps=0`` (the policy's K = 10: the learner before
 issue 38 but for its fused Adam and LayerNorm pass); ``--target-n 4 2`` adds QC best-of-N rows whose critic
-target picks among that many samples (``offline.target_best_of_n``); ``--target-reuse 2 3`` adds QC rows
-that keep each batch and its target picks for that many updates (``offline.target_reuse``; every case is
-fed 8 distinct batches in turn, each for its agent's ``batch_reuse`` updates, as training feeds them);
-``--lerobot-python`` adds LeRobot
-0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once between the rounds) with the same
-network widths as QC (critic 2 x ``critic_hidden_dims``, actor ``policy.hidden_dims``), timed in each
-round too (its own process per round; start-up and warm-up are not timed).
+target picks among that many samples (``offline.target_best_of_n``); ``--target-reuse 2 4`` adds QC rows
+that keep each batch and its target picks for that many updates (``offline.target_reuse``). Every case is
+fed 8 distinct batches in turn, each for its agent's ``batch_reuse`` updates, as training feeds them.
+``--lerobot-python`` adds LeRobot 0.4.4's SAC learner (``lerobot_sac_peer.py`` in its side venv, run once
+between the rounds) with the same network widths as QC (critic 2 x ``critic_hidden_dims``, actor
+``policy.hidden_dims``), timed in each round too (its own process per round; start-up and warm-up are not
+timed).
 
 Run: python benchmarks/bench_learner.py [--time-per-case 6] [--threads N] [--float32] [--target-n 4 2]
-     [--target-reuse 2 3]
+     [--target-reuse 2 4]
      [--lerobot-python ~/.cache/robot_rl/lerobot044/bin/python [--lerobot-compile]]
 """
 
@@ -100,7 +101,7 @@ def main() -> None:
         f"learner updates, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"batch {args.batch_size}, h={pcfg.horizon} d={SIM_ACTION_DIM}; policy MLP {pcfg.hidden_dims}, "
         f"critic 2x{default.critic_hidden_dims}, learner_dtype {default.learner_dtype}, "
-        f"target_flow_steps {default.target_flow_steps}"
+        f"target_flow_steps {default.target_flow_steps}, target_reuse {default.target_reuse}"
     )
     bc = build_agent("bc", pcfg, BCConfig(), SIM_OBS_SHAPES, SIM_ACTION_DIM, stats)
     agents = {"flow BC (baseline)": bc}
@@ -113,11 +114,12 @@ def main() -> None:
     }
     cases = [
         (f"QC best-of-{default.best_of_n} (default)", {"method": "qc"}),
-        ("QC best-of-32 (paper)", {"method": "qc", "best_of_n": 32}),
+        (f"QC best-of-{default.best_of_n}, k=1 (QC's rule)", {"method": "qc", "target_reuse": 1}),
+        ("QC best-of-32 (paper)", {"method": "qc", "best_of_n": 32, "target_reuse": 1}),
         ("QC-FQL", {"method": "qc_fql"}),
     ]
     if args.float32:  # the learner before issue 38: float32 products, the policy's K target steps
-        f32 = {"method": "qc", "learner_dtype": "float32", "target_flow_steps": 0}
+        f32 = {"method": "qc", "learner_dtype": "float32", "target_flow_steps": 0, "target_reuse": 1}
         cases.append((f"QC best-of-{default.best_of_n} f32, K=10", f32))
     for target_n in args.target_n:
         label = f"QC best-of-{default.best_of_n}, target N={target_n}"

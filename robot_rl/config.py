@@ -798,12 +798,15 @@ class OfflineRLConfig:
     optimistic: the max over N samples of the online critic shrinks towards the policy's mean value as N
     falls (N = 1 is a SARSA-like target under the behaviour flow). Off by default: N = 4 and N = 2 lost
     successes on pick-cube's validation seeds (benchmarks/README.md, learner section).
-    ``target_reuse``: how many consecutive updates each batch of QC serves (k; 1, QC's rule, by default):
-    the training loops (offline and the online learner) draw a new batch every k updates, and QC's target
-    picks A' among its N samples on the first and keeps that pick for the other k - 1, the target critic
+    ``target_reuse``: how many consecutive updates each batch of QC serves (k; 1 is QC's rule): the
+    training loops (offline and the online learner) draw a new batch every k updates, and QC's target picks
+    A' among its N samples on the first and keeps that pick for the other k - 1, the target critic
     re-scoring it every update (:class:`robot_rl.algos.qc.TargetPicks`). Each update then costs about a
-    k-th of the target's sampling; the picks are up to k - 1 updates old, and a run of ``steps`` updates
-    sees ``steps / k`` distinct batches. ``offline.steps`` still counts updates.
+    k-th of the target's sampling; the picks are up to k - 1 updates old, a run of ``steps`` updates sees
+    ``steps / k`` distinct batches, and a resumed run draws a new pick at its first step. ``offline.steps``
+    still counts updates. 3 was chosen on validation seeds (pick-cube ``--quick``, two training seeds, 100
+    episodes: 79/100 against 74/100 for k = 1; QC's learner at 0.10x flow BC's updates/s only from k = 3;
+    benchmarks/README.md, learner section). Other methods ignore it.
     ``success_value``: the value after a termination that is a success (``next.success``; every
     ``next.done`` without that column), an absorbing state earning a reward r_a at every later step, so the
     TD target gains ``γ^{j+1} · r'_a / (1 − γ)`` for a success at chunk step j (r' the mapped reward of
@@ -838,7 +841,7 @@ class OfflineRLConfig:
     learner_dtype: LearnerDtype = "auto"
     target_flow_steps: int = bounded(5, ge=0)
     target_best_of_n: int = bounded(0, ge=0)
-    target_reuse: int = bounded(1, ge=1)
+    target_reuse: int = bounded(3, ge=1)
     success_value: SuccessValue = "r_max"
     extraction: Extraction = "bc_anchored"
 

@@ -181,13 +181,13 @@ def test_bench_learner_runs_and_labels_the_default_best_of_n():
     from robot_rl.config import OfflineRLConfig
 
     out = bench_output(
-        "bench_learner.py", "--time-per-case", "0", "--threads", "1", "--target-n", "2", "--target-reuse", "3"
+        "bench_learner.py", "--time-per-case", "0", "--threads", "1", "--target-n", "2", "--target-reuse", "2"
     )
     rows = [line for line in out.splitlines() if "updates/s" in line]
-    assert len(rows) == 6, out
+    assert len(rows) == 7, out
     n = OfflineRLConfig().best_of_n
     assert f"QC best-of-{n} (default)" in out and f"QC best-of-{n}, target N=2" in out
-    assert f"QC best-of-{n}, reuse k=3" in out
+    assert f"QC best-of-{n}, k=1 (QC's rule)" in out and f"QC best-of-{n}, reuse k=2" in out
 
 
 def test_bench_gui_page_measures_chromium():
