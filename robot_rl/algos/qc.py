@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -55,10 +56,17 @@ def best_of_n(
 
 
 def same_obs(a: Obs, b: Obs) -> bool:
-    """Whether two observation dicts hold the same keys and equal tensors (shape, dtype and values)."""
-    return a.keys() == b.keys() and all(
-        a[k].shape == b[k].shape and a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a
-    )
+    """Whether two observation dicts hold the same keys and equal values: tensors of the same shape, dtype
+    and values; anything else (an instruction's strings) equal as numpy arrays."""
+
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            return x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y)
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return False
+        return np.array_equal(np.asarray(x), np.asarray(y))
+
+    return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
 
 
 class TargetPicks:

@@ -261,3 +261,17 @@ def test_target_reuse_keeps_a_batchs_pick_for_k_updates(reuse):
     assert counts == ([1, 1, 1, 2, 3, 3, 4] if reuse == 3 else [1, 2, 3, 4, 5, 6, 7])
     with pytest.raises(ValueError, match="offline.target_reuse=0"):
         build_agent("qc", PCFG, replace(OCFG, target_reuse=0), SIM_OBS_SHAPES, D, fake_stats())
+
+
+def test_same_obs_compares_tensors_and_the_instructions_strings():
+    """A batch's observations may carry an instruction's strings beside its tensors (batch_to_torch passes
+    them through); the target's pick is kept only when both are equal."""
+    from robot_rl.algos.qc import same_obs
+
+    obs = {STATE: torch.arange(6.0).reshape(2, 3), "task": np.array(["pick the cube", "open the drawer"])}
+    copy = {STATE: obs[STATE].clone(), "task": obs["task"].copy()}
+    assert same_obs(obs, copy)
+    assert not same_obs(obs, {**copy, "task": np.array(["pick the cube", "push the cube"])})
+    assert not same_obs(obs, {**copy, STATE: obs[STATE] + 1})
+    assert not same_obs(obs, {**copy, STATE: obs[STATE].numpy()})
+    assert not same_obs(obs, {STATE: obs[STATE]})
