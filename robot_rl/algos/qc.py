@@ -154,13 +154,17 @@ class QCAgent(Agent):
         check_success_value(cfg.success_value, cfg.reward_norm, cfg.gamma)
         resolve_learner_dtype(cfg.learner_dtype, self.device)
         self.target_picks = TargetPicks(cfg.target_reuse)
-        self.batch_reuse = cfg.target_reuse  # the loops repeat each batch that often (Agent.batch_reuse)
         # fused: one kernel per step instead of one pass per operation (the same Adam update): the critic's
         # step went from 35 to 7.6 ms on one loaded CPU thread (benchmarks/README.md, learner section)
         self.optimizers = {
             "policy": torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True),
             "critic": torch.optim.Adam(critic.parameters(), lr=cfg.lr, fused=True),
         }
+
+    @property
+    def batch_reuse(self) -> int:
+        """The loops repeat each batch as often as a target pick is kept (:attr:`Agent.batch_reuse`)."""
+        return self.target_picks.reuse
 
     def update(self, batch: dict) -> dict[str, float]:
         """One critic step, one flow BC step, one Polyak step, matrix products in ``cfg.learner_dtype``.

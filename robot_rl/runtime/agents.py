@@ -4,10 +4,9 @@
   loaded (an offline checkpoint gives policy and critic; a BC checkpoint gives the policy, the critic
   starts fresh). Architecture comes from the checkpoint; ``lr``, ``gamma``, ``tau``, ``best_of_n``,
   ``critic_agg``, ``fql_alpha``, ``normalize_q_loss``, ``terminal_chunks`` and ``target_reuse`` from the
-  run's ``offline`` section. The reward
-  map (``reward_norm``, ``reward_range``) is the checkpoint's, so online updates see rewards as offline
-  training did (a BC checkpoint's empty range is taken from the demos; a checkpoint from before reward
-  normalisation keeps raw rewards).
+  run's ``offline`` section. The reward map (``reward_norm``, ``reward_range``) is the checkpoint's, so
+  online updates see rewards as offline training did (a BC checkpoint's empty range is taken from the
+  demos; a checkpoint from before reward normalisation keeps raw rewards).
 - ``hg_dagger``: flow BC (§2) on demos plus the human-driven steps of interventions (the learner masks the
   policy's own steps, ``rlpd_batch(human_only=True)``), starting from the init checkpoint's policy.
 - ``sac``: the HIL-SERL recipe (§5) from scratch, single-step actions, normalised with the demos' stats.

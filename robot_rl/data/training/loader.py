@@ -55,8 +55,6 @@ def batches(
         multiprocessing_context="spawn" if workers else None,
         prefetch_factor=2 if workers else None,
     )
-    if repeat == 1:
-        return iter(loader)
     return _repeated(iter(loader), repeat, start, stop)
 
 
