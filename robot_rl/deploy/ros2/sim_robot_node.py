@@ -42,7 +42,8 @@ before that, twists are rejected. Services need the rclpy transport: on cycloned
 publishing ``/clock`` does, in either mode.
 
 Physics: the timer advances the scene by the elapsed wall time (whole physics steps, at most
-:data:`robot_rl.hardware.sim_server.MAX_CATCH_UP_S` at once, as the robot server does).
+:data:`robot_rl.hardware.sim_server.MAX_CATCH_UP_S` at once, as the robot server does); a tick more than
+:data:`STALL_S` late is logged, since the scene's time then lags the stamps on what it publishes.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ from robot_rl.sim.render import OffscreenRenderer
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
 TWIST_MODES = ("step", "servo")
+STALL_S = 0.5
+"""A tick later than this (s) after the last is logged as a stall: the scene ran at most
+:data:`~robot_rl.hardware.sim_server.MAX_CATCH_UP_S` of the gap, so its time fell behind the wall clock."""
 MODES = ("sim", "stock")
 TRIGGER = "std_srvs/srv/Trigger"
 PARAMETERS: dict = {
@@ -134,6 +138,7 @@ class SimRobotNode:
         self.use_sim_time = p["use_sim_time"]
         self.rejected: dict[str, int] = {}
         self.commands = 0
+        self.stalls = 0  # ticks that came more than STALL_S after the last
         self.servo_started = False
         self._joint_target = False  # the arm's last target came from joint positions (else the ee target)
         self._twist = np.zeros(6)
@@ -301,7 +306,16 @@ class SimRobotNode:
     # -- physics and publishing -----------------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
-        dt = min(now - self._last, MAX_CATCH_UP_S)
+        gap = now - self._last
+        if gap > STALL_S:
+            self.stalls += 1
+            self.node.log.warning(
+                "the physics tick came %.2f s after the last (a stalled process or machine); the scene "
+                "advances %.2f s of it, so its time now lags the wall clock",
+                gap,
+                MAX_CATCH_UP_S,
+            )
+        dt = min(gap, MAX_CATCH_UP_S)
         fresh = min(dt, min(now, self._twist_until) - self._last)  # of this tick, the twist's remaining life
         self._last = now
         if fresh > 0.0 and np.any(self._twist[:3]):

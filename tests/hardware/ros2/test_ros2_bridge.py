@@ -332,3 +332,24 @@ def test_a_late_servo_twist_runs_until_its_stamp_plus_the_timeout(transport):
     finally:
         pub_node.close()
         spun.close()
+
+
+def test_a_stalled_tick_is_logged_and_the_scene_runs_at_most_the_catch_up(sim_node, caplog):
+    """A tick that finds the last one a second ago (a stalled process) is logged, and the scene advances
+    at most ``MAX_CATCH_UP_S`` of the gap: the scene's time falls behind the wall clock instead of the
+    arm making a second of motion at once. CI saw the node tick nothing for 3 s after its client was
+    killed."""
+    from robot_rl.deploy.ros2.sim_robot_node import STALL_S
+    from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
+
+    app, _ = sim_node
+    assert _wait(lambda: app._sim_time > 0.2)
+    with caplog.at_level(logging.WARNING):
+        start_sim, start_wall = app._sim_time, time.monotonic()
+        app._last -= 2 * STALL_S  # as if the last tick had run a second ago
+        assert _wait(lambda: app.stalls == 1)
+        time.sleep(0.3)
+        ahead = (app._sim_time - start_sim) - (time.monotonic() - start_wall)
+    assert ahead < MAX_CATCH_UP_S + 0.05, ahead  # s; 2 * STALL_S without the cap
+    assert app.stalls == 1
+    assert "the physics tick came" in caplog.text
