@@ -22,6 +22,7 @@ machine read from their shared run dir.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -38,7 +39,6 @@ SERVER = "server"
 CLIENTS = "clients"
 ACTOR_PREFIX = "actor"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
 TOKEN_FILE = "learner.token"
 _TOKEN = re.compile(r"^[0-9a-f]{64}$")
 
@@ -162,7 +162,17 @@ def is_loopback(address: str) -> bool:
     if ";" in rest:  # a source;destination pair: refuse to guess
         return False
     host = rest.rsplit(":", 1)[0] if ":" in rest else rest
-    return host in _LOOPBACK_HOSTS or bool(re.fullmatch(r"127(\.\d{1,3}){3}", host))
+    return is_loopback_host(host.removeprefix("[").removesuffix("]"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a host name or IP address is this machine: ``localhost``, 127.0.0.0/8 or ``::1``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_address(

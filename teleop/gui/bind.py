@@ -5,19 +5,7 @@ the token check of each request is :mod:`robot_rl.teleop.gui.auth`.
 
 from __future__ import annotations
 
-import ipaddress
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from robot_rl.security import is_loopback_host
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -26,7 +14,7 @@ def check_bind(host: str, token: str | None) -> None:
     Raises:
         ValueError: ``host`` is not loopback and ``token`` is empty (names the host and the fix).
     """
-    if not token and not is_loopback(host):
+    if not token and not is_loopback_host(host):
         raise ValueError(
             f"gui: bound to {host} without a token; pass --token (or intervention.gui_token) or bind to "
             "127.0.0.1"
