@@ -2,8 +2,10 @@
 
 For each scored frame t of an episode [lo, hi) with per-step rewards r (mapped by the agent's
 ``reward_affine``, the units the critic is trained in), the discounted return to the episode's end is
-``G_t = sum_{j=t}^{hi-1} gamma^(j-t) r'_j``. On an episode that ends in a true termination G_t is the exact
-return of the recorded behaviour; on a truncated one it omits the rewards after the cut. Metrics:
+``G_t = sum_{j=t}^{hi-1} gamma^(j-t) r'_j``, plus ``gamma^(hi-t) V`` when the episode ends in a success (the
+absorbing success value of ``offline.success_value``, as in the TD targets; :func:`calibration_returns`).
+On an episode that ends in a true termination G_t is the exact return of the recorded behaviour; on a
+truncated one it omits the rewards after the cut. Metrics:
 
 - ``val_q_data``: mean aggregated ``Q(s_t, A_t)`` of the recorded chunk A_t;
 - ``val_q_policy``: mean aggregated ``Q(s_t, A)`` of the chunk the agent would execute (for QC the
@@ -20,27 +22,33 @@ import torch
 
 from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.batch import batch_to_torch
+from robot_rl.algos.targets import success_tail
 from robot_rl.data.lerobot.tools import evenly_spaced
+from robot_rl.data.training.sampler import ChunkSampler
 from robot_rl.data.training.training_set import Split, TrainingSet
 
 
-def discounted_returns(rewards: np.ndarray, episode_end: np.ndarray, gamma: float) -> np.ndarray:
-    """Per-frame discounted return to the end of its episode.
+def calibration_returns(
+    sampler: ChunkSampler, success_value: str, affine: tuple[float, float], reward_range
+) -> np.ndarray:
+    """(N,) float64 Monte-Carlo return ``G_t`` of every frame of ``sampler``, in the critic's units: the
+    discounted mapped rewards ``r' = scale · (r − shift)`` (``affine``) to the end of t's episode, plus,
+    where the episode ends in a success, the absorbing success value ``γ^{hi−t} · V``
+    (:func:`~robot_rl.algos.targets.success_tail` under ``success_value``), which the critic's TD targets
+    also count; without it a success under ``reward_norm`` other than ``max`` would read as overestimation.
 
-    Args:
-        rewards: (N,) float per-step rewards, episodes contiguous.
-        episode_end: (N,) int, exclusive end row of each frame's episode.
-        gamma: discount in (0, 1].
-    Returns:
-        (N,) float64 ``G_t = r_t + gamma * G_{t+1}`` within each episode (``G`` of an episode's last frame
-        is its reward).
+    Raises:
+        ValueError: ``success_value=r_max`` without a ``reward_range``
+            (:func:`~robot_rl.algos.targets.success_values`).
     """
-    out = np.zeros(len(rewards), dtype=np.float64)
-    running = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        running = rewards[t] + (gamma * running if t + 1 < episode_end[t] else 0.0)
-        out[t] = running
-    return out
+    shift, scale = affine
+    g, d = sampler.mc_returns()
+    frames = np.arange(len(g))
+    mc = {k: torch.from_numpy(v) for k, v in sampler.mc_success(frames).items()}
+    tail = success_tail(
+        mc, success_value, affine, reward_range, sampler.gamma, "mc_success_discount", "mc_success_reward"
+    )
+    return scale * (g - shift * d) + tail.double().numpy()
 
 
 @torch.no_grad()
@@ -52,10 +60,10 @@ def q_calibration(
 
     Raises:
         AttributeError: ``agent`` has no ``critic`` or ``reward_affine`` (BC).
+        ValueError: see :func:`calibration_returns`.
     """
-    sampler = split.sampler
-    shift, scale = agent.reward_affine
-    returns = discounted_returns(scale * (sampler.rewards - shift), sampler.episode_end, sampler.gamma)
+    sampler, cfg = split.sampler, agent.cfg
+    returns = calibration_returns(sampler, cfg.success_value, agent.reward_affine, cfg.reward_range)
     last = sampler.episode_end - 1
     terminated = sampler.dones[last]
     indices = evenly_spaced(0, len(split.rows), max_frames)

@@ -19,6 +19,7 @@ from robot_rl.algos.targets import (
 )
 from robot_rl.config import ConfigError, load_config
 from robot_rl.data.training.sampler import ChunkSampler
+from robot_rl.eval.q_values import calibration_returns
 
 GAMMA = 0.5
 
@@ -123,3 +124,13 @@ def test_corft_prefix_targets_add_the_absorbing_value_after_the_success_step():
     # k=1: 0.3 + 0.5 * 4 = 2.3; k=2: 0.3 + 0.5 * 1.0 + 0.25 * 2 (absorbing), no bootstrap = 1.3
     torch.testing.assert_close(y, torch.tensor([[2.3, 1.3]]))
     torch.testing.assert_close(prefix_targets(rewards, dones, next_q, GAMMA), torch.tensor([[2.3, 0.8]]))
+
+
+def test_calibration_returns_count_the_absorbing_success_as_the_targets_do():
+    """The critic calibration's Monte-Carlo returns (r' = r / 2, gamma 0.5): episode 0 ends in a success
+    worth V = (r_max / 2) / (1 - 0.5) = 2 after its last frame; episode 1 fails and earns nothing after."""
+    scale_map = reward_affine("scale", [0.0, 2.0])
+    g = calibration_returns(_sampler(), "r_max", scale_map, [0.0, 2.0])
+    np.testing.assert_allclose(g, [0.325, 0.55, 0.9, 1.5, 0.4375, 0.375, 0.25])
+    g0 = calibration_returns(_sampler(), "zero", scale_map, [0.0, 2.0])  # the returns before the tail
+    np.testing.assert_allclose(g0, [0.2, 0.3, 0.4, 0.5, 0.4375, 0.375, 0.25])

@@ -147,8 +147,10 @@ class ChunkSampler:
                 arr[reaches_end] = self.final_obs[key][episodes]
         return out
 
-    def _mc_returns(self) -> tuple[np.ndarray, np.ndarray]:
-        """(N,) float64 discounted return to the episode end and (N,) the sum of its discounts."""
+    def mc_returns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) float64 ``G_t = r_t + γ G_{t+1}``, the discounted raw return to the end of t's episode, and
+        (N,) ``D_t``, the sum of its discounts (a reward map ``scale · (r − shift)`` maps G to
+        ``scale · (G − shift · D)``). Cached."""
         if self._mc is None:
             g, d = np.zeros(len(self)), np.zeros(len(self))
             for i in range(len(self) - 1, -1, -1):
@@ -163,7 +165,7 @@ class ChunkSampler:
         terminations) and a success."""
         return dones_b & (np.cumsum(dones_b, axis=1) == 1) & self.success_end[qc]
 
-    def _mc_success(self, t: np.ndarray) -> dict[str, np.ndarray]:
+    def mc_success(self, t: np.ndarray) -> dict[str, np.ndarray]:
         """``mc_success_discount`` γ^{hi−t} and ``mc_success_reward`` r[hi−1] where the episode of t ends in a
         success, else 0: (B,) float32 each."""
         last = self.episode_end[t] - 1
@@ -186,7 +188,7 @@ class ChunkSampler:
         reaches_end = t[:, None] + k >= end[:, None]
         recorded = ~reaches_end | (self.final_obs is not None)
         terminal_so_far = np.logical_or.accumulate(dones, axis=1)
-        g, d = self._mc_returns()
+        g, d = self.mc_returns()
         return {
             "step_rewards": (self.rewards[qc] * valid_b).astype(np.float32),
             "step_dones": dones.astype(np.float32),
@@ -195,7 +197,7 @@ class ChunkSampler:
             "mc_returns": g[t].astype(np.float32),
             "mc_discounts": d[t].astype(np.float32),
             "step_success": success.astype(np.float32),
-            **self._mc_success(t),
+            **self.mc_success(t),
         }
 
     def get(self, indices: np.ndarray) -> dict:
