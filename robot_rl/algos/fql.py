@@ -15,7 +15,7 @@ from robot_rl.algos.base import prepare_actions
 from robot_rl.algos.critic import ChunkCritic, actor_step, polyak_update
 from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
 from robot_rl.algos.protocols import FlowPolicy, Obs, OneStepPolicy
-from robot_rl.algos.targets import check_success_value, critic_td_step, success_tail
+from robot_rl.algos.targets import check_success_value, offline_td_step
 
 
 class QCFQLAgent(BCAnchoredActing):
@@ -77,21 +77,7 @@ class QCFQLAgent(BCAnchoredActing):
                 noise = self._noise(actions_norm.shape[0])
                 next_a = self.policy.clip_normalized(self.one_step(next_obs, noise))
                 next_q = self.target_critic.q_agg(self.target_critic(next_obs, next_a))
-            critic_loss, q, _ = critic_td_step(
-                self.critic,
-                self.optimizers["critic"],
-                obs,
-                actions_norm,
-                next_q,
-                batch,
-                self.cfg.gamma,
-                self.policy.horizon,
-                self.reward_affine,
-                self.cfg.terminal_chunks,
-                success_tail(
-                    batch, self.cfg.success_value, self.reward_affine, self.cfg.reward_range, self.cfg.gamma
-                ),
-            )
+            critic_loss, q, _ = offline_td_step(self, obs, actions_norm, next_q, batch)
             losses = self.actor_losses(obs, actions_norm, valid)
         actor_step(self.optimizers, losses["actor_loss"])
 

@@ -21,7 +21,7 @@ from robot_rl.algos.base import Agent, check_finite, prepare_actions
 from robot_rl.algos.critic import ChunkCritic, make_target, polyak_update
 from robot_rl.algos.precision import learner_autocast, resolve_learner_dtype
 from robot_rl.algos.protocols import FlowPolicy, Obs
-from robot_rl.algos.targets import check_success_value, critic_td_step, reward_affine, success_tail
+from robot_rl.algos.targets import check_success_value, offline_td_step, reward_affine
 
 
 @torch.no_grad()
@@ -184,21 +184,7 @@ class QCAgent(Agent):
                 flow_steps=self.cfg.target_flow_steps,
                 picks=self.target_picks,
             )
-            critic_loss, q, y = critic_td_step(
-                self.critic,
-                self.optimizers["critic"],
-                obs,
-                actions_norm,
-                next_q,
-                batch,
-                self.cfg.gamma,
-                self.policy.horizon,
-                self.reward_affine,
-                self.cfg.terminal_chunks,
-                success_tail(
-                    batch, self.cfg.success_value, self.reward_affine, self.cfg.reward_range, self.cfg.gamma
-                ),
-            )
+            critic_loss, q, y = offline_td_step(self, obs, actions_norm, next_q, batch)
             bc_loss = self.policy.bc_loss(obs, actions_norm, valid)
         opt = self.optimizers["policy"]
         opt.zero_grad(set_to_none=True)

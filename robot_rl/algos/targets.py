@@ -206,6 +206,29 @@ def critic_td_step(
     return loss, q, y
 
 
+def offline_td_step(agent, obs, actions_norm, next_q, batch: dict):
+    """:func:`critic_td_step` of an offline agent (QC, QC-FQL): its ``critic`` and ``optimizers["critic"]``,
+    its ``policy.horizon`` and reward map ``reward_affine``, and its config's ``gamma``, ``terminal_chunks``
+    and absorbing success (``success_value``, ``reward_range``: :func:`success_tail`). Returns (loss, q, y)
+    as :func:`critic_td_step`."""
+    cfg, affine = agent.cfg, agent.reward_affine
+    tail = success_tail(batch, cfg.success_value, affine, cfg.reward_range, cfg.gamma)
+    optimizer, horizon = agent.optimizers["critic"], agent.policy.horizon
+    return critic_td_step(
+        agent.critic,
+        optimizer,
+        obs,
+        actions_norm,
+        next_q,
+        batch,
+        cfg.gamma,
+        horizon,
+        affine,
+        cfg.terminal_chunks,
+        tail,
+    )
+
+
 def prefix_targets(
     step_rewards: torch.Tensor,
     step_dones: torch.Tensor,
