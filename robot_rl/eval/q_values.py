@@ -38,17 +38,20 @@ def calibration_returns(
     also count; without it a success under ``reward_norm`` other than ``max`` would read as overestimation.
 
     Raises:
-        ValueError: ``success_value=r_max`` without a ``reward_range``
+        ValueError: ``success_value=r_max`` without a ``reward_range`` while an episode ends in a success
             (:func:`~robot_rl.algos.targets.success_values`).
     """
     shift, scale = affine
     g, d = sampler.mc_returns()
     frames = np.arange(len(g))
+    returns = scale * (g - shift * d)
     mc = {k: torch.from_numpy(v) for k, v in sampler.mc_success(frames).items()}
+    if not mc["mc_success_discount"].any():  # no episode ends in a success: no tail (and no range needed)
+        return returns
     tail = success_tail(
         mc, success_value, affine, reward_range, sampler.gamma, "mc_success_discount", "mc_success_reward"
     )
-    return scale * (g - shift * d) + tail.double().numpy()
+    return returns + tail.double().numpy()
 
 
 @torch.no_grad()
