@@ -119,9 +119,11 @@ def test_sampling_with_cached_cross_attention_matches_the_plain_decoder(vlm):
     torch.testing.assert_close(cached, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.e2e
 def test_compiled_sampling_gives_the_same_chunks(vlm):
     """``policy.vla.compile``: the cached flow step runs through torch.compile (the compiled function is
-    used, not bypassed) and samples the chunks the eager step samples from the same noise."""
+    used, not bypassed) and samples the chunks the eager step samples from the same noise. In the e2e
+    tier: the compile alone takes 30-50 s on 2 cores, the suite's slowest test."""
     eager = _policy(vlm).eval()
     compiled = _policy(vlm, compile=True).eval()
     assert compiled.expert.compile_sampling and not eager.expert.compile_sampling
