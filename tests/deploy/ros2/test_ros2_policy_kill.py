@@ -131,6 +131,8 @@ def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path, offline_ch
         assert max(twists) == last  # nobody commands now
         assert sim.poll() is None  # the robot node keeps running
         clock = physics_after(last)
+        # the node published through the whole hold (a node that stopped would leave the window short)
+        assert clock[-1][1] > settled + HOLD_S, [(round(t - last, 2), round(r, 2)) for t, r, _ in clock[-20:]]
         held = [p for _, ran, p in clock if settled <= ran <= settled + HOLD_S]
         held_m = float(sum(np.linalg.norm(b - a) for a, b in zip(held, held[1:], strict=False)))
         end = clock[-1][2]
@@ -144,8 +146,6 @@ def test_policy_moves_the_arm_holds_when_killed_and_resumes(tmp_path, offline_ch
             f"{held_m} m; trace {[x for x in trace if x[0] > -0.3]}",
             (tmp_path / "nodes.log").read_text()[-3000:],
         )
-        # ... and the node keeps publishing through the hold: 50 Hz idle, 5-7 Hz measured at load 20
-        assert len(held) >= 10, trace
         policy = _start(policy_args, log)
         restarted = len(twists)
         spin(120.0, lambda: len(twists) >= restarted + 20)
