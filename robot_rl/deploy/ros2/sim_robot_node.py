@@ -144,7 +144,6 @@ class SimRobotNode:
         self._twist = np.zeros(6)
         self._twist_until = -np.inf  # monotonic s: the servo twist's stamp + command_timeout_s
         self._servo_moving = False  # a servo twist moved the target since the last halt
-        self._last = time.monotonic()
         self._sim_time = 0.0
         self._renderer = None
         if self.mode == "stock":
@@ -160,6 +159,9 @@ class SimRobotNode:
             self._renderer = OffscreenRenderer(self.robot.env.model)
             self._scratch = mujoco.MjData(self.robot.env.model)
             node.timer(1.0 / p["camera_rate_hz"], self._render)
+        # the scene's clock starts now: setting up the endpoints and probing GL took 1-2 s, which the first
+        # tick would otherwise log as a stall
+        self._last = time.monotonic()
 
     def _sim_endpoints(self, p: dict) -> Callable[[RobotState, msgs.Header], None]:
         """The simulator's topics (module doc); returns the state publisher."""

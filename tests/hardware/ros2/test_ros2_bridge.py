@@ -353,3 +353,25 @@ def test_a_stalled_tick_is_logged_and_the_scene_runs_at_most_the_catch_up(sim_no
     assert ahead < MAX_CATCH_UP_S + 0.05, ahead  # s; 2 * STALL_S without the cap
     assert app.stalls == 1
     assert "the physics tick came" in caplog.text
+
+
+def test_a_slow_start_up_is_not_logged_as_a_stall(monkeypatch, transport):
+    """The scene's clock starts when the node is set up: setting up its endpoints and probing GL for the
+    cameras take 1-2 s in a fresh process, which the first tick logged as a stall (and a stall in the log
+    must mean one). The slow set-up is made here by delaying the endpoints (rendering needs the process's
+    main thread, which this test's spin thread is not)."""
+    from robot_rl.deploy.ros2.sim_robot_node import STALL_S, SimRobotNode
+
+    real = SimRobotNode._sim_endpoints
+
+    def slow_endpoints(self, p):
+        time.sleep(2 * STALL_S)
+        return real(self, p)
+
+    monkeypatch.setattr(SimRobotNode, "_sim_endpoints", slow_endpoints)
+    spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport)
+    try:
+        assert _wait(lambda: spun.app._sim_time > 0.3)
+        assert spun.app.stalls == 0
+    finally:
+        spun.close()
