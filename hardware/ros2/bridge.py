@@ -30,6 +30,7 @@ import math
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,8 @@ log = logging.getLogger("robot_rl.ros2.robot_bridge")
 IK_MAX_LAG_M = 0.06
 """``ee_command: ik``: the end-effector target stays within this distance (m, per axis) of the measured
 pose (anti wind-up while the arm is blocked; the simulator's ``MAX_LAG_M``)."""
+RESET_RESEND_S = 0.5
+"""A scene-reset request not yet answered is sent again after this long (s)."""
 
 
 class SpinningNode:
@@ -457,7 +460,8 @@ class RosRobot(Robot):
         """
         if "reset" not in self._pubs:
             raise RobotConnectionError("ros2: reset_scene: not connected (call connect() first)")
-        request, prefix = "" if seed is None else str(seed), self.cfg.sim_prefix
+        request = f"{'' if seed is None else seed}@{uuid.uuid4().hex[:16]}"
+        prefix = self.cfg.sim_prefix
         self._reset_ack, self._ee_target = None, None
         deadline = time.monotonic() + self.cfg.reset_wait_s
 
@@ -469,14 +473,22 @@ class RosRobot(Robot):
                 )
 
         # a request sent before discovery matched the node's reader is lost (volatile QoS): the joint
-        # states can already flow node -> bridge while bridge -> node is still unmatched
+        # states can already flow node -> bridge while bridge -> node is still unmatched; and a reader
+        # drops data from a writer it has not discovered yet even once this writer has matched it (Cyclone
+        # DDS), so the request is re-sent until answered (the node answers a repeat without resetting again)
         reset = self._pubs["reset"]
         wait(lambda: reset.subscription_count() > 0, f"subscriber on {prefix}/reset_scene")
-        reset.publish(msgs.String(request))
-        wait(
-            lambda: self._reset_ack is not None and self._reset_ack[0] == request,
-            f"answer on {prefix}/scene_reset",
-        )
+
+        def answered() -> bool:
+            return self._reset_ack is not None and self._reset_ack[0] == request
+
+        while True:
+            reset.publish(msgs.String(request))
+            if _until(answered, min(deadline, time.monotonic() + RESET_RESEND_S)):
+                break
+            if time.monotonic() >= deadline:
+                break
+        wait(answered, f"answer on {prefix}/scene_reset")
         stamp = self._reset_ack[1]
         wait(
             lambda: self._joint_stamp >= stamp,

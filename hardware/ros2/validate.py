@@ -184,3 +184,21 @@ def joy(msg: msgs.Joy, num_axes: int, num_buttons: int, now: float, stale_s: flo
     if np.any((buttons != 0) & (buttons != 1)):
         raise Rejected(f"joy buttons must be 0 or 1: {buttons.tolist()}")
     return axes, buttons
+
+
+def reset_request(text: str) -> tuple[int | None, str]:
+    """A ``<sim_prefix>/reset_scene`` request (std_msgs/String ``"<seed>@<id>"``, either part may be empty)
+    as (seed or None, request id). The id lets ``sim_robot_node`` answer a re-sent request without resetting
+    twice (the bridge re-sends until answered: a reader drops data from a writer it has not discovered yet,
+    so the first request can be lost); a request without ``@`` has no id (older clients).
+
+    Raises:
+        Rejected: a seed that is not an integer in [0, 2**32), or an id that is not 1-64 characters of
+            letters, digits and ``-``.
+    """
+    seed, _, request_id = text.strip().partition("@")
+    if seed and not (seed.isdigit() and int(seed) < 2**32):
+        raise Rejected(f"reset_scene seed must be empty or an integer in [0, 2**32), got {seed!r:.40}")
+    if "@" in text and not (0 < len(request_id) <= 64 and request_id.replace("-", "").isalnum()):
+        raise Rejected(f"reset_scene request id must be 1-64 letters, digits or '-', got {request_id!r:.40}")
+    return (int(seed) if seed else None), request_id

@@ -12,10 +12,11 @@ Subscribes, like a ros2_control arm with MoveIt Servo: ``/forward_position_contr
 ``/joint_trajectory_controller/joint_trajectory`` (trajectory_msgs/JointTrajectory; the last point is the
 target), ``/servo_node/delta_twist_cmds`` (geometry_msgs/TwistStamped, m/s, applied while fresh),
 ``/gripper_controller/commands`` (Float64MultiArray [closure 0..1]) and ``<sim_prefix>/reset_scene``
-(std_msgs/String: a seed or empty; answered, once the scene is reset, on ``<sim_prefix>/scene_reset``:
-std_msgs/Header stamped at the reset, ``frame_id`` the request, so a client can tell the first state
-published after it). Every command is checked (:mod:`robot_rl.hardware.ros2.validate`);
-a bad one is logged with its reason and never reaches the robot.
+(std_msgs/String ``"<seed>@<id>"``, :func:`~robot_rl.hardware.ros2.validate.reset_request`; answered, once
+the scene is reset, on ``<sim_prefix>/scene_reset``: std_msgs/Header stamped at the reset, ``frame_id`` the
+request, so a client can tell the first state published after it; the latest request re-sent is answered
+again with the same stamp, without a second reset). Every command is checked
+(:mod:`robot_rl.hardware.ros2.validate`); a bad one is logged with its reason and never reaches the robot.
 
 Twists (``twist_mode``): ``step`` (default) moves the end-effector target at once by the twist times
 1/``control_hz``, which is how the built-in simulator executes an ``ee_delta`` action, so a policy trained
@@ -171,6 +172,7 @@ class SimRobotNode:
         pub_lifted = node.publisher(msgs.Bool, f"{prefix}/lifted")
         pub_env = node.publisher(msgs.Float64MultiArray, f"{prefix}/environment_state")
         self.pub_reset = node.publisher(msgs.Header, f"{prefix}/scene_reset")
+        self._last_reset: msgs.Header | None = None  # the answer to the latest reset request
         node.subscribe(msgs.Float64MultiArray, p["position_topic"], self._on_position)
         node.subscribe(msgs.JointTrajectory, p["trajectory_topic"], self._on_trajectory)
         node.subscribe(msgs.TwistStamped, p["twist_topic"], self._on_twist)
@@ -294,14 +296,14 @@ class SimRobotNode:
 
     def _on_reset(self, msg: msgs.String) -> None:
         def go():
-            text = msg.data.strip()
-            if text and not (text.isdigit() and int(text) < 2**32):
-                raise validate.Rejected(
-                    f"reset_scene seed must be empty or an integer in [0, 2**32), got {text!r:.40}"
-                )
-            self.robot.reset_scene(int(text) if text else None)
+            seed, request_id = validate.reset_request(msg.data)
+            if request_id and self._last_reset is not None and self._last_reset.frame_id == msg.data.strip():
+                self.pub_reset.publish(self._last_reset)  # a re-sent request: answered again, not reset twice
+                return
+            self.robot.reset_scene(seed)
             self._twist_until, self._servo_moving, self._joint_target = -np.inf, False, False
-            self.pub_reset.publish(msgs.Header(self._stamp(), text))
+            self._last_reset = msgs.Header(self._stamp(), msg.data.strip())
+            self.pub_reset.publish(self._last_reset)
 
         self._guard("reset_scene", go)
 
