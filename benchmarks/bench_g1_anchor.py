@@ -5,8 +5,8 @@ trained on the same episodes for the same number of steps in one run and scored 
     python benchmarks/bench_g1_anchor.py                      # hold, extrapolate, flow BC, ACT; 2,000 steps
     python benchmarks/bench_g1_anchor.py --vla                # + the small VLA (camera: ~1.5 h on 2 cores)
     python benchmarks/bench_g1_anchor.py --curve 1,2,3        # learning curve (1..3 training episodes)
-    python benchmarks/bench_g1_anchor.py --prev_action_steps 1 2   # one flow BC per k last commands
-    python benchmarks/bench_g1_anchor.py --test 3 --curve 3 --prev_action_steps 1 2   # validation: train 0-2
+    python benchmarks/bench_g1_anchor.py --prev_action_steps 2 3   # one flow BC per k last commands
+    python benchmarks/bench_g1_anchor.py --test 3 --curve 3 --prev_action_steps 2 3   # validation: train 0-2
     python benchmarks/bench_g1_anchor.py --tiny               # smoke run: a few steps, no VLA
 
 Metrics (robot_rl.eval.open_loop's formulas, in action units: rad for arms, normalised hand joints):
@@ -16,9 +16,11 @@ same frames; ACT's predictions come back from the side venv as a file. "Hold" re
 a[t−1] the policies see (``observation.prev_action``; the state at an episode's first frame);
 "extrapolate" continues its last change, a[t−1] + (k+1)(a[t−1] − a[t−2]), a no-learning reference for
 what two past commands tell. ``--curve 1,2,3,4`` trains on the first n of the non-test episodes.
-``--prev_action_steps 1 2`` trains one flow BC per k (``data.prev_action_steps``: the last k commands as
-input); ``--test 3 --curve 3`` is the validation split for choosing settings (train on 0-2, score on 3,
-episode 4 unused), so the test episode 4 is scored once with the chosen one.
+``--prev_action_steps 2 3`` trains one flow BC per k (``data.prev_action_steps``: the last k commands as
+input; default the config's; k = 1 needs ``--flow_set policy.action_reference_velocity=false``, since the
+config's reference continues the last change); ``--test 3 --curve 3`` is the validation split for
+choosing settings (train on 0-2, score on 3, episode 4 unused), so the test episode 4 is scored once with
+the chosen one.
 Trained models are kept under ``--run_dir`` by setting (tag) and reused by a rerun. ACT runs in a
 subprocess of the LeRobot side venv (``$ROBOT_RL_LEROBOT_VENV``, default ``~/.cache/robot_rl/lerobot044``;
 its ``lerobot.policies`` import needs ``pyserial``, which ``/work/shared/peers/lerobot/setup.sh`` leaves
@@ -126,6 +128,7 @@ def train_flow(
         run_root / "frame_cache",
         for_rl=False,
         action_reference=cfg.policy.action_reference,
+        reference_velocity=cfg.policy.action_reference_velocity,
     )
     return open_loop_eval(agent, data, data.val, 10**6), seconds
 
@@ -166,8 +169,8 @@ def main() -> None:
         "--prev_action_steps",
         type=int,
         nargs="+",
-        default=[1],
-        help="flow BC fed the last k commands (data.prev_action_steps), one model per k",
+        default=None,
+        help="flow BC fed the last k commands (data.prev_action_steps), one model per k (default: config's)",
     )
     parser.add_argument(
         "--flow_set",
@@ -187,6 +190,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.steps, args.act_dim, args.act_layers, args.vla = 3, 16, 1, False
+    if args.prev_action_steps is None:
+        args.prev_action_steps = [load_config(CONFIG).data.prev_action_steps]
     torch.set_num_threads(1)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     frames = load_frames(FIXTURE / "g1_pick_bottle_v30")

@@ -15,7 +15,9 @@ With an ``action_reference`` key (relative actions, ``PolicyConfig.action_refere
 ``obs[key]`` (B, d) is subtracted from every step of a chunk before that map and added back after the
 inverse; the statistics (and so the offset, scale and normalised box) may then be per chunk step (h, d).
 The normalised box is the relative actions' min/max, and a box given in robot units clamps the absolute
-actions that :meth:`unnormalize_actions` returns.
+actions that :meth:`unnormalize_actions` returns. With ``action_reference_velocity`` the reference of chunk
+step i is a[t−1] + (i + 1)(a[t−1] − a[t−2]) from ``observation.prev_action``
+(:func:`robot_rl.data.prev_action.chunk_reference`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.normalize import FeatureStats
+from robot_rl.data.prev_action import chunk_reference, reference_multipliers
 from robot_rl.keys import ACTION
 
 
@@ -33,6 +36,7 @@ class ActionNormalization:
     action_offset: torch.Tensor
     action_scale: torch.Tensor
     action_reference: str = ""
+    action_reference_velocity: bool = False
 
     def register_action_stats(
         self,
@@ -42,6 +46,7 @@ class ActionNormalization:
         low: list[float] | None = None,
         high: list[float] | None = None,
         reference: str = "",
+        velocity: bool = False,
     ) -> None:
         """Register ``action_offset`` / ``action_scale`` (d,) float32 buffers from ``stats['action']``, and
         the normalised action box ``action_low_norm`` / ``action_high_norm`` (d,) float32.
@@ -50,12 +55,17 @@ class ActionNormalization:
             low, high: the action box in robot units, (d,) each; None or empty = the data's min/max.
             reference: observation key of relative actions (empty: absolute); ``stats['action']`` are then
                 the relative actions' statistics, (d,) or per chunk step (h, d).
+            velocity: the reference continues the last change of ``observation.prev_action`` at constant
+                velocity (``policy.action_reference_velocity``); needs ``reference``.
 
         Raises:
             ValueError: no ``action`` statistics, or they are not (d,); a box that is not (d,), has
                 low > high, or whose normalised image is not finite (a normalisation that cannot represent
-                it); the message names ``policy.action_low/high`` and the dimension.
+                it); the message names ``policy.action_low/high`` and the dimension; ``velocity`` without
+                ``reference``.
         """
+        if velocity and not reference:
+            raise ValueError("policy.action_reference_velocity needs policy.action_reference")
         if ACTION not in stats:
             raise ValueError(f"no normalization statistics for {ACTION!r}")
         offset, scale = stats[ACTION].affine(normalization)
@@ -71,6 +81,7 @@ class ActionNormalization:
         self.register_buffer("action_offset", offset)
         self.register_buffer("action_scale", scale)
         self.action_reference = reference
+        self.action_reference_velocity = bool(velocity)
         if reference:
             self._register_relative_box(stats[ACTION], offset, scale, low, high, action_dim)
             return
@@ -134,12 +145,20 @@ class ActionNormalization:
         return out if box is None else torch.clamp(out, box[0].to(out), box[1].to(out))
 
     def _reference(self, actions: torch.Tensor, obs: dict | None) -> torch.Tensor | float:
-        """0 for absolute actions, else ``obs[action_reference]`` (B, d) shaped to broadcast on actions; of a
-        longer reference (``observation.prev_action`` holding k commands, (B, k·d)) its first d values."""
+        """0 for absolute actions, else the reference from ``obs[action_reference]`` shaped to broadcast on
+        ``actions``: its first d values (a[t−1] of ``observation.prev_action`` holding k commands, (B, k·d)),
+        (B, d) for steps and (B, 1, d) for chunks (B, h, d); with ``action_reference_velocity``, chunks only,
+        (B, h, d) (:func:`robot_rl.data.prev_action.chunk_reference`). Raises ValueError when ``obs`` lacks
+        the key, or for steps with ``action_reference_velocity``."""
         key = self.action_reference
         if not key:
             return 0.0
         if obs is None or key not in obs:
             raise ValueError(f"relative actions (policy.action_reference={key!r}) need obs[{key!r}] (B, d)")
-        ref = torch.as_tensor(obs[key], dtype=actions.dtype, device=actions.device)[..., : actions.shape[-1]]
-        return ref.unsqueeze(1) if actions.dim() == 3 else ref
+        ref = torch.as_tensor(obs[key], dtype=actions.dtype, device=actions.device)
+        if actions.dim() != 3:
+            if self.action_reference_velocity:
+                raise ValueError("policy.action_reference_velocity: actions must be chunks (B, h, d)")
+            return ref[..., : actions.shape[-1]]
+        steps = reference_multipliers(actions.shape[1], self.action_reference_velocity)
+        return chunk_reference(ref, actions.shape[-1], torch.as_tensor(steps).to(ref))

@@ -55,7 +55,13 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
             int(cfg.flow_steps),
         )
         self.register_action_stats(
-            stats, cfg.normalization, action_dim, cfg.action_low, cfg.action_high, cfg.action_reference
+            stats,
+            cfg.normalization,
+            action_dim,
+            cfg.action_low,
+            cfg.action_high,
+            cfg.action_reference,
+            cfg.action_reference_velocity,
         )
         self.encoder = (
             encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)

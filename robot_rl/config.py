@@ -708,6 +708,9 @@ class PolicyConfig:
     at the chunk's first frame are subtracted from every action of the chunk before normalisation
     and added back when acting (relative actions): ``observation.state`` is openpi's delta actions,
     ``observation.prev_action`` (with ``data.prev_action``) predicts the change from the last command.
+    ``action_reference_velocity``: with ``action_reference: observation.prev_action`` and
+    ``data.prev_action_steps`` >= 2, chunk step i is predicted as its change from the constant-velocity
+    extrapolation a[t−1] + (i + 1)(a[t−1] − a[t−2]) instead of from a[t−1] (a residual on "keep moving").
     ``action_low``/``action_high``: the action box (robot units, one value per action dimension) that
     policies act inside; actions are clipped to its normalised image, never to [-1, 1] (the demos'
     q01..q99), so RL can act beyond the demos' range. Empty: training fills them from the env's action
@@ -728,6 +731,7 @@ class PolicyConfig:
     ensemble_decay: float = bounded(0.1, ge=0)
     tasks: list[str] = field(default_factory=list)
     action_reference: str = ""
+    action_reference_velocity: bool = False
     action_low: list[float] = bounded(factory=list)
     action_high: list[float] = bounded(factory=list)
 

@@ -97,7 +97,13 @@ class VLAPolicy(FlowChunkPolicy):
             int(cfg.flow_steps),
         )
         self.register_action_stats(
-            stats, cfg.normalization, action_dim, cfg.action_low, cfg.action_high, cfg.action_reference
+            stats,
+            cfg.normalization,
+            action_dim,
+            cfg.action_low,
+            cfg.action_high,
+            cfg.action_reference,
+            cfg.action_reference_velocity,
         )
         self.obs_shapes = {k: tuple(int(s) for s in v) for k, v in sorted(obs_shapes.items())}
         self.image_keys = sorted(k for k in obs_shapes if is_image_key(k))

@@ -215,6 +215,7 @@ def _training_set(cfg: PipelineConfig, run: RunDir, algo: str):
         frame_cache,
         for_rl=algo != "bc",
         action_reference=cfg.policy.action_reference,
+        reference_velocity=cfg.policy.action_reference_velocity,
     )
 
 
@@ -231,7 +232,12 @@ def score_checkpoint(
         raise ConfigError(f"no trained checkpoint at {checkpoint}: run robot-rl train --algo {algo} first")
     saved = read_header(checkpoint)
     # the checkpoint's horizon and action inputs, whatever the config says
-    policy = replace(cfg.policy, horizon=saved.policy.horizon, action_reference=saved.policy.action_reference)
+    policy = replace(
+        cfg.policy,
+        horizon=saved.policy.horizon,
+        action_reference=saved.policy.action_reference,
+        action_reference_velocity=saved.policy.action_reference_velocity,
+    )
     prev_action = (saved.config.get("data") or {}).get("prev_action", False)
     start, steps = prev_action_start(saved.config), prev_action_steps(saved.config)
     data = replace(

@@ -43,15 +43,15 @@ def test_tiny_run_scores_every_model_on_the_held_out_episode(tmp_path):
         "--act_python",
         str(VENV / "bin" / "python"),
         "--prev_action_steps",
-        "1",
         "2",
+        "3",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "G1 open loop, test episode(s) [4]" in proc.stdout
     table = json.loads(out.read_text())
     flows = [r["model"] for r in table if r["model"].startswith("flow BC")]
-    assert len(flows) == 2 and "last 1 command)" in flows[0] and "last 2 commands)" in flows[1], flows
+    assert len(flows) == 2 and "last 2 commands)" in flows[0] and "last 3 commands)" in flows[1], flows
     rows = {r["model"].split(" (")[0].split(" a[")[0]: r for r in table}
     expected = {"hold", "extrapolate", "flow BC"} | (
         {"ACT"} if (VENV / "bin" / "python").is_file() else set()

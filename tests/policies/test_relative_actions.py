@@ -3,6 +3,8 @@ predicted absolute 390-dim chunks from the state alone and lost to repeating the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -158,3 +160,67 @@ def test_a_history_reference_uses_its_most_recent_command():
         norm, (chunk - history[:, None, :D] - policy.action_offset) / policy.action_scale
     )
     torch.testing.assert_close(policy.unnormalize_actions(norm, {keys.PREV_ACTION: history}), chunk)
+
+
+def test_a_velocity_reference_continues_the_last_change_at_every_chunk_step():
+    """``policy.action_reference_velocity``: chunk step i is taken relative to a[t−1] + (i + 1)(a[t−1] −
+    a[t−2]), the change being the second d values of ``observation.prev_action``; acting adds it back."""
+    torch.manual_seed(0)
+    cfg = PolicyConfig(
+        horizon=H, hidden_dims=[16], action_reference=keys.PREV_ACTION, action_reference_velocity=True
+    )
+    stats = {
+        **_stats(),
+        keys.PREV_ACTION: FeatureStats.from_array(np.random.default_rng(1).normal(size=(50, 2 * D))),
+    }
+    policy = FlowChunkPolicy(cfg, {keys.PREV_ACTION: (2 * D,)}, D, stats)
+    history = torch.randn(2, 2 * D)
+    obs = {keys.PREV_ACTION: history}
+    chunk = torch.randn(2, H, D)
+    reference = history[:, None, :D] + torch.arange(1.0, H + 1)[None, :, None] * history[:, None, D:]
+    norm = policy.normalize_actions(chunk, obs)
+    torch.testing.assert_close(norm, (chunk - reference - policy.action_offset) / policy.action_scale)
+    torch.testing.assert_close(policy.unnormalize_actions(norm, obs), chunk)
+    noise = torch.zeros(2, 1, H, D)
+    acted = reference + policy.sample(obs, 1, noise)[:, 0] * policy.action_scale + policy.action_offset
+    torch.testing.assert_close(policy.act(obs, noise), acted)
+    with pytest.raises(ValueError, match="chunks"):
+        policy.normalize_actions(chunk[:, 0], obs)
+    with pytest.raises(ValueError, match="data.prev_action_steps >= 2"):
+        policy.normalize_actions(chunk, {keys.PREV_ACTION: history[:, :D]})
+    with pytest.raises(ValueError, match="needs policy.action_reference"):
+        FlowChunkPolicy(
+            PolicyConfig(horizon=H, hidden_dims=[16], action_reference_velocity=True),
+            {keys.STATE: (D,)},
+            D,
+            _stats(),
+        )
+
+
+@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
+def test_g1_velocity_reference_statistics_and_their_config_errors(tmp_path):
+    """The training set's per-step action statistics use the same reference as the policy: on the G1
+    fixture the first step's residual on the extrapolation is smaller than its change from a[t−1] (continuing
+    the last change predicts the next command better than holding it), and the config errors name the key."""
+    cfg = DataConfig(
+        path=str(G1),
+        images=False,
+        val_episodes=[4],
+        prev_action=True,
+        prev_action_start=keys.STATE,
+        prev_action_steps=2,
+    )
+
+    def stats(velocity: bool, reference: str = keys.PREV_ACTION, data: DataConfig = cfg) -> FeatureStats:
+        made = TrainingSet(
+            G1, data, 5, 0.99, tmp_path, action_reference=reference, reference_velocity=velocity
+        )
+        return made.stats[keys.ACTION]
+
+    hold, velocity = stats(False), stats(True)
+    assert velocity.mean.shape == hold.mean.shape == (5, 26)
+    assert np.median(velocity.std[0] / hold.std[0]) < 0.9
+    with pytest.raises(ConfigError, match="data.prev_action_steps >= 2"):
+        stats(True, data=replace(cfg, prev_action_steps=1))
+    with pytest.raises(ConfigError, match="policy.action_reference="):
+        stats(True, reference=keys.STATE)

@@ -1,6 +1,7 @@
 """``robot-rl open-loop`` (robot_rl.training.loop.score_checkpoint) rebuilds ``observation.prev_action`` the
 way the checkpoint was trained, whatever the config now says: its ``data.prev_action_steps`` and
-``data.prev_action_start`` (issue 38 item 4: configs/g1_pick_bottle.yaml moved from one command to two)."""
+``data.prev_action_start`` (issue 38 item 4: configs/g1_pick_bottle.yaml moved from one command to two), and
+its relative-action reference (``policy.action_reference_velocity``)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,18 @@ def test_open_loop_scores_with_the_checkpoints_command_history(tmp_path):
     cfg = load_config(config, [*common, "--data.prev_action_steps=2", "--checkpoint_every=20"])
     run = RunDir(cfg.run_dir)
     trained = train_agent(cfg, "bc", 0, run, None, agents)
-    assert json.loads((run.checkpoint("bc", 0) / "config.json").read_text())["data"]["prev_action_steps"] == 2
-    # a config that now says one command from zeros: the checkpoint's two from the state are used
-    later = load_config(config, [*common, "--data.prev_action_steps=1", "--data.prev_action_start=zeros"])
+    saved = json.loads((run.checkpoint("bc", 0) / "config.json").read_text())
+    assert saved["data"]["prev_action_steps"] == 2 and saved["policy"]["action_reference_velocity"] is True
+    # a config that now says one command from zeros, held: the checkpoint's two from the state, continued
+    later = load_config(
+        config,
+        [
+            *common,
+            "--data.prev_action_steps=1",
+            "--data.prev_action_start=zeros",
+            "--policy.action_reference_velocity=false",
+        ],
+    )
     scored = score_checkpoint(later, "bc", 0, run, agents)
     assert scored["val_action_mae"] == pytest.approx(trained["val_action_mae"], rel=1e-5)
     assert scored["val_first_action_mae"] == pytest.approx(trained["val_first_action_mae"], rel=1e-5)

@@ -19,7 +19,7 @@ from robot_rl.config import ConfigError, DataConfig, DataReward, FrameCache
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
-from robot_rl.data.prev_action import previous_actions, start_actions
+from robot_rl.data.prev_action import chunk_reference, previous_actions, reference_multipliers, start_actions
 from robot_rl.data.reward_labels import match_learner_gamma
 from robot_rl.data.training.features import FeatureUse, as_input_column, extra_inputs
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
@@ -72,6 +72,8 @@ class TrainingSet:
         action_reference: empty, or the observation key relative actions are taken to
             (``policy.action_reference``); the ``action`` statistics are then those of the relative chunk
             actions a[t+k] − obs[t], per chunk step k (shape (h, d)).
+        reference_velocity: the reference continues the last change of ``observation.prev_action``
+            (``policy.action_reference_velocity``): a[t+k] − (a[t−1] + (k + 1)(a[t−1] − a[t−2])).
         gamma_key: the config key ``gamma`` comes from (named in messages).
 
     Attributes: ``obs_keys`` (vector keys then camera keys, sorted; the vectors are every
@@ -89,7 +91,8 @@ class TrainingSet:
             ``data.prev_action_start`` that is not 'zeros' or a vector observation of the action's shape, a
             ``data.features`` entry that is not a numeric non-camera column of the dataset, an
             ``action_reference`` that is not a vector observation of the action's shape (or
-            ``observation.prev_action`` with ``data.prev_action_steps`` commands).
+            ``observation.prev_action`` with ``data.prev_action_steps`` commands), ``reference_velocity``
+            without ``observation.prev_action`` of at least 2 commands as the reference.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class TrainingSet:
         cache_dir: str | Path,
         for_rl: bool = False,
         action_reference: str = "",
+        reference_velocity: bool = False,
         gamma_key: str = "offline.gamma",
     ) -> None:
         if cfg.reward not in REWARD_MODES:
@@ -151,17 +155,23 @@ class TrainingSet:
         self.stats: dict[str, FeatureStats] = compute_stats(
             {k: table[k][self.train.rows] for k in vector_keys}
         )
-        self.stats[keys.ACTION] = self._action_stats(action_reference)
+        self.stats[keys.ACTION] = self._action_stats(action_reference, reference_velocity)
         self.feature_use = FeatureUse.build(
             ds.features, self.obs_shapes, ds.video_keys, cfg.images, for_rl, len(self.tasks) > 1
         )
 
     # -- construction --------------------------------------------------------------------------------
-    def _action_stats(self, reference: str, max_chunks: int = 20000) -> FeatureStats:
+    def _action_stats(self, reference: str, velocity: bool, max_chunks: int = 20000) -> FeatureStats:
         """Statistics of the training actions, (d,) each; with ``reference``, of the relative chunk actions
-        a[t+k] − obs[t] per chunk step, (h, d) each, over up to ``max_chunks`` evenly spaced whole chunks
-        (a step k relative to t moves about k times as far as the first, so each step gets its own scale)."""
+        a[t+k] − obs[t] (``velocity``: minus the constant-velocity reference) per chunk step k, (h, d) each,
+        over up to ``max_chunks`` evenly spaced whole chunks (a step k relative to t moves about k times as
+        far as the first, so each step gets its own scale)."""
         sampler = self.train.sampler
+        if velocity and reference != keys.PREV_ACTION:
+            raise ConfigError(
+                f"policy.action_reference_velocity needs policy.action_reference={keys.PREV_ACTION!r} "
+                f"(got {reference!r})"
+            )
         if not reference:
             return FeatureStats.from_array(sampler.actions.reshape(len(sampler), -1))
         shape = self.obs_shapes.get(reference) or ()
@@ -179,8 +189,12 @@ class TrainingSet:
                 f"{self.dataset.root}: no training episode is as long as a chunk ({self.horizon})"
             )
         chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
-        latest = chunks["observations"][reference][:, None, : self.action_dim]  # the last command, a[t-1]
-        return FeatureStats.from_array(chunks["actions"] - latest)
+        steps = reference_multipliers(self.horizon, velocity)
+        try:
+            ref = chunk_reference(chunks["observations"][reference], self.action_dim, steps)
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+        return FeatureStats.from_array(chunks["actions"] - ref)
 
     @staticmethod
     def _previous_actions(table: dict[str, np.ndarray], start: str, steps: int) -> np.ndarray:
