@@ -22,12 +22,17 @@ step i is a[t−1] + (i + 1)(a[t−1] − a[t−2]) from ``observation.prev_acti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from robot_rl.data.normalize import FeatureStats
 from robot_rl.data.prev_action import chunk_reference, reference_multipliers
 from robot_rl.keys import ACTION
+
+if TYPE_CHECKING:
+    from robot_rl.config import PolicyConfig
 
 
 class ActionNormalization:
@@ -37,6 +42,21 @@ class ActionNormalization:
     action_scale: torch.Tensor
     action_reference: str = ""
     action_reference_velocity: bool = False
+
+    def register_policy_action_stats(
+        self, cfg: PolicyConfig, stats: dict[str, FeatureStats], action_dim: int
+    ) -> None:
+        """:meth:`register_action_stats` with the normalisation, box and reference of ``cfg``, a
+        :class:`robot_rl.config.PolicyConfig`; raises as that method does."""
+        self.register_action_stats(
+            stats,
+            cfg.normalization,
+            action_dim,
+            cfg.action_low,
+            cfg.action_high,
+            cfg.action_reference,
+            cfg.action_reference_velocity,
+        )
 
     def register_action_stats(
         self,

@@ -54,15 +54,7 @@ class FlowChunkPolicy(ActionNormalization, nn.Module):
             int(action_dim),
             int(cfg.flow_steps),
         )
-        self.register_action_stats(
-            stats,
-            cfg.normalization,
-            action_dim,
-            cfg.action_low,
-            cfg.action_high,
-            cfg.action_reference,
-            cfg.action_reference_velocity,
-        )
+        self.register_policy_action_stats(cfg, stats, action_dim)
         self.encoder = (
             encoder if encoder is not None else ObservationEncoder(obs_shapes, stats, cfg.image_features)
         )

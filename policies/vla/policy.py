@@ -96,15 +96,7 @@ class VLAPolicy(FlowChunkPolicy):
             int(action_dim),
             int(cfg.flow_steps),
         )
-        self.register_action_stats(
-            stats,
-            cfg.normalization,
-            action_dim,
-            cfg.action_low,
-            cfg.action_high,
-            cfg.action_reference,
-            cfg.action_reference_velocity,
-        )
+        self.register_policy_action_stats(cfg, stats, action_dim)
         self.obs_shapes = {k: tuple(int(s) for s in v) for k, v in sorted(obs_shapes.items())}
         self.image_keys = sorted(k for k in obs_shapes if is_image_key(k))
         if not self.image_keys:

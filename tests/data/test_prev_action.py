@@ -12,7 +12,7 @@ import pytest
 from repo_paths import LEROBOT_FIXTURES
 
 from robot_rl import keys
-from robot_rl.config import DataConfig
+from robot_rl.config import ConfigError, DataConfig
 from robot_rl.data.prev_action import prev_action_steps, previous_actions
 from robot_rl.data.training.training_set import TrainingSet
 from robot_rl.sources import PrevActionSource
@@ -82,8 +82,11 @@ def _runtime_history(state: np.ndarray, action: np.ndarray, steps: int, h: int, 
     return dict(replay.fed)
 
 
-def _g1_training_set(steps: int, cache_dir) -> TrainingSet:
-    """The G1 fixture's training set with ``steps`` past commands, relative to a[t-1]; episode 4 held out."""
+def _g1_training_set(
+    steps: int, cache_dir, velocity: bool = False, reference: str = keys.PREV_ACTION
+) -> TrainingSet:
+    """The G1 fixture's training set with ``steps`` past commands, relative to a[t-1] (``velocity``: to its
+    constant-velocity extrapolation) or to ``reference``; episode 4 held out."""
     cfg = DataConfig(
         path=str(G1),
         images=False,
@@ -92,7 +95,15 @@ def _g1_training_set(steps: int, cache_dir) -> TrainingSet:
         prev_action_start=keys.STATE,
         prev_action_steps=steps,
     )
-    return TrainingSet(G1, cfg, horizon=5, gamma=0.99, cache_dir=cache_dir, action_reference=keys.PREV_ACTION)
+    return TrainingSet(
+        G1,
+        cfg,
+        horizon=5,
+        gamma=0.99,
+        cache_dir=cache_dir,
+        action_reference=reference,
+        reference_velocity=velocity,
+    )
 
 
 @pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
@@ -133,3 +144,19 @@ def test_relative_action_statistics_take_the_most_recent_command_as_reference(tm
     assert stats[0].q01.shape == (5, D)
     for name in ("mean", "std", "q01", "q99", "min", "max"):
         np.testing.assert_array_equal(getattr(stats[1], name), getattr(stats[0], name), err_msg=name)
+
+
+@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
+def test_g1_velocity_reference_statistics_and_their_config_errors(tmp_path):
+    """The training set's per-step action statistics use the same reference as the policy
+    (``policy.action_reference_velocity``): on the G1 fixture the first step's residual on the extrapolation
+    is smaller than its change from a[t−1] (continuing the last change predicts the next command better than
+    holding it), and the config errors name the key."""
+    hold = _g1_training_set(2, tmp_path).stats[keys.ACTION]
+    velocity = _g1_training_set(2, tmp_path, velocity=True).stats[keys.ACTION]
+    assert velocity.mean.shape == hold.mean.shape == (5, 26)
+    assert np.median(velocity.std[0] / hold.std[0]) < 0.9
+    with pytest.raises(ConfigError, match="data.prev_action_steps >= 2"):
+        _g1_training_set(1, tmp_path, velocity=True)
+    with pytest.raises(ConfigError, match="policy.action_reference="):
+        _g1_training_set(2, tmp_path, velocity=True, reference=keys.STATE)

@@ -3,8 +3,6 @@ predicted absolute 390-dim chunks from the state alone and lost to repeating the
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
@@ -195,32 +193,3 @@ def test_a_velocity_reference_continues_the_last_change_at_every_chunk_step():
             D,
             _stats(),
         )
-
-
-@pytest.mark.skipif(not G1.is_dir(), reason=f"fixture absent: {G1}")
-def test_g1_velocity_reference_statistics_and_their_config_errors(tmp_path):
-    """The training set's per-step action statistics use the same reference as the policy: on the G1
-    fixture the first step's residual on the extrapolation is smaller than its change from a[t−1] (continuing
-    the last change predicts the next command better than holding it), and the config errors name the key."""
-    cfg = DataConfig(
-        path=str(G1),
-        images=False,
-        val_episodes=[4],
-        prev_action=True,
-        prev_action_start=keys.STATE,
-        prev_action_steps=2,
-    )
-
-    def stats(velocity: bool, reference: str = keys.PREV_ACTION, data: DataConfig = cfg) -> FeatureStats:
-        made = TrainingSet(
-            G1, data, 5, 0.99, tmp_path, action_reference=reference, reference_velocity=velocity
-        )
-        return made.stats[keys.ACTION]
-
-    hold, velocity = stats(False), stats(True)
-    assert velocity.mean.shape == hold.mean.shape == (5, 26)
-    assert np.median(velocity.std[0] / hold.std[0]) < 0.9
-    with pytest.raises(ConfigError, match="data.prev_action_steps >= 2"):
-        stats(True, data=replace(cfg, prev_action_steps=1))
-    with pytest.raises(ConfigError, match="policy.action_reference="):
-        stats(True, reference=keys.STATE)

@@ -29,6 +29,18 @@ def _wait(cond, timeout_s=5.0):
     return cond()
 
 
+def _spin(node) -> threading.Event:
+    """Spin ``node`` on a daemon thread until the returned event is set."""
+    done = threading.Event()
+
+    def spin() -> None:
+        while not done.is_set():
+            node.spin_once(0.05)
+
+    threading.Thread(target=spin, daemon=True).start()
+    return done
+
+
 def test_bridge_rejects_bad_observations(caplog, transport):
     domain = new_domain()
     cfg = Ros2Config(transport=transport, domain_id=domain, loopback=True, ee_pose_topic="")
@@ -199,16 +211,11 @@ def test_the_first_observation_after_a_reset_shows_the_new_scene(sim_node, trans
     # hears resets, never answers
     mute = make_node("test_mute", parse_args(node_flags(domain, transport), "t"))
     heard, done = [], threading.Event()
-
-    def spin() -> None:
-        while not done.is_set():
-            mute.spin_once(0.05)
-
     try:
         with pytest.raises(RobotTimeoutError, match=r"no subscriber on /nobody/reset_scene within 2.0 s"):
             robot.reset_scene(5)  # nobody listens: the request is not sent into the void
         mute.subscribe(msgs.String, "/nobody/reset_scene", lambda m: heard.append(m.data))
-        threading.Thread(target=spin, daemon=True).start()
+        done = _spin(mute)
         with pytest.raises(RobotTimeoutError, match=r"no answer on /nobody/scene_reset within 2.0 s"):
             robot.reset_scene(5)
         time.sleep(0.2)
@@ -228,11 +235,6 @@ def test_a_re_sent_reset_request_is_answered_again_without_a_second_reset(sim_no
     caplog.set_level(logging.WARNING, "robot_rl.ros2")
     client = make_node("test_reset", parse_args(node_flags(domain, transport), "t"))
     answers, done = [], threading.Event()
-
-    def spin() -> None:
-        while not done.is_set():
-            client.spin_once(0.05)
-
     try:
         request = client.publisher(msgs.String, "/robot_rl/sim/reset_scene")
         client.subscribe(
@@ -240,7 +242,7 @@ def test_a_re_sent_reset_request_is_answered_again_without_a_second_reset(sim_no
             "/robot_rl/sim/scene_reset",
             lambda h: answers.append((h.frame_id, msgs.seconds(h.stamp))),
         )
-        threading.Thread(target=spin, daemon=True).start()
+        done = _spin(client)
         assert _wait(lambda: request.subscription_count() > 0)
         time.sleep(1.0)  # two-way discovery
         for text, count in (("7@a1", 1), ("7@a1", 2), ("7@a2", 3)):
