@@ -283,21 +283,36 @@ class RobotEnv(gym.Env):
             )
 
     def _home_posture(self, first: RobotState) -> np.ndarray:
-        n = self.robot.limits.num_joints
+        """The home posture (n,) rad: ``env.robot.home_joints``, else the measured start posture ``first``
+        clipped into the joint limits when it is out by at most ``home_tolerance`` (an arm stopped at a limit
+        sits a little past it: it lags or overshoots a target clipped there, as a restarted node finds it).
+
+        Raises:
+            ValueError: home joints of the wrong length, a robot without ``joint_position`` commands, or a
+                home outside the joint limits (names the joint, its value and the limit)."""
+        n, limits = self.robot.limits.num_joints, self.robot.limits
+        low, high = np.asarray(limits.joint_low, np.float64), np.asarray(limits.joint_high, np.float64)
         if self.rcfg.home_joints:
-            home = np.asarray(self.rcfg.home_joints, dtype=np.float64)
+            home, what = np.asarray(self.rcfg.home_joints, dtype=np.float64), "env.robot.home_joints"
             if home.shape != (n,):
                 raise ValueError(
                     f"env.robot.home_joints has {home.size} values; {self.robot.name} has {n} joints "
-                    f"{list(self.robot.limits.joint_names)}"
+                    f"{list(limits.joint_names)}"
                 )
         else:
-            home = np.asarray(first.joint_pos, dtype=np.float64).copy()
+            home, what = np.asarray(first.joint_pos, dtype=np.float64).copy(), "the measured start posture"
+            inside = np.clip(home, low, high)
+            if np.max(np.abs(inside - home)) <= self.rcfg.home_tolerance:
+                home = inside
         if CommandMode.JOINT_POSITION not in self.robot.modes:
             raise ValueError(f"{self.robot.name}: the home motion needs joint_position commands")
-        low, high = self.robot.limits.joint_low, self.robot.limits.joint_high
-        if np.any(home < low) or np.any(home > high):
-            raise ValueError(f"env.robot.home_joints {home.tolist()} is outside the joint limits")
+        out = np.flatnonzero((home < low) | (home > high))
+        if len(out):
+            j = int(out[0])
+            raise ValueError(
+                f"{what} is outside the joint limits: {limits.joint_names[j]} at {home[j]:.4f} rad, limits "
+                f"[{low[j]:.4f}, {high[j]:.4f}] (home {home.tolist()}); set env.robot.home_joints inside them"
+            )
         return home
 
     def _reset_mode(self) -> str:

@@ -167,6 +167,38 @@ def test_config_errors_name_the_key():
         RobotEnv(robot, {}, EnvConfig(cameras=["front"], robot=RobotConfig(driver="sim")))
 
 
+def _started_at(joint: int, offset: float) -> MujocoRobot:
+    """The sim robot, connected, with arm joint ``joint`` measured ``offset`` rad below its low limit, as a
+    node restarted next to an arm stopped at that limit finds it."""
+    import mujoco
+
+    robot = MujocoRobot(seed=0)
+    robot.connect()
+    env = robot.env
+    env.data.qpos[env._arm_q[joint]] = robot.limits.joint_low[joint] - offset
+    mujoco.mj_forward(env.model, env.data)
+    return robot
+
+
+def test_a_start_just_past_a_joint_limit_homes_inside_it_and_far_past_it_names_the_joint():
+    """Without ``env.robot.home_joints`` the home is the measured start posture. An arm stopped at a limit
+    measures a little past it (it lags or overshoots its clipped target): CI's restarted policy node found
+    joint 4 at -3.0222 rad against the limit -3.0218 and died. Within ``home_tolerance`` the home is clipped
+    inside; farther out it is a clear error naming the joint, its value and the limit."""
+    robot = _started_at(3, 0.0004)
+    low = robot.limits.joint_low[3]
+    env = RobotEnv(robot, {}, _cfg())
+    try:
+        assert env.home[3] == pytest.approx(low) and robot.read().joint_pos[3] < low
+    finally:
+        env.close()
+    name = robot.limits.joint_names[3]
+    with pytest.raises(ValueError, match=rf"measured start posture is outside the joint limits: {name} at"):
+        RobotEnv(_started_at(3, 0.2), {}, _cfg())
+    with pytest.raises(ValueError, match=r"env.robot.home_joints is outside the joint limits: .* set env"):
+        RobotEnv(MujocoRobot(seed=0), {}, _cfg(home_joints=[0.0] * 7))
+
+
 def test_realtime_keeps_the_rate():
     env = make_env(_cfg(realtime="always"))
     try:
