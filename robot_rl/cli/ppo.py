@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from robot_rl.config import EnvConfig, PipelineConfig
-from robot_rl.eval.summary import eval_summary
+from robot_rl.eval.summary import stage_eval_summary
 from robot_rl.policies import factory as agents
 from robot_rl.run_dir import RunDir
 from robot_rl.sim.batched_factory import make_batched_env
@@ -92,8 +92,6 @@ def run_seed(cfg: PipelineConfig, seed: int) -> str:
         )
         return "\n".join(lines)
     if not cfg.ppo.init:
-        before = evaluate(cfg, "bc", seed)
-        lines.append(eval_summary("bc", seed, before["summary"], str(run_dir.eval_file("bc", seed))))
-    after = evaluate(cfg, name, seed)
-    lines.append(eval_summary(name, seed, after["summary"], str(run_dir.eval_file(name, seed))))
+        lines.append(stage_eval_summary(cfg, "bc", seed, evaluate(cfg, "bc", seed), by_group=False))
+    lines.append(stage_eval_summary(cfg, name, seed, evaluate(cfg, name, seed), by_group=False))
     return "\n".join(lines)

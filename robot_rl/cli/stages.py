@@ -7,8 +7,7 @@ import argparse
 
 from robot_rl.config import PipelineConfig, parse_overrides
 from robot_rl.eval.inference import check_trained_values, given_inference
-from robot_rl.eval.splits import eval_variant
-from robot_rl.eval.summary import eval_summary, train_summary
+from robot_rl.eval.summary import stage_eval_summary, train_summary
 from robot_rl.run_dir import RunDir, online_name
 from robot_rl.stages.collect import collect as collect_stage
 from robot_rl.stages.evaluate import evaluate as evaluate_stage
@@ -81,7 +80,4 @@ def evaluate(args: argparse.Namespace, cfg: PipelineConfig, overrides: list[str]
         if not cfg.deploy.server:  # a served policy acts with its checkpoint's values
             check_trained_values(cfg, given, run.checkpoint(algo, seed))
         result = evaluate_stage(cfg, algo, seed, given_inference(cfg, given))
-        path = run.eval_file(algo, seed, eval_variant(cfg.eval.name, cfg.eval.split))
-        groups = {"task": result.get("per_task", {}), "instruction": result.get("per_instruction", {})}
-        split = result.get("split", "test")
-        print(eval_summary(algo, seed, result["summary"], str(path), groups, split), flush=True)
+        print(stage_eval_summary(cfg, algo, seed, result), flush=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from robot_rl.config import PipelineConfig
+from robot_rl.eval.splits import eval_variant
+from robot_rl.run_dir import RunDir
+
 
 def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -40,9 +44,7 @@ def train_summary(algo: str, seed: int, result: dict, log: str, val_log: str | N
     return "\n".join(lines)
 
 
-def eval_summary(
-    algo: str, seed: int, summary: dict, path: str, groups: dict | None = None, split: str = "test"
-) -> str:
+def eval_summary(algo: str, seed: int, summary: dict, path: str, groups: dict | None, split: str) -> str:
     """The ``split`` the episodes ran on (:mod:`robot_rl.eval.splits`), success rate with its 95% interval,
     mean return, mean cycle time and episode count; then, for each grouping in ``groups`` (``{"task":
     per_task, "instruction": per_instruction}`` of the eval JSON) with more than one group, a line per group
@@ -68,3 +70,13 @@ def eval_summary(
                 )
     lines.append(f"  results: {path}")
     return "\n".join(lines)
+
+
+def stage_eval_summary(cfg: PipelineConfig, algo: str, seed: int, result: dict, by_group: bool = True) -> str:
+    """:func:`eval_summary` of an evaluation stage's ``result`` (``robot_rl.stages.evaluate.evaluate``): the
+    split it ran on (its ``split``) and the eval JSON it wrote (``cfg``'s run dir, ``eval.name`` and
+    ``eval.split``); with ``by_group``, a line per task and per instruction when there are several."""
+    path = RunDir(cfg.run_dir).eval_file(algo, seed, eval_variant(cfg.eval.name, cfg.eval.split))
+    groups = {"task": result.get("per_task", {}), "instruction": result.get("per_instruction", {})}
+    split = result.get("split", cfg.eval.split)
+    return eval_summary(algo, seed, result["summary"], str(path), groups if by_group else None, split)

@@ -256,8 +256,8 @@ def test_short_ppo_run_on_pick_cube(tmp_path):
 
 
 def test_cli_ppo_then_eval(tmp_path, capsys):
-    """``robot-rl ppo`` from a given checkpoint runs PPO (Flow-SDE) and evaluates the result; a bad
-    method is a config error naming the key."""
+    """``robot-rl ppo`` from a given checkpoint runs PPO (Flow-SDE) and evaluates the result on the split it
+    names; a bad method is a config error naming the key."""
     pytest.importorskip("mujoco")
     from robot_rl.cli.main import main
 
@@ -282,6 +282,13 @@ def test_cli_ppo_then_eval(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "eval ppo_flow_sde seed 0 (test split): success" in out
     assert (run_dir / "checkpoints" / "ppo_flow_sde_seed0" / "model.safetensors").is_file()
+    # the rerun keeps the trained policy and evaluates it on the validation split, and says so (it printed
+    # "test split" and the test file's path while it ran the validation seeds)
+    assert main([*args, "--eval.split=validation"]) == 0
+    out = capsys.readouterr().out
+    validation = run_dir / "eval" / "ppo_flow_sde_seed0_validation.json"
+    assert "eval ppo_flow_sde seed 0 (validation split): success" in out and f"results: {validation}" in out
+    assert validation.is_file()
     assert main([*args, "--ppo.method=flow_ode"]) == 2
     assert "ppo.method='flow_ode'" in capsys.readouterr().err
 
