@@ -273,7 +273,8 @@ def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node, trans
     robot_cfg = RobotConfig(driver="ros2", timeout_s=5.0, ros2=ros2, home_timeout_s=10.0)
     env = RobotEnv.from_config(EnvConfig(robot=robot_cfg, max_episode_steps=20))
     local = make_vector_env(EnvConfig(num_envs=1), 1, autoreset_mode=AutoresetMode.DISABLED)
-    actions = [[0.0, 0.0, -0.03, 0.0]] * 5 + [[0.03, -0.02, 0.0, 0.0]] * 5 + [[0.0, 0.0, 0.0, 0.0]] * 3
+    moves = [[0.0, 0.0, -0.03, 0.0]] * 5 + [[0.03, -0.02, 0.0, 0.0]] * 5 + [[0.0, 0.0, 0.0, 0.0]] * 3
+    actions = moves + [[0.0, 0.0, 0.0, 0.0]] * 5  # then 0.5 s more at rest for both arms to settle
     try:
         obs, _ = env.reset(seed=4)
         lobs, _ = local.reset(seed=[4])
@@ -285,10 +286,13 @@ def test_an_ee_delta_moves_the_arm_over_ros2_as_in_the_simulator(sim_node, trans
             gaps.append(np.linalg.norm(obs["observation.state"][14:17] - lobs["observation.state"][0, 14:17]))
         moved = np.linalg.norm(lobs["observation.state"][0, 14:17] - start)
         # m; each step moves the pinch 2-3 cm. A step's state may be read before the node applied it on a
-        # loaded machine (gaps of 1-1.7 cm at single steps in CI): after 3 zero steps every command has been
-        # applied, and the median gap stays small; a ramp lagging about a step (twist_mode=servo) is off
-        # at most steps (median 1.3 cm)
-        assert moved > 0.1 and gaps[-1] < 0.005 and np.median(gaps) < 0.008, gaps
+        # loaded machine (gaps of 1-1.7 cm at single steps in CI), and a stalled node's scene runs behind
+        # the wall clock (MAX_CATCH_UP_S), so its arm may not have settled 3 steps after the last move
+        # (0.75 cm in one CI run): the arms are compared after 8 zero steps. The median gap over the moves
+        # and the first 3 zero steps stays small; a ramp lagging about a step (twist_mode=servo) is off at
+        # most steps (median 1.3 cm)
+        median = np.median(gaps[: len(moves)])
+        assert moved > 0.1 and gaps[-1] < 0.005 and median < 0.008, gaps
     finally:
         env.close()
         local.close()
