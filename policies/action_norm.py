@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.normalize import FeatureStats
-from robot_rl.data.prev_action import chunk_reference, reference_multipliers
+from robot_rl.data.prev_action import chunk_reference
 from robot_rl.keys import ACTION
 
 if TYPE_CHECKING:
@@ -180,5 +180,4 @@ class ActionNormalization:
             if self.action_reference_velocity:
                 raise ValueError("policy.action_reference_velocity: actions must be chunks (B, h, d)")
             return ref[..., : actions.shape[-1]]
-        steps = reference_multipliers(actions.shape[1], self.action_reference_velocity)
-        return chunk_reference(ref, actions.shape[-1], torch.as_tensor(steps).to(ref))
+        return chunk_reference(ref, actions.shape[-1], actions.shape[1], self.action_reference_velocity)

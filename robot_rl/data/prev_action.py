@@ -96,32 +96,27 @@ def previous_actions(
     return history_feature(out)
 
 
-def reference_multipliers(horizon: int, velocity: bool) -> np.ndarray:
-    """The multipliers m (h, 1) float32 of the last change in a relative-action reference (see
-    :func:`chunk_reference`): 0 at every chunk step (hold the last command), or i + 1 at step i (continue the
-    last change at constant velocity)."""
-    steps = np.arange(1, horizon + 1, dtype=np.float32) if velocity else np.zeros(horizon, np.float32)
-    return steps[:, None]
-
-
-def chunk_reference(history, action_dim: int, multipliers):
+def chunk_reference(history, action_dim: int, horizon: int, velocity: bool):
     """The reference of a relative-action chunk from ``observation.prev_action`` (:func:`history_feature`,
-    (B, k·d)): a[t−1] + m_i (a[t−1] − a[t−2]) at chunk step i, (B, h, d) with ``multipliers`` m (h, 1) of
-    :func:`reference_multipliers` (its zeros give a[t−1] at every step, (B, 1, d) broadcast; then k = 1 is
-    enough). NumPy arrays or torch tensors, both of one kind; the result has their dtype.
+    (B, k·d)): a[t−1] at every chunk step, (B, 1, d) broadcast (then k = 1 is enough); with ``velocity``
+    (``policy.action_reference_velocity``), a[t−1] + (i + 1)(a[t−1] − a[t−2]) at chunk step i < ``horizon``,
+    (B, h, d). NumPy arrays or torch tensors; the result is of the same kind and dtype.
 
     A residual on the constant-velocity model: on the G1 fixture continuing the last change predicts the next
     command 33 % better than holding it, and the policy learns the rest (docs/results.md, G1 section).
 
     Raises:
-        ValueError: a non-zero multiplier and fewer than 2·d values (names ``data.prev_action_steps``).
+        ValueError: ``velocity`` and fewer than 2·d values (names ``data.prev_action_steps``).
     """
     latest = history[:, None, :action_dim]
-    if not bool((multipliers != 0).any()):
+    if not velocity:
         return latest
     if history.shape[-1] < 2 * action_dim:
         raise ValueError(
             f"policy.action_reference_velocity needs the last change of command: data.prev_action_steps >= 2 "
             f"(observation.prev_action has {history.shape[-1]} values for a {action_dim}-d action)"
         )
-    return latest + multipliers * history[:, None, action_dim : 2 * action_dim]
+    steps = np.arange(1, horizon + 1, dtype=np.float32)[:, None]
+    if hasattr(history, "new_tensor"):  # a torch tensor: its dtype and device
+        steps = history.new_tensor(steps)
+    return latest + steps * history[:, None, action_dim : 2 * action_dim]

@@ -19,7 +19,7 @@ from robot_rl.config import ConfigError, DataConfig, DataReward, FrameCache
 from robot_rl.data.errors import DatasetError
 from robot_rl.data.lerobot.reader import LeRobotDataset
 from robot_rl.data.normalize import FeatureStats, compute_stats
-from robot_rl.data.prev_action import chunk_reference, previous_actions, reference_multipliers, start_actions
+from robot_rl.data.prev_action import chunk_reference, previous_actions, start_actions
 from robot_rl.data.reward_labels import match_learner_gamma
 from robot_rl.data.training.features import FeatureUse, as_input_column, extra_inputs
 from robot_rl.data.training.frames import MemoryFrames, VideoFrames, ZarrFrameCache
@@ -189,9 +189,8 @@ class TrainingSet:
                 f"{self.dataset.root}: no training episode is as long as a chunk ({self.horizon})"
             )
         chunks = sampler.get(whole[np.unique(np.linspace(0, len(whole) - 1, max_chunks).astype(np.int64))])
-        steps = reference_multipliers(self.horizon, velocity)
         try:
-            ref = chunk_reference(chunks["observations"][reference], self.action_dim, steps)
+            ref = chunk_reference(chunks["observations"][reference], self.action_dim, self.horizon, velocity)
         except ValueError as err:
             raise ConfigError(str(err)) from err
         return FeatureStats.from_array(chunks["actions"] - ref)
