@@ -482,12 +482,9 @@ class RosRobot(Robot):
         def answered() -> bool:
             return self._reset_ack is not None and self._reset_ack[0] == request
 
-        while True:
+        while not answered() and time.monotonic() < deadline:
             reset.publish(msgs.String(request))
-            if _until(answered, min(deadline, time.monotonic() + RESET_RESEND_S)):
-                break
-            if time.monotonic() >= deadline:
-                break
+            _until(answered, min(deadline, time.monotonic() + RESET_RESEND_S))
         wait(answered, f"answer on {prefix}/scene_reset")
         stamp = self._reset_ack[1]
         wait(

@@ -196,9 +196,9 @@ def reset_request(text: str) -> tuple[int | None, str]:
         Rejected: a seed that is not an integer in [0, 2**32), or an id that is not 1-64 characters of
             letters, digits and ``-``.
     """
-    seed, _, request_id = text.strip().partition("@")
+    seed, at, request_id = text.strip().partition("@")
     if seed and not (seed.isdigit() and int(seed) < 2**32):
         raise Rejected(f"reset_scene seed must be empty or an integer in [0, 2**32), got {seed!r:.40}")
-    if "@" in text and not (0 < len(request_id) <= 64 and request_id.replace("-", "").isalnum()):
+    if at and not (0 < len(request_id) <= 64 and request_id.replace("-", "").isalnum()):
         raise Rejected(f"reset_scene request id must be 1-64 letters, digits or '-', got {request_id!r:.40}")
     return (int(seed) if seed else None), request_id

@@ -296,13 +296,14 @@ class SimRobotNode:
 
     def _on_reset(self, msg: msgs.String) -> None:
         def go():
-            seed, request_id = validate.reset_request(msg.data)
-            if request_id and self._last_reset is not None and self._last_reset.frame_id == msg.data.strip():
+            text = msg.data.strip()
+            seed, request_id = validate.reset_request(text)
+            if request_id and self._last_reset is not None and self._last_reset.frame_id == text:
                 self.pub_reset.publish(self._last_reset)  # a re-sent request: answered again, not reset twice
                 return
             self.robot.reset_scene(seed)
             self._twist_until, self._servo_moving, self._joint_target = -np.inf, False, False
-            self._last_reset = msgs.Header(self._stamp(), msg.data.strip())
+            self._last_reset = msgs.Header(self._stamp(), text)
             self.pub_reset.publish(self._last_reset)
 
         self._guard("reset_scene", go)
