@@ -107,6 +107,14 @@ class Agent:
                 raise KeyError(f"optimizer state for {name!r} not found; have {sorted(state)}")
             opt.load_state_dict(state[name])
 
+    def resume_state(self) -> dict:
+        """Training state beyond modules and optimizers that a resumed run needs to continue exactly (tensors,
+        numbers, strings, nested dicts; :func:`robot_rl.training.resume.save_resume`); none by default."""
+        return {}
+
+    def load_resume_state(self, state: dict) -> None:
+        """Restore :meth:`resume_state`'s dict (empty for a checkpoint written without it)."""
+
     def load_policy_state(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Warm start: load a (BC-trained) flow policy state dict into this agent's policy (strict)."""
         self.policy.load_state_dict(state_dict, strict=True)

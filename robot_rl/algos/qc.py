@@ -97,6 +97,22 @@ class TargetPicks:
             self._obs, self._chunks, self._uses = next_obs, chunks, 1
         return chunks
 
+    def state(self) -> dict:
+        """The kept pick for a resumable checkpoint: ``{"obs", "chunks", "uses"}``, or {} when none is
+        kept. Non-tensor observation values (an instruction's strings) are stored as lists."""
+        if self._obs is None:
+            return {}
+        obs = {k: v if isinstance(v, torch.Tensor) else np.asarray(v).tolist() for k, v in self._obs.items()}
+        return {"obs": obs, "chunks": self._chunks, "uses": self._uses}
+
+    def load_state(self, state: dict, device: torch.device) -> None:
+        """Keep the pick of :meth:`state`'s dict again (tensors moved to ``device``); {} keeps none."""
+        if not state:
+            self._obs, self._chunks, self._uses = None, None, 0
+            return
+        self._obs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in state["obs"].items()}
+        self._chunks, self._uses = state["chunks"].to(device), int(state["uses"])
+
 
 @torch.no_grad()
 def best_of_n_target(
@@ -198,6 +214,14 @@ class QCAgent(Agent):
             "q_mean": float(q.detach().mean()),
             "target_mean": float(y.mean()),
         }
+
+    def resume_state(self) -> dict:
+        """The kept target pick (:meth:`TargetPicks.state`): a run killed inside a block of
+        ``offline.target_reuse`` updates resumes with the pick it had."""
+        return {"target_picks": self.target_picks.state()}
+
+    def load_resume_state(self, state: dict) -> None:
+        self.target_picks.load_state(state.get("target_picks", {}), self.device)
 
     @torch.no_grad()
     def act(self, obs: Obs, noise: torch.Tensor | None = None) -> torch.Tensor:

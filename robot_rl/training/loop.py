@@ -30,6 +30,7 @@ from robot_rl.run_dir import RunDir, write_json_atomic
 from robot_rl.training.resume import (
     remove_resume,
     restore,
+    restore_rng,
     restore_trained,
     resume_checkpoint,
     resume_dir,
@@ -134,6 +135,8 @@ def train_agent(
     stream = batches(
         data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers, agent.batch_reuse
     )
+    if resume_from is not None:  # after what a fresh run also did before its first step (the loader draws)
+        restore_rng(resume_from)
     try:
         for step in progress(
             range(start, budget.steps),

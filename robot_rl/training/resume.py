@@ -1,13 +1,23 @@
 """Resumable training checkpoints: written atomically, so a run killed at any moment continues from the
-last one (offline training and the online learner both use them; docs/design.md §4)."""
+last one (offline training and the online learner both use them; docs/design.md §4). Besides modules and
+optimizers they carry the agent's own training state (QC's kept target picks) and the global random
+streams, so a resumed offline run ends with the weights of one never killed (LeRobot's trainer keeps
+its ``rng_state`` the same way)."""
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, load_checkpoint, read_header, save_checkpoint
+
+
+AGENT_KEY, RNG_KEY = "agent", "rng"  # extra_state keys beside the optimizers' names
 
 
 def resume_checkpoint(final_dir: Path) -> Path | None:
@@ -33,7 +43,8 @@ def _previous(resume_dir: Path) -> Path:
 
 
 def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
-    """Write a resumable checkpoint (modules, optimizers, and the counters ``state`` as
+    """Write a resumable checkpoint (modules, optimizers, the agent's :meth:`resume_state` and the random
+    streams (:func:`rng_state`) as ``extra_state``, and the counters ``state`` as
     ``learner_state.json``) to a temporary folder, then swap it in; the old one is removed only after.
     ``config``: the checkpoint's config dict (``method``, ``obs_shapes`` and ``action_dim`` included).
 
@@ -45,7 +56,8 @@ def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
     tmp, old = path.with_name(path.name + ".tmp"), _previous(path)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        save_checkpoint(tmp, agent.modules(), config, stats, extra_state=agent.optimizer_state())
+        extra = {**agent.optimizer_state(), AGENT_KEY: agent.resume_state(), RNG_KEY: rng_state()}
+        save_checkpoint(tmp, agent.modules(), config, stats, extra_state=extra)
         (tmp / "learner_state.json").write_text(json.dumps(state))
     except OSError as err:  # a full disk: leave no half-written folder behind
         shutil.rmtree(tmp, ignore_errors=True)
@@ -60,11 +72,40 @@ def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
 
 
 def restore(agent, path: Path) -> dict:
-    """Load a :func:`save_resume` checkpoint into ``agent`` (modules and optimizers); returns its counters."""
+    """Load a :func:`save_resume` checkpoint into ``agent`` (modules, optimizers and its resume state);
+    returns its counters. The random streams are set apart, by :func:`restore_rng`, once the caller has
+    done what a fresh run also does before its first step."""
     ckpt = load_checkpoint(path, extra_state=True)
     ckpt.load_modules(agent.modules(), path)
     agent.load_optimizer_state(ckpt.extra_state)
+    agent.load_resume_state(ckpt.extra_state.get(AGENT_KEY, {}))
     return json.loads((path / "learner_state.json").read_text())
+
+
+def rng_state() -> dict:
+    """The global random streams a training step draws from: torch's CPU generator (flow noise, best-of-N
+    samples), every CUDA device's when there is one, NumPy's and Python's."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    numpy = (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss)  # no uint32 in safetensors
+    state = {"torch": torch.get_rng_state(), "numpy": numpy, "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(path: Path) -> bool:
+    """Set the global random streams to where the :func:`save_resume` checkpoint at ``path`` left them;
+    False (nothing set) for a checkpoint written before it kept them."""
+    state = load_checkpoint(path, extra_state=True).extra_state.get(RNG_KEY)
+    if state is None:
+        return False
+    torch.set_rng_state(state["torch"])
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    return True
 
 
 def remove_resume(final_dir: Path) -> None:
