@@ -16,7 +16,6 @@ import torch
 
 from robot_rl.checkpoint import CONFIG_FILE, MODEL_FILE, load_checkpoint, read_header, save_checkpoint
 
-
 AGENT_KEY, RNG_KEY = "agent", "rng"  # extra_state keys beside the optimizers' names
 
 
