@@ -36,12 +36,12 @@ def _weights(run_dir):
     return {f"{name}.{key}": value for name, state in saved.items() for key, value in state.items()}
 
 
-@pytest.mark.parametrize("reuse", [1, 3])
 def test_a_killed_offline_run_resumes_to_the_same_weights_as_an_unkilled_one(
-    tiny_offline_run, tmp_path, monkeypatch, reuse
+    tiny_offline_run, tmp_path, monkeypatch
 ):
-    # checkpoint_every 5 with k = 3: the run is killed after step 5, inside the block of steps 3..5
-    extra = ["--offline.steps=12", "--checkpoint_every=5", f"--offline.target_reuse={reuse}", "--threads=1"]
+    # checkpoint_every 5 with k = 3: the run is killed after step 5, inside the block of steps 3..5. Without
+    # the random streams 26 of 40 tensors differ (k = 1 too); with them but without the pick, the same 26.
+    extra = ["--offline.steps=12", "--checkpoint_every=5", "--offline.target_reuse=3", "--threads=1"]
     whole = _run_copy(tiny_offline_run, tmp_path / "whole")
     train(load_config(None, overrides(whole, *extra)), "offline", 0)
 
