@@ -3,9 +3,11 @@ pickle)."""
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
+from robot_rl.algos.qc import TargetPicks
 from robot_rl.checkpoint import FORMAT_KEY, FORMAT_VERSION, CheckpointError, read_header
 from robot_rl.config import (
     BCConfig,
@@ -178,6 +180,35 @@ def test_extra_state_round_trip(tmp_path):
     torch.testing.assert_close(
         opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
     )
+
+
+def test_a_kept_target_pick_with_an_instruction_survives_a_checkpoint(tmp_path):
+    """QC's kept target pick (offline.target_reuse) goes into a resumable checkpoint and, read back, still
+    serves the same s' (its instruction strings included) without a new pick."""
+    picks, drawn = TargetPicks(3), []
+
+    def pick(obs):
+        drawn.append(1)
+        return torch.randn(4, 5, D)
+
+    next_obs = {STATE: torch.randn(4, 2), "task": np.array(["lift the red cube"] * 4)}
+    kept = picks.get(next_obs, pick)
+    save_checkpoint(
+        tmp_path / "x",
+        {},
+        {},
+        fake_stats(),
+        {"agent": picks.state()},
+        obs_shapes={STATE: (2,)},
+        action_dim=D,
+    )
+    again = TargetPicks(3)
+    again.load_state(load_extra_state(tmp_path / "x")["agent"], torch.device("cpu"))
+    same = {STATE: next_obs[STATE].clone(), "task": np.array(["lift the red cube"] * 4)}
+    assert torch.equal(again.get(same, pick), kept) and len(drawn) == 1
+    other = {**same, "task": np.array(["lift the blue cube"] * 4)}
+    again.get(other, pick)
+    assert len(drawn) == 2  # another instruction is another s': a new pick
 
 
 def _saved_qc(tmp_path):
