@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from waits import wait_until
 
 pytest.importorskip("cyclonedds")
 from launch_files import ROBOT_RL  # noqa: E402
@@ -28,13 +29,6 @@ from robot_rl.policies import factory as agents
 
 LOW = np.array([-0.03, -0.03, -0.03, 0.0], np.float32)
 HIGH = np.array([0.03, 0.03, 0.03, 1.0], np.float32)
-
-
-def _wait(cond, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
 
 
 def _joy(axes=(0.0,) * 6, buttons=(0,) * 8, stamp=None) -> msgs.Joy:
@@ -113,7 +107,7 @@ def test_joy_becomes_interventions_and_labels_and_bad_joy_never_moves_anything(c
         tw = pub_node.publisher(msgs.TwistStamped, "/robot_rl/intervention/twist")
         lab = pub_node.publisher(msgs.String, "/robot_rl/intervention/label")
         nan = msgs.TwistStamped(msgs.Header(), msgs.Twist(msgs.Vector3(float("nan"), 0.0, 0.0)))
-        assert _wait(
+        assert wait_until(
             lambda: [tw.publish(nan), lab.publish(msgs.String("maybe"))] and len(device.shared.rejected) >= 2,
             5.0,
         )

@@ -18,6 +18,7 @@ import types
 
 import numpy as np
 import pytest
+from waits import wait_until
 
 from robot_rl.config import EnvConfig, RobotConfig
 from robot_rl.config_checks import robot_problems
@@ -213,7 +214,7 @@ def test_an_estop_triggers_the_urs_protective_stop_then_sends_nothing(ur, tmp_pa
         robot.estop("test")
         # the controller's own watchdog is armed at connect and fed with every command
         assert ur.calls[:3] == ["setWatchdog 1", "kickWatchdog", "servoJ"], ur.calls[:3]
-        _wait(lambda: "triggerProtectiveStop" in ur.calls)
+        wait_until(lambda: "triggerProtectiveStop" in ur.calls)
         assert "triggerProtectiveStop" in ur.calls, ur.calls[-5:]
         after = len(ur.calls)
         time.sleep(0.5)  # five control periods: the watchdog thread would have held five times
@@ -449,12 +450,6 @@ def xarm_box(monkeypatch):
     return fake
 
 
-def _wait(done, timeout_s=2.0):
-    t0 = time.monotonic()
-    while not done() and time.monotonic() - t0 < timeout_s:
-        time.sleep(0.01)
-
-
 def test_xarm_servo_mode_streams_near_setpoints_fast_at_capped_speed(xarm_box):
     from robot_rl.hardware.drivers import xarm
 
@@ -465,7 +460,7 @@ def test_xarm_servo_mode_streams_near_setpoints_fast_at_capped_speed(xarm_box):
         for _ in range(3):  # 10 Hz ee_delta targets 20 mm apart
             robot.command(Command(CommandMode.EE_DELTA, np.array([0.02, 0.0, 0.0])))
             time.sleep(0.1)
-        _wait(lambda: abs(xarm_box.pose[0] - 360.0) < 1e-6)
+        wait_until(lambda: abs(xarm_box.pose[0] - 360.0) < 1e-6)
         np.testing.assert_allclose(xarm_box.pose[:3], [360.0, 0.0, 200.0], atol=1e-6)
         times = np.array([t for t, _ in xarm_box.sent])
         steps = np.linalg.norm(np.diff([p[:3] for _, p in xarm_box.sent], axis=0), axis=1)
@@ -475,7 +470,7 @@ def test_xarm_servo_mode_streams_near_setpoints_fast_at_capped_speed(xarm_box):
         xarm_box.sent.clear()
         target = np.deg2rad(xarm_box.angles) + np.array([0.2, 0, 0, 0, 0, 0, 0])
         robot.command(Command(CommandMode.JOINT_POSITION, target))
-        _wait(lambda: abs(np.deg2rad(xarm_box.angles[0]) - target[0]) < 1e-9)
+        wait_until(lambda: abs(np.deg2rad(xarm_box.angles[0]) - target[0]) < 1e-9)
         np.testing.assert_allclose(np.deg2rad(xarm_box.angles), target, atol=1e-9)
         joint_steps = np.abs(np.diff([np.deg2rad(a) for _, a in xarm_box.sent], axis=0))
         assert len(joint_steps) >= 30

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from waits import wait_until
 
 pytest.importorskip("cyclonedds")
 from ros2_helpers import TRANSPORTS, Spun, new_domain, node_flags  # noqa: E402
@@ -20,13 +21,6 @@ from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 
 JOINTS = [f"joint{i}" for i in range(1, 8)]
-
-
-def _wait(cond, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
 
 
 def _spin(node) -> threading.Event:
@@ -82,7 +76,7 @@ def test_bridge_rejects_bad_observations(caplog, transport):
         )
         img.publish(msgs.Image(msgs.Header(msgs.stamp()), 2, 4, "rgb8", 0, 12, frame.tobytes()))
         assert np.array_equal(cam.read(timeout_s=5.0).image, frame)  # only the good frame comes through
-        assert _wait(lambda: sum(robot.rejected.values()) >= 5)
+        assert wait_until(lambda: sum(robot.rejected.values()) >= 5)
         rejected = robot.rejected
         assert rejected == {"/joint_states": 3, "/camera/front/image_raw": 2}  # String never delivered
         assert robot.read().joint_pos == pytest.approx([0.1 * i for i in range(7)])  # nothing bad was used
@@ -138,7 +132,7 @@ def test_sim_node_rejects_bad_commands(sim_node, caplog, transport):
         twist.publish(msgs.TwistStamped(stale, msgs.Twist(msgs.Vector3(0.0, 0.0, 0.1))))
         grip.publish(msgs.Float64MultiArray(data=[2.0]))
         wrong.publish(msgs.String("0 0 0 0 0 0 0"))
-        assert _wait(lambda: sum(app.rejected.values()) >= 5)
+        assert wait_until(lambda: sum(app.rejected.values()) >= 5)
         time.sleep(0.3)
         assert app.rejected == {
             "position command": 2,
@@ -158,7 +152,7 @@ def test_sim_node_rejects_bad_commands(sim_node, caplog, transport):
             assert reason in caplog.text
         # a good command goes through
         pos.publish(msgs.Float64MultiArray(data=[*before[:6], before[6] + 0.1]))
-        assert _wait(lambda: app.commands == 1)
+        assert wait_until(lambda: app.commands == 1)
         assert app.robot.env.controller.q_des[6] == pytest.approx(before[6] + 0.1)
         bad_node.close()
     finally:
@@ -243,16 +237,16 @@ def test_a_re_sent_reset_request_is_answered_again_without_a_second_reset(sim_no
             lambda h: answers.append((h.frame_id, msgs.seconds(h.stamp))),
         )
         done = _spin(client)
-        assert _wait(lambda: request.subscription_count() > 0)
+        assert wait_until(lambda: request.subscription_count() > 0)
         time.sleep(1.0)  # two-way discovery
         for text, count in (("7@a1", 1), ("7@a1", 2), ("7@a2", 3)):
             request.publish(msgs.String(text))
-            assert _wait(lambda n=count: len(answers) >= n), (text, answers)
+            assert wait_until(lambda n=count: len(answers) >= n), (text, answers)
         (first, t1), (again, t2), (other, t3) = answers
         assert first == again == "7@a1" and other == "7@a2"
         assert t2 == t1 < t3  # the repeat got the first reset's stamp; a new id resets again
         request.publish(msgs.String("7@not an id"))
-        assert _wait(lambda: app.rejected.get("reset_scene", 0) == 1)
+        assert wait_until(lambda: app.rejected.get("reset_scene", 0) == 1)
         assert "request id must be" in caplog.text and len(answers) == 3
     finally:
         done.set()
@@ -340,15 +334,15 @@ def test_a_gripper_command_keeps_the_arms_joint_target(sim_node, transport):
     try:
         pos = pub.publisher(msgs.Float64MultiArray, "/forward_position_controller/commands")
         grip = pub.publisher(msgs.Float64MultiArray, "/gripper_controller/commands")
-        assert _wait(lambda: pos.subscription_count() > 0 and grip.subscription_count() > 0)
+        assert wait_until(lambda: pos.subscription_count() > 0 and grip.subscription_count() > 0)
         target = app.robot.env.controller.q_des.copy()
         target[0] += 0.2
         pos.publish(msgs.Float64MultiArray(data=target.tolist()))
-        assert _wait(lambda: app.commands == 1)
+        assert wait_until(lambda: app.commands == 1)
         grip.publish(msgs.Float64MultiArray(data=[1.0]))
-        assert _wait(lambda: app.commands == 2)
+        assert wait_until(lambda: app.commands == 2)
         assert app.robot.env.controller.q_des == pytest.approx(target)
-        assert _wait(lambda: app.robot.read().gripper > 0.9, 3.0)
+        assert wait_until(lambda: app.robot.read().gripper > 0.9, 3.0)
     finally:
         pub.close()
 
@@ -366,10 +360,10 @@ def test_a_late_servo_twist_runs_until_its_stamp_plus_the_timeout(transport):
     pub = pub_node.publisher(msgs.TwistStamped, "/servo_node/delta_twist_cmds")
     try:
         z0 = spun.app.robot.read().ee_pos[2]
-        assert _wait(lambda: pub.subscription_count() > 0)
+        assert wait_until(lambda: pub.subscription_count() > 0)
         up = msgs.Twist(msgs.Vector3(0.0, 0.0, 0.1), msgs.Vector3(0.0, 0.0, 0.0))  # m/s
         pub.publish(msgs.TwistStamped(msgs.Header(msgs.stamp(time.time() - 0.4), "base_link"), up))
-        assert _wait(lambda: spun.app.commands == 1)
+        assert wait_until(lambda: spun.app.commands == 1)
         time.sleep(1.5)  # expired, halted and settled
         moved = spun.app.robot.read().ee_pos[2] - z0
         assert 0.003 < moved < 0.02, moved  # m
@@ -387,11 +381,11 @@ def test_a_stalled_tick_is_logged_and_the_scene_runs_at_most_the_catch_up(sim_no
     from robot_rl.hardware.sim_server import MAX_CATCH_UP_S
 
     app, _ = sim_node
-    assert _wait(lambda: app._sim_time > 0.2)
+    assert wait_until(lambda: app._sim_time > 0.2)
     with caplog.at_level(logging.WARNING):
         start_sim, start_wall = app._sim_time, time.monotonic()
         app._last -= 2 * STALL_S  # as if the last tick had run a second ago
-        assert _wait(lambda: app.stalls == 1)
+        assert wait_until(lambda: app.stalls == 1)
         time.sleep(0.3)
         ahead = (app._sim_time - start_sim) - (time.monotonic() - start_wall)
     assert ahead < MAX_CATCH_UP_S + 0.05, ahead  # s; 2 * STALL_S without the cap
@@ -415,7 +409,7 @@ def test_a_slow_start_up_is_not_logged_as_a_stall(monkeypatch, transport):
     monkeypatch.setattr(SimRobotNode, "_sim_endpoints", slow_endpoints)
     spun = Spun("sim_robot_node", SimRobotNode, new_domain(), transport)
     try:
-        assert _wait(lambda: spun.app._sim_time > 0.3)
+        assert wait_until(lambda: spun.app._sim_time > 0.3)
         assert spun.app.stalls == 0
     finally:
         spun.close()

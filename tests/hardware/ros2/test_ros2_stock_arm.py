@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 import yaml
+from waits import wait_until
 
 pytest.importorskip("cyclonedds")
 from ros2_helpers import Spun, new_domain, node_flags  # noqa: E402
@@ -32,13 +33,6 @@ from robot_rl.hardware.ros2.bridge import RosRobot  # noqa: E402
 from robot_rl.hardware.ros2.node import parse_args  # noqa: E402
 from robot_rl.hardware.ros2.transport import make_node  # noqa: E402
 from robot_rl.hardware.safety import SafeRobot  # noqa: E402
-
-
-def _wait(cond, timeout_s=5.0):
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
 
 
 def _stock_arm(*params: str) -> Spun:
@@ -104,10 +98,10 @@ def test_pose_from_the_model_and_moves_by_joints_ik_and_the_finger_controller(ar
         assert np.allclose(robot.read().ee_pos, arm.app.robot.read().ee_pos, atol=2e-3)
         # the gripper through its trajectory controller (fingers in m), read back as a closure
         robot.command(Command(CommandMode.EE_DELTA, np.zeros(3), 1.0, time.monotonic()))
-        assert _wait(lambda: robot.read().gripper > 0.9, 3.0), robot.read().gripper
+        assert wait_until(lambda: robot.read().gripper > 0.9, 3.0), robot.read().gripper
         assert arm.app.robot.read().gripper > 0.9
         robot.command(Command(CommandMode.EE_DELTA, np.zeros(3), 0.0, time.monotonic()))
-        assert _wait(lambda: robot.read().gripper < 0.1, 3.0), robot.read().gripper
+        assert wait_until(lambda: robot.read().gripper < 0.1, 3.0), robot.read().gripper
     assert arm.app.rejected == {}
 
 
@@ -195,7 +189,7 @@ def test_skewed_stamps_are_judged_by_receive_time_with_one_warning(caplog):
         robot = RosRobot(stock(spun.domain), timeout_s=2.0)
         with robot:
             first = robot.read().timestamp
-            assert _wait(lambda: robot.read().timestamp > first + 0.5, 2.0)  # states keep coming
+            assert wait_until(lambda: robot.read().timestamp > first + 0.5, 2.0)  # states keep coming
             assert robot.rejected == {}
         warnings = [r.getMessage() for r in caplog.records if "not synchronised" in r.getMessage()]
         assert len(warnings) == 1 and warnings[0].startswith("/joint_states: header stamps are +"), warnings
