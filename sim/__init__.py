@@ -9,11 +9,9 @@ package would otherwise close an import cycle sim -> hardware -> sim (issue 36).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 import gymnasium as gym
 
+from robot_rl.lazy import lazy_getattr
 from robot_rl.sim.tasks import TASKS
 
 _EXPORTS = {
@@ -34,8 +32,4 @@ for _task_id, _spec in TASKS.items():
 
 __all__ = ["TASKS", *_EXPORTS]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'robot_rl.sim' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

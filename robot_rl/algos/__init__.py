@@ -10,8 +10,7 @@ registry, which the config check of ``offline.method`` reads, loads no torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from robot_rl.lazy import lazy_getattr
 
 _EXPORTS = {
     "CORFTAgent": "robot_rl.algos.corft",
@@ -33,8 +32,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'robot_rl.algos' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -7,8 +7,7 @@ Names are imported lazily so that ``robot_rl.data.normalize`` stays light (no to
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from robot_rl.lazy import lazy_getattr
 
 _EXPORTS = {
     "DatasetError": "robot_rl.data.errors",
@@ -22,8 +21,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'robot_rl.data' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
