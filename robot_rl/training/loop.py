@@ -28,13 +28,14 @@ from robot_rl.eval.report import plot_training
 from robot_rl.progress import progress
 from robot_rl.run_dir import RunDir, write_json_atomic
 from robot_rl.training.resume import (
+    RNG_KEY,
     remove_resume,
     restore,
-    restore_rng,
     restore_trained,
     resume_checkpoint,
     resume_dir,
     save_resume,
+    set_rng_state,
     trained_steps,
 )
 
@@ -100,12 +101,13 @@ def train_agent(
     final_dir = run.checkpoint(algo, seed)
     resume_to = resume_dir(final_dir)
     resume_from = resume_checkpoint(final_dir)
-    start = 0
+    start, resumed = 0, {}
     log_path, val_path = run.train_log(algo, seed), run.val_log(algo, seed)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     trained = trained_steps(final_dir, algo)
     if resume_from is not None:
-        start = int(restore(agent, resume_from)["step"])
+        resumed = restore(agent, resume_from)
+        start = int(resumed["step"])
         _truncate_log(log_path, start)
         _truncate_log(val_path, start)
     elif trained is not None and trained < budget.steps:  # a finished run given a larger budget
@@ -136,7 +138,7 @@ def train_agent(
         data, budget.batch_size, seed, start, budget.steps, cfg.data.num_workers, agent.batch_reuse
     )
     if resume_from is not None:  # after what a fresh run also did before its first step (the loader draws)
-        restore_rng(resume_from)
+        set_rng_state(resumed[RNG_KEY])
     try:
         for step in progress(
             range(start, budget.steps),

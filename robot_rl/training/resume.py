@@ -72,13 +72,15 @@ def save_resume(agent, path: Path, state: dict, config: dict, stats) -> None:
 
 def restore(agent, path: Path) -> dict:
     """Load a :func:`save_resume` checkpoint into ``agent`` (modules, optimizers and its resume state);
-    returns its counters. The random streams are set apart, by :func:`restore_rng`, once the caller has
-    done what a fresh run also does before its first step."""
+    returns its counters, with the saved random streams under ``RNG_KEY`` (None for a checkpoint written
+    before they were kept). The caller sets them (:func:`set_rng_state`) once it has done what a fresh run
+    also does before its first step."""
     ckpt = load_checkpoint(path, extra_state=True)
     ckpt.load_modules(agent.modules(), path)
     agent.load_optimizer_state(ckpt.extra_state)
     agent.load_resume_state(ckpt.extra_state.get(AGENT_KEY, {}))
-    return json.loads((path / "learner_state.json").read_text())
+    counters = json.loads((path / "learner_state.json").read_text())
+    return {**counters, RNG_KEY: ckpt.extra_state.get(RNG_KEY)}
 
 
 def rng_state() -> dict:
@@ -92,10 +94,9 @@ def rng_state() -> dict:
     return state
 
 
-def restore_rng(path: Path) -> bool:
-    """Set the global random streams to where the :func:`save_resume` checkpoint at ``path`` left them;
-    False (nothing set) for a checkpoint written before it kept them."""
-    state = load_checkpoint(path, extra_state=True).extra_state.get(RNG_KEY)
+def set_rng_state(state: dict | None) -> bool:
+    """Set the global random streams to ``state`` (:func:`rng_state`'s dict, as :func:`restore` returns it);
+    False (nothing set) for None, a checkpoint written before the streams were kept."""
     if state is None:
         return False
     torch.set_rng_state(state["torch"])
